@@ -1,0 +1,117 @@
+# joulestep — build, test, bench, demo, install.
+# `make deps` installs everything a fresh Debian 12 / Ubuntu machine needs and
+# is idempotent; test, bench and demo depend on it.
+
+PREFIX ?= /usr/local
+DESTDIR ?=
+LIBDIR ?= $(PREFIX)/lib
+SLURM_PLUGIN_DIR ?= $(LIBDIR)/slurm
+PYTHON ?= python3
+VENV ?= $(CURDIR)/.venv
+B := build
+
+CC ?= cc
+CFLAGS ?= -O2 -g
+CFLAGS += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -fPIC -pthread \
+          -Iaccounting/include -Ispank/client
+LDLIBS_ACCT := -lpowercap -lpapi -lpthread
+
+DEB_PKGS := build-essential pkg-config libpowercap-dev powercap-utils libpapi-dev \
+            papi-tools libjansson-dev libcmocka-dev slurmctld slurmd slurm-client \
+            libslurm-dev munge sqlite3 python3-venv python3-dev util-linux procps
+
+ACCT_SRC := $(wildcard accounting/src/*.c)
+ACCT_OBJ := $(ACCT_SRC:%.c=$(B)/obj/%.o)
+ACCT_LIB := $(B)/lib/libjoulestep-acct.a
+TOOL_SRC := $(wildcard accounting/tools/*.c)
+TOOLS := $(patsubst accounting/tools/%.c,$(B)/bin/%,$(TOOL_SRC))
+SPANK_SRC := $(wildcard spank/*.c)
+SPANK_OBJ := $(SPANK_SRC:%.c=$(B)/obj/%.o)
+SPANK_SO := $(if $(SPANK_SRC),$(B)/spank/joulestep.so)
+CLIENT_SRC := $(wildcard spank/client/js_client.c)
+CLIENT_SO := $(if $(CLIENT_SRC),$(B)/lib/libjoulestep-client.so)
+PHASE_BIN := $(if $(wildcard spank/client/joulestep-phase.c),$(B)/bin/joulestep-phase)
+UNIT_SRC := $(wildcard tests/unit/test_*.c)
+UNIT_BIN := $(patsubst tests/unit/%.c,$(B)/tests/%,$(UNIT_SRC))
+HDRS := $(wildcard accounting/include/joulestep/*.h accounting/src/*.h spank/*.h spank/client/*.h)
+
+.PHONY: all deps test test-unit test-py bench demo install clean
+all: $(ACCT_LIB) $(TOOLS) $(SPANK_SO) $(CLIENT_SO) $(PHASE_BIN) $(UNIT_BIN)
+
+$(B)/obj/%.o: %.c $(HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+$(ACCT_LIB): $(ACCT_OBJ)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
+$(B)/bin/%: accounting/tools/%.c $(ACCT_LIB) $(HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $< -o $@ $(ACCT_LIB) $(LDLIBS_ACCT) -ljansson
+
+$(B)/spank/joulestep.so: $(SPANK_OBJ) $(ACCT_LIB) spank/joulestep.map
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -shared -Wl,--version-script=spank/joulestep.map -Wl,-z,defs \
+	  $(SPANK_OBJ) $(ACCT_LIB) -o $@ $(LDLIBS_ACCT) -ljansson -lslurm
+
+$(B)/lib/libjoulestep-client.so: spank/client/js_client.c $(HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -shared -Wl,-soname,libjoulestep-client.so.1 \
+	  -Wl,--version-script=spank/client/client.map $< -o $@
+
+$(B)/bin/joulestep-phase: spank/client/joulestep-phase.c $(CLIENT_SO)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $< -o $@ -L$(B)/lib -ljoulestep-client -Wl,-rpath,'$$ORIGIN/../lib'
+
+$(B)/tests/%: tests/unit/%.c $(ACCT_LIB) $(HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Iaccounting/src $< -o $@ $(ACCT_LIB) $(LDLIBS_ACCT) -lcmocka -ljansson
+
+# ---------------------------------------------------------------------------
+deps: $(B)/.deps-ok
+$(B)/.deps-ok: Makefile cli/pyproject.toml
+	@missing=""; for p in $(DEB_PKGS); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "ok installed" || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "deps: installing$$missing"; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends $$missing; \
+	fi
+	@[ -x $(VENV)/bin/python ] || $(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install -q --disable-pip-version-check -e 'cli[test]'
+	@mkdir -p $(B) && touch $@
+
+test: deps all
+	$(MAKE) --no-print-directory test-unit
+	$(MAKE) --no-print-directory test-py
+
+test-unit: $(UNIT_BIN)
+	@rc=0; for t in $(UNIT_BIN); do echo "== $$t"; $$t || rc=1; done; exit $$rc
+
+test-py:
+	$(VENV)/bin/python -m pytest -ra tests $(PYTEST_ARGS)
+
+bench: deps all
+	$(VENV)/bin/python bench/run.py
+
+demo: deps all
+	$(VENV)/bin/python tests/cluster/demo.py
+
+install: all
+	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(PREFIX)/bin \
+	  $(DESTDIR)$(PREFIX)/include/joulestep $(DESTDIR)$(SLURM_PLUGIN_DIR)
+	install -m 0644 accounting/include/joulestep/*.h $(DESTDIR)$(PREFIX)/include/joulestep/
+	install -m 0644 $(ACCT_LIB) $(DESTDIR)$(LIBDIR)/
+	install -m 0755 $(TOOLS) $(PHASE_BIN) $(DESTDIR)$(PREFIX)/bin/
+	$(if $(SPANK_SO),install -m 0755 $(SPANK_SO) $(DESTDIR)$(SLURM_PLUGIN_DIR)/)
+	$(if $(CLIENT_SO),install -m 0755 $(CLIENT_SO) $(DESTDIR)$(LIBDIR)/libjoulestep-client.so.1 && \
+	  ln -sf libjoulestep-client.so.1 $(DESTDIR)$(LIBDIR)/libjoulestep-client.so && \
+	  install -m 0644 spank/client/joulestep/*.h $(DESTDIR)$(PREFIX)/include/joulestep/)
+	for pc in etc/pkgconfig/*.pc.in; do \
+	  sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(LIBDIR)|g' $$pc \
+	    > $(DESTDIR)$(LIBDIR)/pkgconfig/$$(basename $$pc .in); done
+
+clean:
+	rm -rf $(B)
