@@ -31,12 +31,14 @@ SPANK_SO := $(if $(SPANK_SRC),$(B)/spank/joulestep.so)
 CLIENT_SRC := $(wildcard spank/client/js_client.c)
 CLIENT_SO := $(if $(CLIENT_SRC),$(B)/lib/libjoulestep-client.so)
 PHASE_BIN := $(if $(wildcard spank/client/joulestep-phase.c),$(B)/bin/joulestep-phase)
+BENCH_SRC := $(wildcard bench/*.c)
+BENCH_BIN := $(patsubst bench/%.c,$(B)/bench/%,$(BENCH_SRC))
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_BIN := $(patsubst tests/unit/%.c,$(B)/tests/%,$(UNIT_SRC))
 HDRS := $(wildcard accounting/include/joulestep/*.h accounting/src/*.h spank/*.h spank/client/*.h)
 
 .PHONY: all deps test test-unit test-py bench demo install clean
-all: $(ACCT_LIB) $(TOOLS) $(SPANK_SO) $(CLIENT_SO) $(PHASE_BIN) $(UNIT_BIN)
+all: $(ACCT_LIB) $(TOOLS) $(SPANK_SO) $(CLIENT_SO) $(PHASE_BIN) $(UNIT_BIN) $(BENCH_BIN)
 
 $(B)/obj/%.o: %.c $(HDRS)
 	@mkdir -p $(dir $@)
@@ -67,6 +69,10 @@ $(B)/bin/joulestep-phase: spank/client/joulestep-phase.c $(CLIENT_SO)
 $(B)/tests/%: tests/unit/%.c $(ACCT_LIB) $(HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Iaccounting/src $< -o $@ $(ACCT_LIB) $(LDLIBS_ACCT) -lcmocka -ljansson
+
+$(B)/bench/%: bench/%.c $(ACCT_LIB) $(HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Iaccounting/src $< -o $@ $(ACCT_LIB) $(LDLIBS_ACCT) -ljansson
 
 # ---------------------------------------------------------------------------
 deps: $(B)/.deps-ok

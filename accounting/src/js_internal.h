@@ -1,0 +1,63 @@
+/* Private to the accounting library: backend ops table and file helpers. */
+#ifndef JOULESTEP_INTERNAL_H
+#define JOULESTEP_INTERNAL_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "joulestep/energy.h"
+#include "joulestep/freq.h"
+
+#define JS_SYSFS_DEFAULT "/sys"
+#define JS_ORDER_DEFAULT "powercap,papi,sysfs"
+
+/* ---- backends ------------------------------------------------------------ */
+struct js_energy;
+
+struct js_backend_ops {
+	const char *name;
+	/* Fill e->zones and e->priv; on failure return -errno and write the
+	 * reason (without the backend name) into why. */
+	int (*open)(struct js_energy *e, const char *sysfs_root, char *why, size_t whylen);
+	int (*read)(struct js_energy *e, uint64_t *raw_uj, int *err);
+	void (*close)(struct js_energy *e);
+};
+
+struct js_energy {
+	const struct js_backend_ops *ops;
+	struct js_zone_set zones;
+	void *priv;
+};
+
+extern const struct js_backend_ops js_backend_sysfs;
+extern const struct js_backend_ops js_backend_powercap;
+extern const struct js_backend_ops js_backend_papi;
+
+/* ---- pure helpers used by several files --------------------------------- */
+/* "package-N" / "package-N-die-M": 0 and sets pkg/die (-1 if no die). */
+int js_zone_parse_package(const char *name, int *pkg, int *die);
+/* Sort zones and skipped entries by control type and numeric indices. */
+void js_zone_set_sort(struct js_zone_set *zs);
+/* Append a skip record (silently dropped when the list is full). */
+void js_zone_set_skip(struct js_zone_set *zs, const char *id, const char *name,
+		      const char *why);
+/* Parse an unsigned decimal with optional trailing whitespace. */
+int js_parse_u64(const char *buf, size_t len, uint64_t *out);
+/* Bounded snprintf that never fails (truncates). */
+void js_fmt(char *buf, size_t len, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/* ---- file helpers (all O_CLOEXEC) ---------------------------------------- */
+/* Read a small file (at most len-1 bytes) and NUL-terminate; strips one
+ * trailing newline. Returns bytes read or -errno. */
+ssize_t js_read_file(const char *path, char *buf, size_t len);
+ssize_t js_read_fileat(int dirfd, const char *name, char *buf, size_t len);
+int js_read_u64_file(const char *path, uint64_t *out);
+/* Write a whole string into an existing file (O_WRONLY|O_TRUNC). */
+int js_write_file(const char *path, const char *s);
+int js_path(char *buf, size_t len, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+#endif

@@ -1,0 +1,79 @@
+#!/usr/bin/env python3
+"""`make bench`: print every benchmark figure the issues ask for.
+
+Each figure is a median and p99 beside a baseline measured in the same run,
+so ratios mean something on a noisy machine. Benchmarks live here, never in
+timed tests. Sections run in turn; one that fails is reported and the others
+still run (the exit status is then non-zero).
+"""
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+import tempfile
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+BUILD = REPO / "build"
+sys.path.insert(0, str(REPO / "tests" / "fakehw"))
+
+
+def header(title):
+    print(f"\n=== {title} " + "=" * max(0, 70 - len(title)), flush=True)
+
+
+def zone_reads():
+    """Issue 2: cost of one full reading of all zones, per backend."""
+    import fakehw  # noqa: E402  (stdlib-only simulator)
+
+    tmp = pathlib.Path(tempfile.mkdtemp(prefix="js-bench-"))
+    try:
+        root = tmp / "sys"
+        fakehw.create(str(root), variant="acpi")
+        base = root / "devices/virtual/powercap/intel-rapl/intel-rapl:0/energy_uj"
+        exe = str(BUILD / "bench" / "bench_read")
+        iters = os.environ.get("JOULESTEP_BENCH_ITERS", "200000")
+        subprocess.run([exe, "--sysfs", str(root), "--backend", "sysfs",
+                        "--iters", iters, "--baseline", str(base)], check=True)
+        # libpowercap reads only /sys/class/powercap: serve the fake tree
+        # there in a private mount namespace.
+        subprocess.run([sys.executable, str(REPO / "tests/fakehw/fakehw.py"), "nsexec",
+                        str(root), "--", exe, "--backend", "powercap", "--iters", iters,
+                        "--baseline", "/sys/class/powercap/intel-rapl/intel-rapl:0/energy_uj"],
+                       check=True)
+        subprocess.run([exe, "--sysfs", str(root), "--backend", "papi", "--iters", "100"],
+                       check=True)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def python_bench(name):
+    script = REPO / "bench" / name
+    if not script.exists():
+        print(f"{name}: not present")
+        return
+    subprocess.run([sys.executable, str(script)], check=True)
+
+
+def main():
+    failed = []
+    sections = [
+        ("accounting: one reading of all RAPL zones (goal: sysfs <= 2 us/zone)", zone_reads),
+        ("SPANK plugin", lambda: python_bench("bench_plugin.py")),
+        ("CLI", lambda: python_bench("bench_cli.py")),
+    ]
+    for title, fn in sections:
+        header(title)
+        try:
+            fn()
+        except Exception as exc:  # report and go on with the other figures
+            print(f"FAILED: {exc}")
+            failed.append(title)
+    if failed:
+        print("\nfailed sections: " + "; ".join(failed))
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,523 @@
+"""A real single-node Slurm cluster (munged + slurmctld + slurmd) on localhost.
+
+Everything lives in a private, root-owned work directory: config, munge key and
+socket, state, spool, logs and pid files; the daemons use private ports, so the
+cluster never touches /etc/slurm, /etc/munge or a system munged. It runs as
+root (SlurmUser=root) without systemd or cgroups (proctrack/linuxproc).
+
+    c = Cluster("/run/joulestep-test/x")
+    c.start()                     # returns once the node is idle
+    res, job = c.sbatch("#!/bin/sh\\necho hi\\n", user="jsuser")
+    assert c.wait_job(job) == "COMPLETED"
+    c.stop()                      # idempotent; also registered with atexit
+
+Used by tests/cluster/conftest.py (the `cluster` fixture) and tests/cluster/demo.py.
+"""
+from __future__ import annotations
+
+import atexit
+import os
+import pathlib
+import pwd
+import re
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+SLURM_BINARIES = ("munged", "slurmctld", "slurmd", "sbatch", "srun", "scontrol", "squeue", "scancel", "sinfo")
+SBIN_PATHS = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+TERMINAL_STATES = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED",
+                   "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE", "SPECIAL_EXIT", "REVOKED"}
+MARKER_VAR = "JOULESTEP_HARNESS_ID"  # set in the daemons' environment to find strays at teardown
+
+
+class ClusterError(RuntimeError):
+    pass
+
+
+def _which(name: str) -> str:
+    path = shutil.which(name, path=SBIN_PATHS + ":" + os.environ.get("PATH", ""))
+    if not path:
+        raise ClusterError(f"{name} not found: install slurmctld slurmd slurm-client munge (make deps)")
+    return path
+
+
+def _free_ports(n: int) -> list[int]:
+    socks, ports = [], []
+    try:
+        for _ in range(n):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.bind(("127.0.0.1", 0))
+            socks.append(s)
+            ports.append(s.getsockname()[1])
+    finally:
+        for s in socks:
+            s.close()
+    return ports
+
+
+def _world_accessible(path: pathlib.Path) -> bool:
+    """True if any local user can traverse to `path` and read it (and everything under a dir)."""
+    try:
+        return _world_accessible_unchecked(pathlib.Path(path).resolve())
+    except OSError:
+        return False
+
+
+def _world_accessible_unchecked(path: pathlib.Path) -> bool:
+    for anc in reversed(path.parents):
+        if not os.stat(anc).st_mode & 0o001:
+            return False
+    paths = [path]
+    if path.is_dir():
+        paths += [pathlib.Path(r) / n for r, ds, fs in os.walk(path) for n in ds + fs]
+    for p in paths:
+        mode = os.stat(p).st_mode
+        if not mode & 0o004 or (p.is_dir() and not mode & 0o001):
+            return False
+    return True
+
+
+def ensure_user(name: str) -> pwd.struct_passwd:
+    """Create a local unprivileged user (no home, no login shell needed) if missing."""
+    try:
+        return pwd.getpwnam(name)
+    except KeyError:
+        pass
+    useradd = _which("useradd")
+    res = subprocess.run([useradd, "--system", "--user-group", "--no-create-home",
+                          "--home-dir", "/nonexistent", "--shell", "/bin/sh", name],
+                         capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    if res.returncode not in (0, 9):  # 9: already exists (race with another process)
+        raise ClusterError(f"useradd {name} failed: {res.stderr.strip()}")
+    return pwd.getpwnam(name)
+
+
+def hardware() -> dict:
+    """This machine's layout as `slurmd -C` reports it (CPUs, Sockets..., RealMemory)."""
+    res = subprocess.run([_which("slurmd"), "-C"], capture_output=True, text=True,
+                         stdin=subprocess.DEVNULL, timeout=30)
+    line = next((l for l in res.stdout.splitlines() if l.startswith("NodeName=")), "")
+    fields = dict(kv.split("=", 1) for kv in line.split() if "=" in kv)
+    if "CPUs" not in fields:
+        fields = {"CPUs": str(os.cpu_count() or 1)}
+    return fields
+
+
+class Cluster:
+    def __init__(self, workdir, *, plugin_so=None, plugstack_args=None, cpus=None,
+                 node_timeout: float = 40.0):
+        self.workdir = pathlib.Path(workdir).resolve()
+        self.plugin_so = plugin_so
+        self.plugstack_args = dict(plugstack_args or {})
+        self.node_timeout = node_timeout
+        self.node = socket.gethostname().split(".")[0]
+        hw = hardware()
+        self.cpus = int(cpus) if cpus else int(hw["CPUs"])
+        self._hw = hw if not cpus else {"CPUs": str(self.cpus)}
+        self.id = secrets.token_hex(8)
+        self.conf = self.workdir / "slurm.conf"
+        self.plugstack = self.workdir / "plugstack.conf"
+        self.munge_dir = self.workdir / "munge"
+        self.munge_socket = self.munge_dir / "munge.socket"
+        self.log_dir = self.workdir / "log"
+        self.users_dir = self.workdir / "users"
+        self._procs: dict[str, subprocess.Popen] = {}
+        self._started = False
+        self.env = self._client_env()
+
+    # ------------------------------------------------------------------ setup
+    def _client_env(self) -> dict:
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith(("SLURM_", "SBATCH_", "SRUN_", "SALLOC_", "SQUEUE_", "SINFO_"))}
+        env["PATH"] = SBIN_PATHS + ":" + env.get("PATH", "")
+        env["SLURM_CONF"] = str(self.conf)
+        env["LC_ALL"] = "C"
+        return env
+
+    def _mkdir(self, path: pathlib.Path, mode=0o755):
+        path.mkdir(parents=True, exist_ok=True)
+        os.chown(path, 0, 0)
+        os.chmod(path, mode)
+
+    def _write(self, path: pathlib.Path, text: str, mode=0o644):
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC | os.O_NOFOLLOW, mode)
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.chmod(path, mode)
+
+    def _prepare(self):
+        if os.geteuid() != 0:
+            raise ClusterError("the test cluster must be started as root")
+        for b in SLURM_BINARIES:
+            _which(b)
+        self._mkdir(self.workdir)
+        for d in ("state", "spool", "log", "run", "users"):
+            self._mkdir(self.workdir / d)
+        self._mkdir(self.munge_dir, 0o755)
+        key = self.munge_dir / "munge.key"
+        if not key.exists():
+            self._write(key, "", 0o400)
+            with open(key, "wb") as f:
+                f.write(secrets.token_bytes(1024))
+        for d in ("state", "spool"):  # cold start every time
+            for child in (self.workdir / d).iterdir():
+                shutil.rmtree(child) if child.is_dir() and not child.is_symlink() else child.unlink()
+        self._write_conf()
+        self.write_plugstack(self.plugin_so, self.plugstack_args)
+        # cgroup.conf sits next to slurm.conf; keep slurm from probing cgroups at all
+        self._write(self.workdir / "cgroup.conf", "CgroupPlugin=autodetect\nIgnoreSystemd=yes\n")
+
+    def _write_conf(self):
+        ctld_port, slurmd_port = _free_ports(2)
+        self.ctld_port, self.slurmd_port = ctld_port, slurmd_port
+        w = self.workdir
+        layout = " ".join(f"{k}={self._hw[k]}" for k in
+                          ("CPUs", "Boards", "SocketsPerBoard", "CoresPerSocket", "ThreadsPerCore")
+                          if k in self._hw)
+        conf = f"""# generated by tests/cluster/harness.py — private test cluster
+ClusterName=jstest
+SlurmctldHost={self.node}(127.0.0.1)
+SlurmctldPort={ctld_port}
+SlurmdPort={slurmd_port}
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+CredType=cred/munge
+AuthInfo=socket={self.munge_socket}
+StateSaveLocation={w}/state
+SlurmdSpoolDir={w}/spool
+SlurmctldPidFile={w}/run/slurmctld.pid
+SlurmdPidFile={w}/run/slurmd.pid
+SlurmctldLogFile={w}/log/slurmctld.log
+SlurmdLogFile={w}/log/slurmd.log
+SlurmctldDebug=info
+SlurmdDebug=info
+PlugStackConfig={self.plugstack}
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+JobCompType=jobcomp/none
+SchedulerType=sched/builtin
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+MpiDefault=none
+MailProg=/bin/true
+SwitchType=switch/none
+ReturnToService=2
+SlurmdParameters=config_overrides
+MinJobAge=600
+KillWait=3
+InactiveLimit=0
+SlurmctldTimeout=60
+SlurmdTimeout=120
+MessageTimeout=20
+Waittime=0
+NodeName={self.node} NodeAddr=127.0.0.1 NodeHostname={self.node} {layout} State=UNKNOWN
+PartitionName=debug Nodes={self.node} Default=YES MaxTime=INFINITE State=UP
+"""
+        self._write(self.conf, conf)
+
+    def public_path(self, src) -> pathlib.Path:
+        """`src` if every user can read it, else a root-owned world-readable copy in the workdir.
+
+        Jobs run as unprivileged users, and sbatch/srun load the SPANK plugin as the
+        submitting user, so anything they use must be reachable by them even when the
+        repo sits under a private home (as in CI). A directory is copied whole.
+        """
+        src = pathlib.Path(src).resolve()
+        if _world_accessible(src):
+            return src
+        dst = self.workdir / "pub" / str(src).lstrip("/")
+        self._mkdir(self.workdir / "pub")
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        for d in [*reversed(dst.relative_to(self.workdir).parents)][1:]:
+            os.chmod(self.workdir / d, 0o755)
+        if src.is_dir():
+            shutil.rmtree(dst, ignore_errors=True)
+            shutil.copytree(src, dst, symlinks=True)
+            for root, dirs, files in os.walk(dst):
+                os.chmod(root, 0o755)
+                for f in files:
+                    fp = os.path.join(root, f)
+                    if not os.path.islink(fp):
+                        os.chmod(fp, 0o755 if os.access(fp, os.X_OK) else 0o644)
+        else:
+            shutil.copy2(src, dst)
+            os.chmod(dst, 0o755 if os.access(src, os.X_OK) else 0o644)
+        return dst
+
+    def write_plugstack(self, plugin_so=None, args: dict | None = None):
+        """(Re)write plugstack.conf; srun/sbatch/slurmstepd read it per job/step.
+
+        The plugin is made reachable for unprivileged submitters (see public_path).
+        """
+        if plugin_so:
+            self.workdir.mkdir(parents=True, exist_ok=True)
+            plugin_so = self.public_path(plugin_so)
+        self.plugin_so = plugin_so
+        self.plugstack_args = dict(args or {})
+        lines = ["# generated by tests/cluster/harness.py"]
+        if plugin_so:
+            parts = ["optional", str(plugin_so)]
+            for k, v in self.plugstack_args.items():
+                parts.append(f"{k}={v}" if v is not None else str(k))
+            lines.append(" ".join(parts))
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self._write(self.plugstack, "\n".join(lines) + "\n")
+
+    # --------------------------------------------------------------- daemons
+    def _spawn(self, name: str, argv: list[str]):
+        env = dict(self.env)
+        env[MARKER_VAR] = self.id
+        log = open(self.log_dir / f"{name}.stdout", "ab")
+        try:
+            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                    env=env, cwd=self.workdir, start_new_session=True, close_fds=True)
+        finally:
+            log.close()
+        self._procs[name] = proc
+
+    def _wait_for(self, what: str, cond, timeout: float):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for name, p in self._procs.items():
+                if p.poll() is not None:
+                    raise ClusterError(f"{name} exited with status {p.returncode} while waiting for "
+                                       f"{what}\n{self.logs()}")
+            if cond():
+                return
+            time.sleep(0.1)
+        raise ClusterError(f"timed out after {timeout:.0f}s waiting for {what}\n{self.logs()}")
+
+    def start(self):
+        if self._started:
+            return self
+        self._prepare()
+        self._started = True
+        atexit.register(self.stop)
+        try:
+            self._spawn("munged", [_which("munged"), "--foreground", "--force",
+                                   f"--socket={self.munge_socket}",
+                                   f"--key-file={self.munge_dir / 'munge.key'}",
+                                   f"--log-file={self.log_dir / 'munged.log'}",
+                                   f"--pid-file={self.munge_dir / 'munged.pid'}",
+                                   f"--seed-file={self.munge_dir / 'munged.seed'}",
+                                   "--num-threads=4"])
+            self._wait_for("the munge socket", self.munge_socket.exists, 15)
+            self._spawn("slurmctld", [_which("slurmctld"), "-D", "-c", "-i", "-f", str(self.conf)])
+            self._wait_for("slurmctld", lambda: self.run(["scontrol", "ping"], timeout=10,
+                                                         check=False).stdout.count("UP") > 0, 20)
+            self._spawn("slurmd", [_which("slurmd"), "-D", "-f", str(self.conf), "-N", self.node])
+            self.wait_idle(self.node_timeout)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def node_state(self) -> str:
+        res = self.run(["scontrol", "show", "node", "-o", self.node], timeout=15, check=False)
+        m = re.search(r"\bState=(\S+)", res.stdout)
+        return m.group(1) if m else "UNKNOWN"
+
+    def wait_idle(self, timeout: float = 40.0):
+        """Wait until the node is IDLE (no flags: not completing, drained, not responding)."""
+        def idle():
+            st = self.node_state()
+            if st.startswith(("DOWN", "DRAIN")) and "Reason=" in (r := self.run(
+                    ["scontrol", "show", "node", self.node], check=False).stdout):
+                # a leftover DOWN from an earlier registration: resume it
+                if "Not responding" not in r:
+                    self.run(["scontrol", "update", f"NodeName={self.node}", "State=RESUME"], check=False)
+            return st == "IDLE"
+        self._wait_for(f"node {self.node} to be idle", idle, timeout)
+
+    def restart_slurmd(self):
+        """Restart slurmd (e.g. after changing plugstack.conf for the slurmd context)."""
+        p = self._procs.pop("slurmd", None)
+        if p:
+            self._terminate(p)
+        self._spawn("slurmd", [_which("slurmd"), "-D", "-f", str(self.conf), "-N", self.node])
+        self.wait_idle(self.node_timeout)
+
+    @staticmethod
+    def _terminate(p: subprocess.Popen, timeout: float = 10.0):
+        if p.poll() is not None:
+            return
+        try:
+            os.killpg(p.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            return
+        try:
+            p.wait(timeout)
+        except subprocess.TimeoutExpired:
+            try:
+                os.killpg(p.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            p.wait(5)
+
+    def _stray_pids(self) -> list[int]:
+        """slurmstepd (and anything else) that inherited our daemons' marker variable."""
+        marker = f"{MARKER_VAR}={self.id}".encode()
+        pids = []
+        for d in pathlib.Path("/proc").iterdir():
+            if not d.name.isdigit() or int(d.name) == os.getpid():
+                continue
+            try:
+                if marker in (d / "environ").read_bytes().split(b"\0"):
+                    pids.append(int(d.name))
+            except OSError:
+                continue
+        return pids
+
+    def stop(self):
+        """Tear everything down. Idempotent; safe after a failed or partial start."""
+        if not self._started:
+            return
+        try:
+            if "slurmctld" in self._procs and self._procs["slurmctld"].poll() is None:
+                jobs = self.run(["squeue", "-h", "-o", "%i"], timeout=10, check=False).stdout.split()
+                if jobs:
+                    self.run(["scancel", *jobs], timeout=10, check=False)
+                    deadline = time.monotonic() + 10
+                    while time.monotonic() < deadline and self.run(
+                            ["squeue", "-h", "-o", "%i"], timeout=10, check=False).stdout.strip():
+                        time.sleep(0.2)
+        except (subprocess.SubprocessError, OSError):
+            pass
+        for name in ("slurmd", "slurmctld", "munged"):
+            p = self._procs.pop(name, None)
+            if p:
+                self._terminate(p)
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            pids = self._stray_pids()
+            for pid in pids:
+                try:
+                    os.kill(pid, sig)
+                except ProcessLookupError:
+                    pass
+            if pids and sig == signal.SIGTERM:
+                time.sleep(1)
+        self._procs.clear()
+        self._started = False
+        try:
+            atexit.unregister(self.stop)
+        except Exception:
+            pass
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()
+
+    def logs(self, tail: int = 60) -> str:
+        out = []
+        for f in sorted(self.log_dir.glob("*")):
+            try:
+                lines = f.read_text(errors="replace").splitlines()[-tail:]
+            except OSError:
+                continue
+            out.append(f"----- {f} (last {len(lines)} lines)\n" + "\n".join(lines))
+        return "\n".join(out)
+
+    # --------------------------------------------------------------- clients
+    def user_dir(self, user: str) -> pathlib.Path:
+        """A directory owned by `user` (job cwd and output files)."""
+        pw = ensure_user(user)
+        d = self.users_dir / user
+        d.mkdir(parents=True, exist_ok=True)
+        os.chown(d, pw.pw_uid, pw.pw_gid)
+        os.chmod(d, 0o755)
+        return d
+
+    def run(self, cmd: list, user: str | None = None, timeout: float = 60, input=None,
+            check: bool = False, cwd=None) -> subprocess.CompletedProcess:
+        """Run a command (normally a Slurm client) as root or as `user`, with SLURM_CONF set."""
+        cmd = [str(c) for c in cmd]
+        if user is not None and user != "root":
+            if cwd is None:
+                cwd = self.user_dir(user)
+            cmd = [_which("runuser"), "-u", user, "--", "env", f"SLURM_CONF={self.conf}",
+                   f"PATH={SBIN_PATHS}", *cmd]
+        res = subprocess.run(cmd, env=self.env, cwd=cwd or self.workdir, timeout=timeout,
+                             input=input, capture_output=True, text=True,
+                             stdin=None if input is not None else subprocess.DEVNULL)
+        if check and res.returncode != 0:
+            raise ClusterError(f"{' '.join(cmd)} failed ({res.returncode}): {res.stderr.strip()}")
+        return res
+
+    def sbatch(self, script_text: str, user: str | None = None, args=()):
+        """Submit a batch script (given as text on stdin). Returns (CompletedProcess, job id or None).
+
+        Output goes to <users_dir>/<user>/slurm-<jobid>.out unless args set --output.
+        """
+        who = user or "root"
+        cwd = self.user_dir(who) if who != "root" else self.users_dir
+        res = self.run(["sbatch", "--parsable", f"--chdir={cwd}", *args], user=user,
+                       input=script_text, cwd=cwd)
+        job_id = None
+        if res.returncode == 0:
+            m = re.match(r"\s*(\d+)", res.stdout)
+            job_id = m.group(1) if m else None
+        return res, job_id
+
+    def srun(self, args, user: str | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
+        return self.run(["srun", *args], user=user, timeout=timeout)
+
+    def scancel(self, job_id, user: str | None = None) -> subprocess.CompletedProcess:
+        return self.run(["scancel", str(job_id)], user=user, timeout=30)
+
+    def job_info(self, job_id) -> dict:
+        res = self.run(["scontrol", "show", "job", "-o", str(job_id)], timeout=15)
+        if res.returncode != 0:
+            return {}
+        info = {}
+        for kv in re.findall(r"(\S+?)=(\S*)", res.stdout):
+            info.setdefault(kv[0], kv[1])
+        return info
+
+    def job_state(self, job_id) -> str:
+        return self.job_info(job_id).get("JobState", "UNKNOWN")
+
+    def wait_job(self, job_id, timeout: float = 60) -> str:
+        """Wait until the job reaches a terminal state and return it (e.g. COMPLETED)."""
+        deadline = time.monotonic() + timeout
+        state = "UNKNOWN"
+        while time.monotonic() < deadline:
+            state = self.job_state(job_id)
+            if state in TERMINAL_STATES:
+                return state
+            time.sleep(0.2)
+        raise ClusterError(f"job {job_id} still {state} after {timeout:.0f}s\n{self.logs()}")
+
+    def job_output(self, job_id) -> str:
+        path = self.job_info(job_id).get("StdOut")
+        if not path:
+            raise ClusterError(f"job {job_id}: no StdOut known")
+        return pathlib.Path(path).read_text(errors="replace")
+
+
+def main(argv=None):
+    """Manual use: python3 harness.py WORKDIR — start, print the env, wait for Ctrl-C."""
+    argv = argv if argv is not None else sys.argv[1:]
+    workdir = argv[0] if argv else "/run/joulestep-test/manual"
+    c = Cluster(workdir)
+    c.start()
+    print(f"cluster up: export SLURM_CONF={c.conf}", flush=True)
+    try:
+        signal.pause()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        c.stop()
+
+
+if __name__ == "__main__":
+    main()
