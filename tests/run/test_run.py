@@ -1,0 +1,257 @@
+"""joulestep-run end to end on the fake node hardware.
+
+The command measured is the simulator's own deterministic `advance`, whose
+output is the ground truth of the energy it added: joulestep-run must report
+the same energy within 0.1 %, across forced counter wraps, on the sysfs and
+libpowercap backends. Frequencies set with --freq-ratio must be visible in
+the fake cpufreq files during the run and restored afterwards, also when the
+command is SIGKILLed and when joulestep-run gets SIGTERM.
+"""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+import fakehw
+
+FAKEHW = [sys.executable, str(fakehw.__file__)]
+
+
+@pytest.fixture
+def run_exe(build_dir):
+    return str(build_dir / "bin" / "joulestep-run")
+
+
+@pytest.fixture
+def restore_exe(build_dir):
+    return str(build_dir / "bin" / "joulestep-restore")
+
+
+@pytest.fixture
+def hw(tmp_path):
+    root = tmp_path / "sys"
+    fakehw.create(str(root), variant="acpi")
+    return root
+
+
+@pytest.fixture
+def state(tmp_path):
+    d = tmp_path / "state"
+    d.mkdir(mode=0o700)
+    return d
+
+
+def run_json(cmd, **kw):
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=120, **kw)
+    assert p.returncode == 0, p.stderr
+    # joulestep-run prints its JSON after the command's own output
+    out = p.stdout
+    start = out.rindex("\n{\n") + 1 if "\n{\n" in out else out.index("{")
+    cmd_out = out[:start]
+    return json.loads(out[start:]), cmd_out, p
+
+
+def advance_cmd(root, seconds, util=1.0):
+    return FAKEHW + ["advance", str(root), "--seconds", str(seconds), "--util", str(util)]
+
+
+def check_against_truth(rep, truth):
+    zones = {z["id"]: z for z in rep["zones"]}
+    # counted zones: packages and drams, never psys/core/mmio
+    counted = {zid for zid, z in truth["zones"].items()
+               if z["kind"] in ("package", "dram")}
+    assert set(zones) == counted
+    for zid in counted:
+        want = truth["zones"][zid]["energy_uj"]
+        got = zones[zid]["energy_uj"]
+        assert abs(got - want) <= 0.001 * want, (zid, got, want)
+    assert abs(rep["energy_cpu_uj"] - truth["energy_cpu_uj"]) <= 0.001 * truth["energy_cpu_uj"]
+    assert abs(rep["energy_dram_uj"] - truth["energy_dram_uj"]) <= 0.001 * truth["energy_dram_uj"]
+    total_j = (truth["energy_cpu_uj"] + truth["energy_dram_uj"]) / 1e6
+    assert rep["energy_total_j"] == pytest.approx(total_j, rel=1e-3)
+    assert rep["wrap_uncertain"] is False
+
+
+def test_sysfs_backend_matches_truth_across_a_wrap(hw, run_exe):
+    fakehw.near_wrap(str(hw), "intel-rapl:0", 1_000_000)      # package-0: 1 J left
+    fakehw.near_wrap(str(hw), "intel-rapl:1:0", 500_000)      # dram of package-1
+    rep, out, _ = run_json([run_exe, "--sysfs", str(hw), "--backend", "sysfs", "--json", "--"]
+                           + advance_cmd(hw, 20))
+    truth = json.loads(out)
+    check_against_truth(rep, truth)
+    wraps = {z["id"]: z["wraps"] for z in rep["zones"]}
+    assert wraps["intel-rapl:0"] == 1 and wraps["intel-rapl:1:0"] == 1
+    assert wraps["intel-rapl:1"] == 0
+    assert rep["backend"] == "sysfs"
+    assert rep["duration_s"] > 0
+    assert rep["avg_power_w"] == pytest.approx(rep["energy_total_j"] / rep["duration_s"], rel=1e-6)
+
+
+def test_no_dram_node(tmp_path, run_exe):
+    root = tmp_path / "amd"
+    fakehw.create(str(root), variant="pstate", dram=False)
+    rep, out, _ = run_json([run_exe, "--sysfs", str(root), "--backend", "sysfs", "--json", "--"]
+                           + advance_cmd(root, 5, 0.5))
+    truth = json.loads(out)
+    assert rep["energy_dram_j"] == 0
+    assert {z["name"] for z in rep["zones"]} == {"package-0", "package-1"}
+    check_against_truth(rep, truth)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mount namespaces need root")
+def test_powercap_backend_matches_truth_across_a_wrap(hw, run_exe):
+    """libpowercap hard-codes /sys/class/powercap: the simulator serves the
+    tree there inside a private mount namespace."""
+    fakehw.near_wrap(str(hw), "intel-rapl:1", 2_000_000)
+    rep, out, _ = run_json(FAKEHW + ["nsexec", str(hw), "--", run_exe, "--backend", "powercap",
+                                     "--json", "--"] + advance_cmd(hw, 30))
+    truth = json.loads(out)
+    check_against_truth(rep, truth)
+    assert rep["backend"] == "powercap"
+    assert {z["id"]: z["wraps"] for z in rep["zones"]}["intel-rapl:1"] == 1
+
+
+def test_papi_backend_says_why_it_is_unavailable(hw, run_exe):
+    p = subprocess.run([run_exe, "--sysfs", str(hw), "--backend", "papi", "--", "true"],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 125
+    assert "papi" in p.stderr and "unavailable" in p.stderr
+    # the reason names what PAPI lacks, not a generic failure
+    assert "rapl" in p.stderr.lower() or "powercap" in p.stderr.lower()
+
+
+def test_backend_order_falls_back_and_reports(hw, run_exe):
+    rep, _, p = run_json([run_exe, "--sysfs", str(hw), "--backend", "papi,sysfs", "--json",
+                          "--", "true"])
+    assert rep["backend"] == "sysfs"
+
+
+def test_bad_options_are_refused_with_what_is_allowed(hw, run_exe):
+    for args, needle in [(["--freq-ratio", "1.5"], "(0, 1]"),
+                         (["--freq-ratio", "abc"], "(0, 1]"),
+                         (["--sample-ms", "0"], "1..3600000"),
+                         (["--freq-ratio", "0.5", "--freq-khz", "1000"], "not both"),
+                         ([], "no command")]:
+        p = subprocess.run([run_exe, "--sysfs", str(hw)] + args + (["--", "true"] if args else []),
+                           capture_output=True, text=True, timeout=30)
+        assert p.returncode == 125, args
+        assert needle in p.stderr, (args, p.stderr)
+
+
+def test_exit_status_is_the_commands(hw, run_exe):
+    p = subprocess.run([run_exe, "--sysfs", str(hw), "--backend", "sysfs", "--", "sh", "-c",
+                        "exit 7"], capture_output=True, text=True, timeout=30)
+    assert p.returncode == 7
+    assert "total" in p.stderr
+
+
+def cpufreq(root, cpu):
+    """The settings a restore must bring back: governor, min, max, and the
+    setspeed only where the governor is userspace (the kernel shows
+    <unsupported> otherwise; the fake tree keeps the file as written)."""
+    f = fakehw.read_cpufreq(str(root), cpu)
+    keep = {k: f[k] for k in ("scaling_governor", "scaling_min_freq", "scaling_max_freq")}
+    if f["scaling_governor"] == "userspace":
+        keep["scaling_setspeed"] = f["scaling_setspeed"]
+    return keep
+
+
+def allowed_cpus():
+    return sorted(os.sched_getaffinity(0))
+
+
+def test_freq_ratio_visible_during_run_and_restored(hw, state, run_exe):
+    before = {c: cpufreq(hw, c) for c in range(4)}
+    probe = (f"for c in 0 1 2 3; do d={hw}/devices/system/cpu/cpu$c/cpufreq; "
+             "echo $c $(cat $d/scaling_governor) $(cat $d/scaling_setspeed); done")
+    rep, out, _ = run_json([run_exe, "--sysfs", str(hw), "--backend", "sysfs", "--state",
+                            str(state), "--freq-ratio", "0.85", "--json", "--", "sh", "-c", probe])
+    seen = {int(line.split()[0]): line.split()[1:] for line in out.strip().splitlines()}
+    for cpu in range(4):
+        if cpu in allowed_cpus():
+            # 0.85 x 2.4 GHz = 2.04 GHz, rounded to the nearest 100 MHz step
+            assert seen[cpu] == ["userspace", "2000000"], seen
+        else:
+            assert seen[cpu][0] == before[cpu]["scaling_governor"]
+    after = {c: cpufreq(hw, c) for c in range(4)}
+    assert after == before
+    assert not list(state.glob("cpu*.orig"))
+
+
+def test_freq_khz_on_intel_pstate_caps_max(tmp_path, state, run_exe):
+    root = tmp_path / "pstate"
+    fakehw.create(str(root), variant="pstate")
+    before = cpufreq(root, 0)
+    _, out, _ = run_json([run_exe, "--sysfs", str(root), "--backend", "sysfs", "--state",
+                          str(state), "--freq-khz", "2040000", "--json", "--", "cat",
+                          str(root / "devices/system/cpu/cpu0/cpufreq/scaling_max_freq")])
+    assert out.split()[0] == "2040000"
+    assert cpufreq(root, 0) == before
+
+
+def wait_for(pred, timeout=20.0):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if pred():
+            return True
+        time.sleep(0.02)
+    return False
+
+
+def setspeed(root, cpu=0):
+    return (root / f"devices/system/cpu/cpu{cpu}/cpufreq/scaling_setspeed").read_text().strip()
+
+
+def test_restored_after_command_is_sigkilled(hw, state, run_exe):
+    before = cpufreq(hw, 0)
+    p = subprocess.run([run_exe, "--sysfs", str(hw), "--backend", "sysfs", "--state", str(state),
+                        "--freq-ratio", "0.5", "--", "sh", "-c", "kill -9 $$"],
+                       capture_output=True, text=True, timeout=30)
+    assert p.returncode == 128 + signal.SIGKILL
+    assert cpufreq(hw, 0) == before
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_restored_after_sigterm_of_joulestep_run(hw, state, run_exe, sig):
+    before = cpufreq(hw, 0)
+    p = subprocess.Popen([run_exe, "--sysfs", str(hw), "--backend", "sysfs", "--state",
+                          str(state), "--freq-ratio", "0.5", "--", "sleep", "60"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert wait_for(lambda: setspeed(hw) == "1200000"), "frequency never applied"
+        p.send_signal(sig)
+        p.wait(timeout=20)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 128 + sig   # sleep died of the forwarded signal
+    assert cpufreq(hw, 0) == before
+
+
+def test_crash_of_joulestep_run_then_restore_tool(hw, state, run_exe, restore_exe):
+    before = cpufreq(hw, 0)
+    p = subprocess.Popen([run_exe, "--sysfs", str(hw), "--backend", "sysfs", "--state",
+                          str(state), "--freq-ratio", "0.5", "--", "sleep", "60"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        assert wait_for(lambda: setspeed(hw) == "1200000")
+        # an owner that is alive keeps its clock
+        r = subprocess.run([restore_exe, "--state", str(state), "--sysfs", str(hw)],
+                           capture_output=True, text=True, timeout=30)
+        assert r.returncode == 0 and "restored 0 CPUs" in r.stdout
+        assert setspeed(hw) == "1200000"
+        os.killpg(p.pid, signal.SIGKILL)   # joulestep-run and its command die
+        p.wait(timeout=20)
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+    assert setspeed(hw) == "1200000"      # nothing restored it...
+    r = subprocess.run([restore_exe, "--state", str(state), "--sysfs", str(hw)],
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0, r.stderr
+    assert f"restored {len([c for c in allowed_cpus() if c < 4])} CPU" in r.stdout
+    assert cpufreq(hw, 0) == before         # ...until the journal did
