@@ -4,7 +4,6 @@
  *   bench_read --sysfs DIR --backend NAME [--iters N] --baseline FILE
  * Prints median and p99 in ns per reading and per zone.
  */
-#define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -33,7 +32,7 @@ static void report(const char *what, uint64_t *t, size_t n, size_t per)
 {
 	qsort(t, n, sizeof(*t), cmp_u64);
 	uint64_t med = t[n / 2], p99 = t[(n * 99) / 100];
-	printf("%-34s median %8.0f ns  p99 %8.0f ns", what, (double)med, (double)p99);
+	printf("%-56s median %8.0f ns  p99 %8.0f ns", what, (double)med, (double)p99);
 	if (per > 1)
 		printf("  | per zone: median %6.0f ns  p99 %6.0f ns", (double)med / per, (double)p99 / per);
 	printf("\n");
@@ -41,7 +40,8 @@ static void report(const char *what, uint64_t *t, size_t n, size_t per)
 
 int main(int argc, char **argv)
 {
-	const char *sysfs = "/sys", *backend = "sysfs", *baseline = NULL;
+	const char *sysfs = "/sys", *backend = "sysfs", *baselines[4];
+	int nbase = 0;
 	long iters = 200000;
 	int c;
 	static const struct option lo[] = {
@@ -54,7 +54,10 @@ int main(int argc, char **argv)
 		case 's': sysfs = optarg; break;
 		case 'b': backend = optarg; break;
 		case 'n': iters = atol(optarg); break;
-		case 'B': baseline = optarg; break;
+		case 'B':
+			if (nbase < 4)
+				baselines[nbase++] = optarg;
+			break;
 		default: return 2;
 		}
 	}
@@ -64,7 +67,8 @@ int main(int argc, char **argv)
 	if (!t)
 		return 1;
 
-	if (baseline) {
+	for (int bi = 0; bi < nbase; bi++) {
+		const char *baseline = baselines[bi];
 		int fd = open(baseline, O_RDONLY | O_CLOEXEC);
 		char buf[64];
 		if (fd < 0) {
@@ -78,7 +82,9 @@ int main(int argc, char **argv)
 			t[i] = now_ns() - t0;
 		}
 		close(fd);
-		report("baseline: bare pread of 1 file", t, (size_t)iters, 1);
+		char what[96];
+		snprintf(what, sizeof(what), "baseline: bare pread %.40s", baseline);
+		report(what, t, (size_t)iters, 1);
 	}
 
 	struct js_energy_opts eo = {.sysfs_root = sysfs, .order = backend};
