@@ -7,27 +7,13 @@ Ctrl-C). The work directory is removed afterwards unless a test failed or
 JOULESTEP_KEEP_CLUSTER=1 is set, so daemon logs stay available for debugging.
 """
 import os
-import pathlib
 import shutil
-import tempfile
 
 import pytest
 
-from harness import Cluster, ClusterError, ensure_user
+from harness import Cluster, ensure_user, make_workdir
 
-BASE = pathlib.Path("/run/joulestep-test")
 USERS = ("jsuser", "jsother")
-
-
-def make_workdir(prefix: str) -> pathlib.Path:
-    """A new root-owned 0755 directory under /run/joulestep-test (never user-writable)."""
-    BASE.mkdir(mode=0o755, parents=True, exist_ok=True)
-    st = os.lstat(BASE)
-    if not BASE.is_dir() or BASE.is_symlink() or st.st_uid != 0 or st.st_mode & 0o022:
-        raise ClusterError(f"{BASE} must be a root-owned directory not writable by others")
-    d = pathlib.Path(tempfile.mkdtemp(prefix=prefix, dir=BASE))
-    os.chmod(d, 0o755)
-    return d
 
 
 @pytest.fixture(scope="session")

@@ -3,7 +3,10 @@
 Everything lives in a private, root-owned work directory: config, munge key and
 socket, state, spool, logs and pid files; the daemons use private ports, so the
 cluster never touches /etc/slurm, /etc/munge or a system munged. It runs as
-root (SlurmUser=root) without systemd or cgroups (proctrack/linuxproc).
+root (SlurmUser=root) without systemd or cgroups: proctrack/linuxproc, and
+task/affinity (tasks bound to their allocated cores) unless this process sits in a
+restricted cpuset (then task/none; JOULESTEP_TASK_PLUGIN overrides). Jobs run as
+unprivileged users (ensure_user) from directories they own (user_dir).
 
     c = Cluster("/run/joulestep-test/x")
     c.start()                     # returns once the node is idle
@@ -16,6 +19,7 @@ Used by tests/cluster/conftest.py (the `cluster` fixture) and tests/cluster/demo
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import pathlib
 import pwd
@@ -26,6 +30,8 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
+import threading
 import time
 
 SLURM_BINARIES = ("munged", "slurmctld", "slurmd", "sbatch", "srun", "scontrol", "squeue", "scancel", "sinfo")
@@ -108,6 +114,82 @@ def hardware() -> dict:
     return fields
 
 
+BASE = pathlib.Path("/run/joulestep-test")
+
+
+def _exit_on_sigterm(signum, frame):
+    raise SystemExit(128 + signum)
+
+
+def _marked_pids(cluster_id: str) -> list[int]:
+    marker = f"{MARKER_VAR}={cluster_id}".encode()
+    pids = []
+    for d in pathlib.Path("/proc").iterdir():
+        if not d.name.isdigit() or int(d.name) == os.getpid():
+            continue
+        try:
+            if marker in (d / "environ").read_bytes().split(b"\0"):
+                pids.append(int(d.name))
+        except OSError:
+            continue
+    return pids
+
+
+def _kill_marked(cluster_id: str):
+    """Kill every process started by the cluster's daemons (they carry its marker)."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        pids = _marked_pids(cluster_id)
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, sig)
+        if not pids:
+            return
+        deadline = time.monotonic() + 5
+        while sig == signal.SIGTERM and time.monotonic() < deadline and _marked_pids(cluster_id):
+            time.sleep(0.1)
+
+
+def reap_stale():
+    """Stop clusters left running by a test process that died without teardown (SIGKILL)."""
+    for owner in BASE.glob("*/run/owner"):
+        try:
+            pid_s, cluster_id = owner.read_text().split()
+            os.kill(int(pid_s), 0)
+            continue  # its owner is alive
+        except ProcessLookupError:
+            pass
+        except (OSError, ValueError):
+            continue
+        _kill_marked(cluster_id)
+        with contextlib.suppress(OSError):
+            owner.unlink()
+
+
+def make_workdir(prefix: str) -> pathlib.Path:
+    """A new root-owned 0755 directory under /run/joulestep-test (never user-writable).
+
+    Also stops clusters whose owning process died without tearing them down."""
+    BASE.mkdir(mode=0o755, parents=True, exist_ok=True)
+    st = os.lstat(BASE)
+    if not BASE.is_dir() or BASE.is_symlink() or st.st_uid != 0 or st.st_mode & 0o022:
+        raise ClusterError(f"{BASE} must be a root-owned directory not writable by others")
+    os.chmod(BASE, 0o755)  # whatever the umask: job users must traverse it
+    reap_stale()
+    d = pathlib.Path(tempfile.mkdtemp(prefix=prefix, dir=BASE))
+    os.chmod(d, 0o755)
+    return d
+
+
+def default_task_plugin(hw_cpus: int) -> str:
+    """task/affinity (tasks bound to their allocated cores) when this process may run on
+    every CPU slurmd sees; task/none in a restricted cpuset where binding could fail."""
+    try:
+        allowed = os.sched_getaffinity(0)
+    except (AttributeError, OSError):
+        return "task/none"
+    return "task/affinity" if allowed == set(range(hw_cpus)) else "task/none"
+
+
 class Cluster:
     def __init__(self, workdir, *, plugin_so=None, plugstack_args=None, cpus=None,
                  node_timeout: float = 40.0):
@@ -119,6 +201,7 @@ class Cluster:
         hw = hardware()
         self.cpus = int(cpus) if cpus else int(hw["CPUs"])
         self._hw = hw if not cpus else {"CPUs": str(self.cpus)}
+        self.task_plugin = os.environ.get("JOULESTEP_TASK_PLUGIN") or default_task_plugin(int(hw["CPUs"]))
         self.id = secrets.token_hex(8)
         self.conf = self.workdir / "slurm.conf"
         self.plugstack = self.workdir / "plugstack.conf"
@@ -199,11 +282,12 @@ SlurmctldDebug=info
 SlurmdDebug=info
 PlugStackConfig={self.plugstack}
 ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
+TaskPlugin={self.task_plugin}
 JobAcctGatherType=jobacct_gather/none
 AccountingStorageType=accounting_storage/none
 JobCompType=jobcomp/none
 SchedulerType=sched/builtin
+SchedulerParameters=batch_sched_delay=0
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core
 MpiDefault=none
@@ -301,6 +385,10 @@ PartitionName=debug Nodes={self.node} Default=YES MaxTime=INFINITE State=UP
         self._prepare()
         self._started = True
         atexit.register(self.stop)
+        if (threading.current_thread() is threading.main_thread()
+                and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL):
+            signal.signal(signal.SIGTERM, _exit_on_sigterm)  # so teardown runs on a CI timeout
+        self._write(self.workdir / "run" / "owner", f"{os.getpid()} {self.id}\n")
         try:
             self._spawn("munged", [_which("munged"), "--foreground", "--force",
                                    f"--socket={self.munge_socket}",
@@ -364,17 +452,7 @@ PartitionName=debug Nodes={self.node} Default=YES MaxTime=INFINITE State=UP
 
     def _stray_pids(self) -> list[int]:
         """slurmstepd (and anything else) that inherited our daemons' marker variable."""
-        marker = f"{MARKER_VAR}={self.id}".encode()
-        pids = []
-        for d in pathlib.Path("/proc").iterdir():
-            if not d.name.isdigit() or int(d.name) == os.getpid():
-                continue
-            try:
-                if marker in (d / "environ").read_bytes().split(b"\0"):
-                    pids.append(int(d.name))
-            except OSError:
-                continue
-        return pids
+        return _marked_pids(self.id)
 
     def stop(self):
         """Tear everything down. Idempotent; safe after a failed or partial start."""
@@ -395,16 +473,10 @@ PartitionName=debug Nodes={self.node} Default=YES MaxTime=INFINITE State=UP
             p = self._procs.pop(name, None)
             if p:
                 self._terminate(p)
-        for sig in (signal.SIGTERM, signal.SIGKILL):
-            pids = self._stray_pids()
-            for pid in pids:
-                try:
-                    os.kill(pid, sig)
-                except ProcessLookupError:
-                    pass
-            if pids and sig == signal.SIGTERM:
-                time.sleep(1)
+        _kill_marked(self.id)
         self._procs.clear()
+        with contextlib.suppress(OSError):
+            (self.workdir / "run" / "owner").unlink()
         self._started = False
         try:
             atexit.unregister(self.stop)
@@ -420,6 +492,8 @@ PartitionName=debug Nodes={self.node} Default=YES MaxTime=INFINITE State=UP
     def logs(self, tail: int = 60) -> str:
         out = []
         for f in sorted(self.log_dir.glob("*")):
+            if f.suffix == ".stdout" and f.with_suffix(".log").exists() and f.with_suffix(".log").stat().st_size:
+                continue  # the daemon's own log file has the same lines
             try:
                 lines = f.read_text(errors="replace").splitlines()[-tail:]
             except OSError:

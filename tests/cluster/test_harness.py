@@ -3,13 +3,13 @@ node back to idle, clean and idempotent teardown. No plugin involved."""
 import os
 import pathlib
 import pwd
+import shutil
 import socket
 import subprocess
 
 import pytest
 
-from conftest import make_workdir
-from harness import MARKER_VAR, Cluster
+from harness import MARKER_VAR, Cluster, hardware, make_workdir
 
 pytestmark = pytest.mark.cluster
 
@@ -33,7 +33,20 @@ def test_node_is_idle_with_all_cores(plain):
     node, state, cpus = res.stdout.split()
     assert node == plain.node
     assert state == "idle"
-    assert int(cpus) == plain.cpus == int(subprocess.check_output(["nproc", "--all"]).strip())
+    assert int(cpus) == plain.cpus == int(hardware()["CPUs"])
+
+
+def test_single_task_step_is_bound_to_one_allocated_cpu(plain):
+    if plain.task_plugin != "task/affinity":  # only chosen in a restricted cpuset
+        assert os.sched_getaffinity(0) != set(range(plain.cpus))
+    res = plain.srun(["-n1", "-c1", "sh", "-c",
+                      "grep Cpus_allowed_list /proc/self/status; echo $SLURM_CPU_BIND_LIST"],
+                     user="jsuser")
+    assert res.returncode == 0, res.stderr
+    if plain.task_plugin != "task/affinity":
+        return
+    allowed = res.stdout.split("\n")[0].split()[-1]
+    assert allowed.isdigit() and 0 <= int(allowed) < plain.cpus
 
 
 def test_batch_job_as_jsuser(plain):
@@ -121,7 +134,6 @@ def test_public_path_copies_what_users_cannot_read(cluster):
         assert res.returncode == 0 and res.stdout == "tool-ran\n", res.stderr
         assert cluster.public_path("/bin/sh") == pathlib.Path("/bin/sh").resolve()
     finally:
-        import shutil
         shutil.rmtree(private)
 
 
@@ -132,7 +144,8 @@ def test_second_cluster_stops_cleanly_and_idempotently(cluster_users):
         c.start()
         assert c.node_state() == "IDLE"
         ports = (c.ctld_port, c.slurmd_port)
-        res, job = c.sbatch("#!/bin/sh\nsleep 600\n", user="jsuser")
+        marker = f"sleep 7{os.getpid() % 1000:03d}"
+        res, job = c.sbatch(f"#!/bin/sh\n{marker}\n", user="jsuser")
         assert res.returncode == 0, res.stderr
         c._wait_for("job to run", lambda: c.job_state(job) == "RUNNING", 30)
     finally:
@@ -146,10 +159,9 @@ def test_second_cluster_stops_cleanly_and_idempotently(cluster_users):
         except OSError:
             pass
     assert leftovers == []
-    assert user_pids("jsuser", "sleep 600") == []
+    assert user_pids("jsuser", marker) == []
     for port in ports:
         with socket.socket() as s:
             s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             s.bind(("0.0.0.0", port))  # raises if a daemon still listens
-    import shutil
     shutil.rmtree(workdir)

@@ -1,0 +1,962 @@
+#!/usr/bin/env python3
+"""Fake node hardware for joulestep tests: a sysfs-shaped tree with RAPL
+powercap zones and cpufreq files, driven by a frequency-dependent power model.
+
+Only the hardware is simulated; everything reading it (libpowercap, PAPI's
+powercap component, the joulestep library) is real.  Stdlib only.
+
+Layout (as the kernel has it), under ROOT:
+  devices/virtual/powercap/intel-rapl/intel-rapl:N[/intel-rapl:N:M]
+  devices/virtual/powercap/intel-rapl-mmio/intel-rapl-mmio:0
+  class/powercap/{intel-rapl,intel-rapl-mmio}      -> ../../devices/virtual/powercap/...
+  class/powercap/intel-rapl:N[:M], intel-rapl-mmio:0 -> ../../devices/virtual/powercap/...
+  devices/system/cpu/cpufreq/policyN/...           (cpuN/cpufreq -> ../cpufreq/policyN)
+  devices/system/cpu/cpuN/topology/...
+  .fakehw/state.json  model + counters     .fakehw/truth.jsonl  ground-truth log
+  .fakehw/lock        flock'ed around every change
+
+Power model (reference.md eq. 2.2): g(f) = a*f^b + c (f in GHz), per CPU
+  P_cpu = util*P_core_max*g(f)/g(fmax) + (1-util)*P_core_idle
+  P_package_zone = P_uncore/dies + sum P_cpu      P_core_zone = sum P_cpu
+  P_dram_zone = (P_dram_idle + mean_util*P_dram_dyn)/dies
+  P_psys = sum packages + sum dram + P_platform   P_mmio = P(intel-rapl:0)
+Energy is integer uJ per zone; the fractional remainder is carried in the state,
+so ground truth (sum of integer deltas) is exact.  Counters wrap modulo
+max_energy_range_uj (values stay in [0, max]): a reader computing
+"cur - prev, or (max - prev) + cur when it went down" gets the exact delta.
+"""
+import argparse
+import contextlib
+import errno
+import fcntl
+import json
+import math
+import os
+import select
+import signal
+import socket
+import stat
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+
+STATE_DIR = ".fakehw"
+STATE_FILE = "state.json"
+TRUTH_FILE = "truth.jsonl"
+LOCK_FILE = "lock"
+
+PKG_MAX_UJ = 262143328850
+DRAM_MAX_UJ = 65712999613
+PSYS_MAX_UJ = 262143328850
+
+DEFAULT_MODEL = {
+    "a": 0.0086,            # Table 2.4 "Total": 0.0086 f^4.038 + 0.757
+    "b": 4.038,
+    "c": 0.757,
+    "p_core_max_w": 15.0,   # one CPU at full util and fmax
+    "p_core_idle_w": 1.0,   # one idle CPU
+    "p_uncore_w": 10.0,     # per package (split across dies)
+    "p_dram_idle_w": 2.0,   # per package
+    "p_dram_dyn_w": 4.0,    # per package at mean util 1
+    "p_platform_w": 8.0,    # psys on top of packages + dram
+}
+
+ACPI_GOVERNORS = "conservative ondemand userspace powersave performance schedutil"
+PSTATE_GOVERNORS = "performance powersave"
+
+MAX_CTL_SECONDS = 3600.0
+MAX_LINE = 256
+
+
+class FakeHwError(Exception):
+    """Bad input or a refused operation (CLI exit status 2)."""
+
+
+# --------------------------------------------------------------------------
+# small file helpers
+
+def _write_new(path, text, mode=0o644):
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW, mode)
+    try:
+        os.write(fd, text.encode())
+    finally:
+        os.close(fd)
+    os.chmod(path, mode)  # umask must not change the modes the kernel has
+
+
+def write_in_place(path, text):
+    """Overwrite an existing file without replacing it (no rename), so
+    readers holding a descriptor see the new content with pread."""
+    data = text.encode()
+    fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+    try:
+        os.pwrite(fd, data, 0)
+        os.ftruncate(fd, len(data))
+    finally:
+        os.close(fd)
+
+
+def _read(path):
+    with open(path, "r", opener=lambda p, f: os.open(p, f | os.O_CLOEXEC)) as fh:
+        return fh.read()
+
+
+def _read_int(path):
+    try:
+        return int(_read(path).strip())
+    except (OSError, ValueError):
+        return None
+
+
+def _mkdir(path, mode=0o755):
+    os.makedirs(path, exist_ok=True)
+    os.chmod(path, mode)
+
+
+def _state_path(root, name):
+    return os.path.join(root, STATE_DIR, name)
+
+
+@contextlib.contextmanager
+def _locked(root):
+    path = _state_path(root, LOCK_FILE)
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW)
+    except FileNotFoundError:
+        raise FakeHwError(f"{root} is not a fakehw tree (no {STATE_DIR}/{LOCK_FILE}); run `create` first")
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def _load_state(root):
+    return json.loads(_read(_state_path(root, STATE_FILE)))
+
+
+def _save_state(root, state):
+    path = _state_path(root, STATE_FILE)
+    tmp = path + ".tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
+    try:
+        os.write(fd, json.dumps(state, indent=1, sort_keys=True).encode())
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)  # state.json is ours alone: no reader holds it open
+
+
+def _append_truth(root, entry):
+    fd = os.open(_state_path(root, TRUTH_FILE),
+                 os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
+    try:
+        os.write(fd, (json.dumps(entry, sort_keys=True) + "\n").encode())
+    finally:
+        os.close(fd)
+
+
+def _now_ns():
+    return time.clock_gettime_ns(time.CLOCK_REALTIME)
+
+
+# --------------------------------------------------------------------------
+# create
+
+def create(root, variant="acpi", packages=2, cpus_per_package=2, dram=True,
+           multi_die=False, dies=None, fmax_khz=2400000, fmin_khz=800000,
+           model=None, initial_uj=None, energy_mode=None, no_dram=False):
+    """Build a fake sysfs tree at root (must not exist or be empty).
+    no_dram=True is the same as dram=False (the CLI's --no-dram)."""
+    dram = dram and not no_dram
+    if variant not in ("acpi", "pstate"):
+        raise FakeHwError(f"variant must be acpi or pstate, not {variant!r}")
+    if dies is None:
+        dies = 2 if multi_die else 1
+    if packages < 1 or cpus_per_package < 1 or dies < 1:
+        raise FakeHwError("packages, cpus-per-package and dies must be >= 1")
+    if cpus_per_package % dies:
+        raise FakeHwError(f"cpus-per-package ({cpus_per_package}) must be a multiple of dies ({dies})")
+    if not (0 < fmin_khz <= fmax_khz):
+        raise FakeHwError(f"need 0 < fmin-khz <= fmax-khz (got {fmin_khz}, {fmax_khz})")
+    m = dict(DEFAULT_MODEL)
+    for k, v in (model or {}).items():
+        if k not in DEFAULT_MODEL:
+            raise FakeHwError(f"unknown model parameter {k!r}; known: {', '.join(DEFAULT_MODEL)}")
+        m[k] = float(v)
+    root = os.path.abspath(root)
+    if os.path.exists(root) and os.listdir(root):
+        raise FakeHwError(f"{root} exists and is not empty")
+    os.makedirs(root, exist_ok=True)
+    if energy_mode is None:
+        energy_mode = 0o400 if os.geteuid() == 0 else 0o444
+
+    ncpu = packages * cpus_per_package
+    cpus_per_die = cpus_per_package // dies
+    zones = []
+    pc = "devices/virtual/powercap"
+    nz = packages * dies
+    for p in range(packages):
+        for d in range(dies):
+            k = p * dies + d
+            cpus = list(range(p * cpus_per_package + d * cpus_per_die,
+                              p * cpus_per_package + (d + 1) * cpus_per_die))
+            name = f"package-{p}-die-{d}" if dies > 1 else f"package-{p}"
+            zid = f"intel-rapl:{k}"
+            rel = f"{pc}/intel-rapl/{zid}"
+            zones.append(dict(id=zid, name=name, kind="package", rel=rel, max_uj=PKG_MAX_UJ,
+                              cpus=cpus, package=p, die=d))
+            if dram:
+                zones.append(dict(id=f"{zid}:0", name="dram", kind="dram", rel=f"{rel}/{zid}:0",
+                                  max_uj=DRAM_MAX_UJ, cpus=cpus, package=p, die=d))
+            zones.append(dict(id=f"{zid}:1", name="core", kind="core", rel=f"{rel}/{zid}:1",
+                              max_uj=PKG_MAX_UJ, cpus=cpus, package=p, die=d))
+    zones.append(dict(id=f"intel-rapl:{nz}", name="psys", kind="psys",
+                      rel=f"{pc}/intel-rapl/intel-rapl:{nz}", max_uj=PSYS_MAX_UJ,
+                      cpus=list(range(ncpu)), package=-1, die=-1))
+    zones.append(dict(id="intel-rapl-mmio:0", name="package-0", kind="mmio",
+                      rel=f"{pc}/intel-rapl-mmio/intel-rapl-mmio:0", max_uj=PKG_MAX_UJ,
+                      cpus=list(zones[0]["cpus"]), package=0, die=0))
+    for i, z in enumerate(zones):
+        start = (123456789 * (i + 1)) % z["max_uj"] if initial_uj is None else int(initial_uj)
+        if not 0 <= start <= z["max_uj"]:
+            raise FakeHwError(f"initial-uj must be in [0, {z['max_uj']}]")
+        z.update(counter_uj=start, truth_uj=0, frac=0.0)
+
+    # constraint max power: every CPU busy at fmax
+    max_w = zone_powers_w(dict(model=m, fmax_khz=fmax_khz, dies=dies, zones=zones),
+                          [1.0] * ncpu, [fmax_khz] * ncpu)
+
+    # powercap tree
+    for ct in ("intel-rapl", "intel-rapl-mmio"):
+        d = os.path.join(root, pc, ct)
+        _mkdir(d)
+        _write_new(os.path.join(d, "enabled"), "1\n", 0o644)
+        _write_new(os.path.join(d, "uevent"), "", 0o644)
+    for z in zones:
+        d = os.path.join(root, z["rel"])
+        _mkdir(d)
+        _write_new(os.path.join(d, "name"), z["name"] + "\n", 0o444)
+        _write_new(os.path.join(d, "energy_uj"), f"{z['counter_uj']}\n", energy_mode)
+        _write_new(os.path.join(d, "max_energy_range_uj"), f"{z['max_uj']}\n", 0o444)
+        _write_new(os.path.join(d, "enabled"), "1\n", 0o644)
+        _write_new(os.path.join(d, "uevent"), "", 0o644)
+        maxw = max_w[z["id"]]
+        cons = [("long_term", maxw * 0.8, 999424)]
+        if z["kind"] in ("package", "psys", "mmio"):
+            cons.append(("short_term", maxw, 2440))
+        for i, (cname, limit_w, window_us) in enumerate(cons):
+            _write_new(os.path.join(d, f"constraint_{i}_name"), cname + "\n", 0o444)
+            _write_new(os.path.join(d, f"constraint_{i}_max_power_uw"), f"{int(maxw * 1e6)}\n", 0o444)
+            _write_new(os.path.join(d, f"constraint_{i}_power_limit_uw"), f"{int(limit_w * 1e6)}\n", 0o644)
+            _write_new(os.path.join(d, f"constraint_{i}_time_window_us"), f"{window_us}\n", 0o644)
+    cls = os.path.join(root, "class/powercap")
+    _mkdir(cls)
+    for ct in ("intel-rapl", "intel-rapl-mmio"):
+        os.symlink(f"../../{pc}/{ct}", os.path.join(cls, ct))
+    for z in zones:
+        os.symlink("../../" + z["rel"], os.path.join(cls, z["id"]))
+
+    # cpufreq tree
+    cpu_dir = os.path.join(root, "devices/system/cpu")
+    _mkdir(os.path.join(cpu_dir, "cpufreq"))
+    rng = f"0-{ncpu - 1}" if ncpu > 1 else "0"
+    for f in ("online", "possible", "present"):
+        _write_new(os.path.join(cpu_dir, f), rng + "\n", 0o444)
+    for c in range(ncpu):
+        pkg = c // cpus_per_package
+        die = (c % cpus_per_package) // cpus_per_die
+        cd = os.path.join(cpu_dir, f"cpu{c}")
+        _mkdir(os.path.join(cd, "topology"))
+        for f, v in (("physical_package_id", pkg), ("die_id", die), ("core_id", c % cpus_per_package)):
+            _write_new(os.path.join(cd, "topology", f), f"{v}\n", 0o444)
+        _write_new(os.path.join(cd, "online"), "1\n", 0o644)
+        pol = os.path.join(cpu_dir, "cpufreq", f"policy{c}")
+        _mkdir(pol)
+        files = [
+            ("scaling_driver", "acpi-cpufreq" if variant == "acpi" else "intel_pstate", 0o444),
+            ("scaling_available_governors", ACPI_GOVERNORS if variant == "acpi" else PSTATE_GOVERNORS, 0o444),
+            ("scaling_governor", "schedutil" if variant == "acpi" else "powersave", 0o644),
+            ("cpuinfo_min_freq", fmin_khz, 0o444),
+            ("cpuinfo_max_freq", fmax_khz, 0o444),
+            ("cpuinfo_transition_latency", 10000 if variant == "acpi" else 0, 0o444),
+            ("scaling_min_freq", fmin_khz, 0o644),
+            ("scaling_max_freq", fmax_khz, 0o644),
+            ("scaling_cur_freq", fmax_khz, 0o444),
+            ("cpuinfo_cur_freq", fmax_khz, 0o400 if os.geteuid() == 0 else 0o444),
+            ("related_cpus", c, 0o444),
+            ("affected_cpus", c, 0o444),
+        ]
+        if variant == "acpi":
+            steps = list(range(fmax_khz, fmin_khz - 1, -100000))
+            if steps[-1] != fmin_khz:
+                steps.append(fmin_khz)
+            files.append(("scaling_available_frequencies", " ".join(map(str, steps)) + " ", 0o444))
+            files.append(("scaling_setspeed", "<unsupported>", 0o644))
+        for f, v, mode in files:
+            _write_new(os.path.join(pol, f), f"{v}\n", mode)
+        os.symlink(f"../cpufreq/policy{c}", os.path.join(cd, "cpufreq"))
+
+    sd = os.path.join(root, STATE_DIR)
+    _mkdir(sd, 0o755)
+    _write_new(os.path.join(sd, LOCK_FILE), "", 0o644)
+    _write_new(os.path.join(sd, TRUTH_FILE), "", 0o644)
+    state = dict(version=1, variant=variant, packages=packages, cpus_per_package=cpus_per_package,
+                 dies=dies, dram=dram, ncpu=ncpu, fmin_khz=fmin_khz, fmax_khz=fmax_khz, model=m,
+                 zones=zones, seconds_total=0.0, advances=0)
+    _save_state(root, state)
+    return root
+
+
+def _g(m, f_ghz):
+    return m["a"] * f_ghz ** m["b"] + m["c"]
+
+
+# --------------------------------------------------------------------------
+# cpufreq
+
+def _parse_khz(text):
+    try:
+        v = int(text.strip())
+    except (ValueError, AttributeError):
+        return None
+    return v if v > 0 else None
+
+
+def read_cpufreq(root, cpu):
+    """All files of cpuN/cpufreq (ints where numeric) plus 'effective_khz':
+    the frequency the model uses for this CPU."""
+    d = os.path.join(root, "devices/system/cpu", f"cpu{cpu}", "cpufreq")
+    out = {}
+    for f in sorted(os.listdir(d)):
+        try:
+            v = _read(os.path.join(d, f)).strip()
+        except OSError:
+            continue
+        try:
+            out[f] = int(v)
+        except ValueError:
+            out[f] = v
+    out["effective_khz"] = _effective_khz(out)
+    return out
+
+
+def _effective_khz(files):
+    """acpi + userspace governor: scaling_setspeed; otherwise
+    min(scaling_max_freq, cpuinfo_max_freq); always clamped to
+    [scaling_min_freq, scaling_max_freq] within [cpuinfo_min, cpuinfo_max]."""
+    cmax = _parse_khz(str(files.get("cpuinfo_max_freq")))
+    cmin = _parse_khz(str(files.get("cpuinfo_min_freq"))) or 1
+    smax = _parse_khz(str(files.get("scaling_max_freq"))) or cmax
+    smin = _parse_khz(str(files.get("scaling_min_freq"))) or cmin
+    hi = max(cmin, min(smax, cmax))
+    lo = min(max(smin, cmin), hi)
+    f = hi
+    if files.get("scaling_driver") == "acpi-cpufreq" and files.get("scaling_governor") == "userspace":
+        sp = _parse_khz(str(files.get("scaling_setspeed")))
+        if sp is not None:
+            f = sp
+    return max(lo, min(f, hi))
+
+
+def _cpu_freqs(root, state):
+    freqs = []
+    for c in range(state["ncpu"]):
+        pol = os.path.join(root, "devices/system/cpu/cpufreq", f"policy{c}")
+        files = {}
+        for f in ("scaling_driver", "scaling_governor", "cpuinfo_min_freq", "cpuinfo_max_freq",
+                  "scaling_min_freq", "scaling_max_freq", "scaling_setspeed"):
+            try:
+                files[f] = _read(os.path.join(pol, f)).strip()
+            except OSError:
+                pass
+        freqs.append(_effective_khz(files))
+    return freqs
+
+
+# --------------------------------------------------------------------------
+# model + advance
+
+def zone_powers_w(state, utils, freqs_khz):
+    """Power (W) of every zone for per-CPU utils and frequencies."""
+    m = state["model"]
+    fmax_ghz = state["fmax_khz"] / 1e6
+    gmax = _g(m, fmax_ghz)
+    dies = state["dies"]
+    cpu_w = [u * m["p_core_max_w"] * _g(m, f / 1e6) / gmax + (1.0 - u) * m["p_core_idle_w"]
+             for u, f in zip(utils, freqs_khz)]
+    out = {}
+    for z in state["zones"]:
+        k = z["kind"]
+        if k == "package":
+            out[z["id"]] = m["p_uncore_w"] / dies + sum(cpu_w[c] for c in z["cpus"])
+        elif k == "core":
+            out[z["id"]] = sum(cpu_w[c] for c in z["cpus"])
+        elif k == "dram":
+            mean_u = sum(utils[c] for c in z["cpus"]) / len(z["cpus"])
+            out[z["id"]] = (m["p_dram_idle_w"] + mean_u * m["p_dram_dyn_w"]) / dies
+    for z in state["zones"]:
+        if z["kind"] == "psys":
+            out[z["id"]] = m["p_platform_w"] + sum(
+                out[y["id"]] for y in state["zones"] if y["kind"] in ("package", "dram"))
+        elif z["kind"] == "mmio":
+            out[z["id"]] = out[state["zones"][0]["id"]]
+    return out
+
+
+def _check_seconds(seconds, limit=None):
+    rng = f"in (0, {limit:g}]" if limit is not None else "> 0"
+    try:
+        s = float(seconds)
+    except (TypeError, ValueError):
+        raise FakeHwError(f"seconds must be a number {rng}, got {seconds!r}")
+    if not math.isfinite(s) or s <= 0 or (limit is not None and s > limit):
+        raise FakeHwError(f"seconds must be {rng}, got {seconds!r}")
+    return s
+
+
+def _check_util(u):
+    try:
+        v = float(u)
+    except (TypeError, ValueError):
+        raise FakeHwError(f"util must be a number in [0, 1], not {u!r}")
+    if not (math.isfinite(v) and 0.0 <= v <= 1.0):
+        raise FakeHwError(f"util must be in [0, 1], got {u!r}")
+    return v
+
+
+def _utils_list(state, util):
+    n = state["ncpu"]
+    if isinstance(util, (list, tuple)):
+        if len(util) != n:
+            raise FakeHwError(f"util list needs {n} values (one per fake CPU), got {len(util)}")
+        return [_check_util(u) for u in util]
+    return [_check_util(util)] * n
+
+
+def _advance_locked(root, state, seconds, utils, source, extra=None):
+    freqs = _cpu_freqs(root, state)
+    powers = zone_powers_w(state, utils, freqs)
+    plan = []
+    for z in state["zones"]:
+        exact = powers[z["id"]] * seconds * 1e6 + z["frac"]
+        d = int(math.floor(exact))
+        if d >= z["max_uj"]:
+            raise FakeHwError(
+                f"advance of {seconds:g} s would add {d} uJ to {z['id']} ({z['name']}), not less than its "
+                f"max_energy_range_uj {z['max_uj']}: the counter would wrap more than once (ambiguous "
+                f"for any reader); advance in smaller steps")
+        plan.append((z, d, exact - d))
+    t_before = _now_ns()
+    wrapped = {}
+    for z, d, frac in plan:
+        new = z["counter_uj"] + d
+        wrapped[z["id"]] = new > z["max_uj"]
+        if new > z["max_uj"]:
+            new -= z["max_uj"]
+        write_in_place(os.path.join(root, z["rel"], "energy_uj"), f"{new}\n")
+        z["counter_uj"] = new
+        z["truth_uj"] += d
+        z["frac"] = frac
+    for c, f in enumerate(freqs):
+        pol = os.path.join(root, "devices/system/cpu/cpufreq", f"policy{c}")
+        for name in ("scaling_cur_freq", "cpuinfo_cur_freq"):
+            write_in_place(os.path.join(pol, name), f"{f}\n")
+    t_after = _now_ns()
+    state["seconds_total"] += seconds
+    state["advances"] += 1
+    _save_state(root, state)
+    deltas = {z["id"]: d for z, d, _ in plan}
+    entry = dict(seq=state["advances"], source=source, t_before_ns=t_before, t_after_ns=t_after,
+                 seconds=seconds, util=utils, freq_khz=freqs,
+                 delta_uj=deltas,
+                 cumulative_uj={z["id"]: z["truth_uj"] for z in state["zones"]},
+                 counter_uj={z["id"]: z["counter_uj"] for z in state["zones"]})
+    if extra:
+        entry.update(extra)
+    _append_truth(root, entry)
+    return _report(state, seconds, deltas, freqs, powers, wrapped, t_before, t_after)
+
+
+def _totals(state, per_zone):
+    cpu = sum(per_zone[z["id"]] for z in state["zones"] if z["kind"] == "package")
+    dram = sum(per_zone[z["id"]] for z in state["zones"] if z["kind"] == "dram")
+    return cpu, dram
+
+
+def _report(state, seconds, deltas, freqs, powers, wrapped, t_before, t_after):
+    zones = {}
+    for z in state["zones"]:
+        zones[z["id"]] = dict(name=z["name"], kind=z["kind"], energy_uj=deltas[z["id"]],
+                              power_w=powers[z["id"]], counter_uj=z["counter_uj"],
+                              wrapped=wrapped[z["id"]],
+                              freq_khz={str(c): freqs[c] for c in z["cpus"]})
+    cpu, dram = _totals(state, deltas)
+    return dict(seconds=seconds, zones=zones, energy_cpu_uj=cpu, energy_dram_uj=dram,
+                energy_total_uj=cpu + dram, t_before_ns=t_before, t_after_ns=t_after)
+
+
+def advance(root, seconds, util=1.0, util_list=None, source="advance", _limit=None, _extra=None):
+    """Advance every counter by the model for `seconds` at `util` (a float for
+    every CPU, or a list with one value per fake CPU; util_list= is an alias
+    for the list form). Returns the report dict."""
+    if util_list is not None:
+        util = list(util_list)
+    s = _check_seconds(seconds, _limit)
+    with _locked(root):
+        state = _load_state(root)
+        utils = _utils_list(state, util)
+        return _advance_locked(root, state, s, utils, source, _extra)
+
+
+def near_wrap(root, zone, headroom_uj=1000000):
+    """Set a zone's counter to max - headroom (not counted as energy)."""
+    with _locked(root):
+        state = _load_state(root)
+        for z in state["zones"]:
+            if z["id"] == zone:
+                h = int(headroom_uj)
+                if not 0 <= h <= z["max_uj"]:
+                    raise FakeHwError(f"headroom-uj must be in [0, {z['max_uj']}], got {headroom_uj}")
+                z["counter_uj"] = z["max_uj"] - h
+                write_in_place(os.path.join(root, z["rel"], "energy_uj"), f"{z['counter_uj']}\n")
+                _save_state(root, state)
+                return z["counter_uj"]
+        raise FakeHwError(f"no zone {zone!r}; zones: {', '.join(z['id'] for z in state['zones'])}")
+
+
+def truth(root):
+    """Cumulative ground truth since create (unwrapped uJ), same shape as advance()."""
+    with _locked(root):
+        state = _load_state(root)
+    per = {z["id"]: z["truth_uj"] for z in state["zones"]}
+    cpu, dram = _totals(state, per)
+    return dict(seconds=state["seconds_total"], advances=state["advances"],
+                zones={z["id"]: dict(name=z["name"], kind=z["kind"], energy_uj=z["truth_uj"],
+                                     counter_uj=z["counter_uj"]) for z in state["zones"]},
+                energy_cpu_uj=cpu, energy_dram_uj=dram, energy_total_uj=cpu + dram)
+
+
+def truth_log(root):
+    """All ground-truth log entries (list of dicts), oldest first."""
+    with open(_state_path(root, TRUTH_FILE)) as fh:
+        return [json.loads(line) for line in fh if line.strip()]
+
+
+def zones(root):
+    """Zone descriptions from the state: id, name, kind, rel path, max_uj, cpus."""
+    return [{k: z[k] for k in ("id", "name", "kind", "rel", "max_uj", "cpus")}
+            for z in _load_state(root)["zones"]]
+
+
+# --------------------------------------------------------------------------
+# live mode: utilisation from /proc/stat
+
+def read_proc_stat(path="/proc/stat"):
+    """[(busy, total)] jiffies per real CPU."""
+    out = []
+    with open(path) as fh:
+        for line in fh:
+            if line.startswith("cpu") and line[3:4].isdigit():
+                v = [int(x) for x in line.split()[1:]]
+                idle = v[3] + (v[4] if len(v) > 4 else 0)
+                total = sum(v[:8])  # guest time is already in user/nice
+                out.append((total - idle, total))
+    return out
+
+
+def utils_between(prev, cur):
+    out = []
+    for (b0, t0), (b1, t1) in zip(prev, cur):
+        dt = t1 - t0
+        out.append(min(1.0, max(0.0, (b1 - b0) / dt)) if dt > 0 else 0.0)
+    return out
+
+
+# --------------------------------------------------------------------------
+# serve
+
+def _peer_cred(conn):
+    raw = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    pid, uid, gid = struct.unpack("3i", raw)
+    return pid, uid, gid
+
+
+def handle_ctl_line(root, line, peer=None):
+    """One control line -> reply text (JSON or 'error: ...'). Never raises."""
+    try:
+        parts = line.strip().split()
+        if not parts or parts[0] != "advance" or len(parts) not in (2, 3):
+            raise FakeHwError("expected `advance SECONDS [UTIL]` with SECONDS in (0, 3600], UTIL in [0, 1]")
+        s = _check_seconds(parts[1], MAX_CTL_SECONDS)
+        u = _check_util(parts[2]) if len(parts) == 3 else 1.0
+        extra = {"peer_pid": peer[0], "peer_uid": peer[1]} if peer else None
+        return json.dumps(advance(root, s, u, source="ctl", _limit=MAX_CTL_SECONDS, _extra=extra))
+    except FakeHwError as e:
+        return f"error: {e}"
+    except Exception as e:  # the daemon must keep running whatever arrives
+        return f"error: internal: {type(e).__name__}: {e}"
+
+
+def _serve_conn(root, conn):
+    conn.settimeout(2.0)
+    try:
+        peer = _peer_cred(conn)
+        buf = b""
+        while b"\n" not in buf and len(buf) <= MAX_LINE:
+            chunk = conn.recv(MAX_LINE + 1)
+            if not chunk:
+                break
+            buf += chunk
+        if len(buf) > MAX_LINE and b"\n" not in buf[:MAX_LINE]:
+            reply = f"error: line longer than {MAX_LINE} bytes"
+        else:
+            try:
+                text = buf.split(b"\n", 1)[0].decode("ascii")
+            except UnicodeDecodeError:
+                text = None
+            reply = "error: line is not ASCII" if text is None else handle_ctl_line(root, text, peer)
+        conn.sendall((reply + "\n").encode())
+        conn.shutdown(socket.SHUT_WR)
+        conn.settimeout(0.5)
+        drained = 0  # read what the client still sends, so closing does not reset it
+        while drained < 65536:
+            chunk = conn.recv(4096)
+            if not chunk:
+                break
+            drained += len(chunk)
+    except OSError:
+        pass
+    finally:
+        conn.close()
+
+
+def _make_socket(path):
+    try:
+        st = os.lstat(path)
+        if not stat.S_ISSOCK(st.st_mode):
+            raise FakeHwError(f"{path} exists and is not a socket; refusing to replace it")
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
+    old = os.umask(0o111)
+    try:
+        s.bind(path)
+    finally:
+        os.umask(old)
+    os.chmod(path, 0o666)  # a job's unprivileged user drives the fake hardware
+    s.listen(16)
+    s.settimeout(0.2)
+    return s
+
+
+def serve(root, tick_ms=20.0, manual=False, ctl=None, pidfile=None, ready_fd=None):
+    """Run the daemon until SIGTERM/SIGINT."""
+    root = os.path.abspath(root)
+    with _locked(root):
+        state = _load_state(root)
+    if manual and not ctl:
+        raise FakeHwError("--manual needs --ctl SOCKPATH")
+    if not manual and not (0 < tick_ms <= 60000):
+        raise FakeHwError("--tick-ms must be in (0, 60000]")
+    stop = []
+
+    def on_signal(signum, frame):
+        stop.append(signum)  # loops notice within one tick / 0.2 s; never interrupt a write
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    sock = _make_socket(ctl) if ctl else None
+    if pidfile:
+        tmp = f"{pidfile}.{os.getpid()}.tmp"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+        try:
+            os.write(fd, f"{os.getpid()}\n".encode())
+        finally:
+            os.close(fd)
+        os.replace(tmp, pidfile)  # rename replaces a symlink, never follows it
+    if ready_fd is not None:
+        os.write(ready_fd, b"ready\n")
+        os.close(ready_fd)
+    print(f"fakehw: serving {root} ({'manual, ctl ' + ctl if manual else f'live, tick {tick_ms:g} ms'})",
+          file=sys.stderr, flush=True)
+    try:
+        if manual:
+            while not stop:
+                try:
+                    conn, _ = sock.accept()
+                except socket.timeout:
+                    continue
+                _serve_conn(root, conn)
+        else:
+            nreal = len(read_proc_stat())
+            prev = read_proc_stat()
+            last = time.monotonic()
+            period = tick_ms / 1000.0
+            nxt = last + period
+            while not stop:
+                delay = nxt - time.monotonic()
+                while delay > 0:  # wait for the tick, serving the socket if any
+                    if sock and select.select([sock], [], [], delay)[0]:
+                        with contextlib.suppress(socket.timeout, BlockingIOError):
+                            conn, _ = sock.accept()
+                            _serve_conn(root, conn)
+                    elif not sock:
+                        time.sleep(delay)
+                    delay = nxt - time.monotonic()
+                nxt += period
+                now = time.monotonic()
+                cur = read_proc_stat()
+                real = utils_between(prev, cur)
+                prev = cur
+                utils = [real[i % nreal] for i in range(state["ncpu"])]
+                elapsed, last = now - last, now
+                if now > nxt:  # fell behind (suspend, overload): do not burst
+                    nxt = now + period
+                try:
+                    advance(root, elapsed, utils, source="tick")
+                except FakeHwError as e:
+                    print(f"fakehw: tick skipped: {e}", file=sys.stderr, flush=True)
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        if sock:
+            sock.close()
+            with contextlib.suppress(OSError):
+                os.unlink(ctl)
+        if pidfile:
+            with contextlib.suppress(OSError):
+                os.unlink(pidfile)
+    return 0
+
+
+def serve_background(root, tick_ms=20.0, manual=False, ctl=None, pidfile=None, python=None):
+    """Start `serve` as a child process and return its Popen once it is ready
+    (socket listening). Stop it with .terminate(); .wait()."""
+    r, w = os.pipe()
+    cmd = [python or sys.executable, os.path.abspath(__file__), "serve", root,
+           "--tick-ms", str(tick_ms), "--ready-fd", str(w)]
+    if manual:
+        cmd.append("--manual")
+    if ctl:
+        cmd += ["--ctl", ctl]
+    if pidfile:
+        cmd += ["--pidfile", pidfile]
+    p = subprocess.Popen(cmd, pass_fds=(w,))
+    os.close(w)
+    with os.fdopen(r, "rb") as fh:
+        ok = fh.readline()
+    if ok != b"ready\n":
+        p.wait()
+        raise FakeHwError(f"fakehw serve failed to start (exit {p.returncode})")
+    return p
+
+
+def ctl_advance(sockpath, seconds, util=None, timeout=30.0):
+    """Client for manual mode: returns the reply dict, raises FakeHwError on an error line."""
+    line = f"advance {seconds}" + (f" {util}" if util is not None else "")
+    reply = ctl_raw(sockpath, line, timeout)
+    if reply.startswith("error"):
+        raise FakeHwError(reply)
+    return json.loads(reply)
+
+
+def ctl_raw(sockpath, line, timeout=30.0):
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC) as s:
+        s.settimeout(timeout)
+        s.connect(sockpath)
+        s.sendall((line + "\n").encode())
+        buf = b""
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            buf += chunk
+    return buf.decode().strip()
+
+
+# --------------------------------------------------------------------------
+# nsexec: libpowercap hard-codes /sys/class/powercap
+
+def nsexec(root, cmd, keep_class=True):
+    """Run cmd where /sys/class/powercap shows the fake tree. Returns the exit status."""
+    if os.geteuid() != 0:
+        raise FakeHwError("nsexec needs root (it mounts in a private mount namespace)")
+    if not cmd:
+        raise FakeHwError("nsexec needs a command after --")
+    root = os.path.abspath(root)
+    if not os.path.isdir(os.path.join(root, "devices/virtual/powercap/intel-rapl")):
+        raise FakeHwError(f"{root} is not a fakehw tree")
+    inner = [sys.executable, os.path.abspath(__file__), "_nsinner", root]
+    if not keep_class:
+        inner.append("--bare")
+    return subprocess.call(["unshare", "-m", "--propagation", "private", "--"] + inner + ["--"] + list(cmd))
+
+
+def _run(*args):
+    subprocess.run(list(args), check=True)
+
+
+def _nsinner(root, cmd, bare):
+    pc = os.path.join(root, "devices/virtual/powercap")
+    keep = [] if bare else sorted(os.listdir("/sys/class"))
+    stage = tempfile.mkdtemp(prefix="fakehw-ns-")
+    try:
+        if keep:
+            _run("mount", "--bind", "/sys/class", stage)
+        _run("mount", "-t", "tmpfs", "-o", "mode=755,nosuid,nodev", "fakehw", "/sys/class")
+        for name in keep:
+            if name == "powercap":
+                continue
+            os.mkdir(os.path.join("/sys/class", name))
+            _run("mount", "--bind", os.path.join(stage, name), os.path.join("/sys/class", name))
+        if keep:
+            _run("umount", stage)
+    finally:
+        os.rmdir(stage)
+    cls = "/sys/class/powercap"
+    os.mkdir(cls)
+    for ct in ("intel-rapl", "intel-rapl-mmio"):
+        src = os.path.join(pc, ct)
+        if os.path.isdir(src):
+            os.mkdir(os.path.join(cls, ct))
+            _run("mount", "--bind", src, os.path.join(cls, ct))
+            # flat entries as the kernel has them, pointing into the bind mount
+            for dirpath, dirnames, _ in os.walk(os.path.join(cls, ct)):
+                for d in dirnames:
+                    if d.startswith(ct + ":"):
+                        os.symlink(os.path.relpath(os.path.join(dirpath, d), cls), os.path.join(cls, d))
+    os.execvp(cmd[0], cmd)
+
+
+# --------------------------------------------------------------------------
+# CLI
+
+def _parse_model(items):
+    out = {}
+    for it in items or []:
+        k, sep, v = it.partition("=")
+        if not sep:
+            raise FakeHwError(f"--param wants NAME=VALUE, got {it!r}")
+        try:
+            out[k] = float(v)
+        except ValueError:
+            raise FakeHwError(f"--param {k}: {v!r} is not a number")
+    return out
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="fakehw.py", description="Fake RAPL/cpufreq sysfs tree for joulestep tests")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    c = sub.add_parser("create", help="build a fake sysfs tree")
+    c.add_argument("root")
+    c.add_argument("--variant", choices=("acpi", "pstate"), default="acpi")
+    c.add_argument("--packages", type=int, default=2)
+    c.add_argument("--cpus-per-package", type=int, default=2)
+    c.add_argument("--no-dram", action="store_true")
+    c.add_argument("--multi-die", action="store_true", help="2 dies per package (package-N-die-M zones)")
+    c.add_argument("--dies", type=int, help="dies per package (implies --multi-die when > 1)")
+    c.add_argument("--fmax-khz", type=int, default=2400000)
+    c.add_argument("--fmin-khz", type=int, default=800000)
+    c.add_argument("--param", action="append", metavar="NAME=VALUE",
+                   help="model parameter: " + ", ".join(DEFAULT_MODEL))
+    c.add_argument("--initial-uj", type=int, help="initial value of every counter")
+    a = sub.add_parser("advance", help="advance counters by the model (deterministic mode)")
+    a.add_argument("root")
+    a.add_argument("--seconds", required=True)
+    g = a.add_mutually_exclusive_group()
+    g.add_argument("--util", default="1.0")
+    g.add_argument("--util-list", help="comma list, one per fake CPU")
+    n = sub.add_parser("near-wrap", help="put a counter just below its wrap point")
+    n.add_argument("root")
+    n.add_argument("--zone", required=True)
+    n.add_argument("--headroom-uj", type=int, default=1000000)
+    t = sub.add_parser("truth", help="cumulative ground truth per zone")
+    t.add_argument("root")
+    t.add_argument("--log", action="store_true", help="print the truth log (JSON lines) instead")
+    s = sub.add_parser("serve", help="daemon: live (ticks from /proc/stat) or manual (control socket)")
+    s.add_argument("root")
+    s.add_argument("--tick-ms", type=float, default=20.0)
+    s.add_argument("--manual", action="store_true")
+    s.add_argument("--ctl", metavar="SOCKPATH")
+    s.add_argument("--pidfile")
+    s.add_argument("--ready-fd", type=int, help=argparse.SUPPRESS)
+    s.add_argument("--daemonize", action="store_true", help="fork to background once ready")
+    k = sub.add_parser("ctl", help="client for serve --manual")
+    k.add_argument("sockpath")
+    k.add_argument("verb", choices=("advance",))
+    k.add_argument("seconds")
+    k.add_argument("--util")
+    e = sub.add_parser("nsexec", help="run CMD with /sys/class/powercap showing the fake tree (root)")
+    e.add_argument("root")
+    e.add_argument("--bare", action="store_true", help="empty /sys/class apart from powercap")
+    e.add_argument("command", nargs=argparse.REMAINDER)
+    i = sub.add_parser("_nsinner")
+    i.add_argument("root")
+    i.add_argument("--bare", action="store_true")
+    i.add_argument("command", nargs=argparse.REMAINDER)
+    r = sub.add_parser("read-cpufreq", help="print a CPU's cpufreq files and effective frequency")
+    r.add_argument("root")
+    r.add_argument("cpu", type=int)
+
+    args = ap.parse_args(argv)
+    try:
+        if args.cmd == "create":
+            create(args.root, variant=args.variant, packages=args.packages,
+                   cpus_per_package=args.cpus_per_package, dram=not args.no_dram,
+                   multi_die=args.multi_die or (args.dies or 1) > 1, dies=args.dies,
+                   fmax_khz=args.fmax_khz, fmin_khz=args.fmin_khz,
+                   model=_parse_model(args.param), initial_uj=args.initial_uj)
+        elif args.cmd == "advance":
+            util = args.util_list.split(",") if args.util_list else args.util
+            print(json.dumps(advance(args.root, args.seconds, util)))
+        elif args.cmd == "near-wrap":
+            near_wrap(args.root, args.zone, args.headroom_uj)
+        elif args.cmd == "truth":
+            if args.log:
+                for entry in truth_log(args.root):
+                    print(json.dumps(entry, sort_keys=True))
+            else:
+                print(json.dumps(truth(args.root)))
+        elif args.cmd == "serve":
+            ready_fd = args.ready_fd
+            if args.daemonize:
+                rfd, ready_fd = os.pipe()
+                if os.fork():
+                    os.close(ready_fd)
+                    ok = os.read(rfd, 16)
+                    return 0 if ok == b"ready\n" else 1
+                os.close(rfd)
+                os.setsid()
+                devnull = os.open(os.devnull, os.O_RDWR)
+                os.dup2(devnull, 0)
+                os.dup2(devnull, 1)
+            return serve(args.root, args.tick_ms, args.manual, args.ctl, args.pidfile, ready_fd)
+        elif args.cmd == "ctl":
+            reply = ctl_raw(args.sockpath, f"advance {args.seconds}" +
+                            (f" {args.util}" if args.util is not None else ""))
+            if reply.startswith("error"):
+                print(reply, file=sys.stderr)
+                return 2
+            print(reply)
+        elif args.cmd in ("nsexec", "_nsinner"):
+            cmd = args.command[1:] if args.command[:1] == ["--"] else args.command
+            if args.cmd == "nsexec":
+                return nsexec(args.root, cmd, keep_class=not args.bare)
+            _nsinner(args.root, cmd, args.bare)
+        elif args.cmd == "read-cpufreq":
+            print(json.dumps(read_cpufreq(args.root, args.cpu)))
+    except FakeHwError as ex:
+        print(f"fakehw: {ex}", file=sys.stderr)
+        return 2
+    except OSError as ex:
+        if ex.errno == errno.EPIPE:
+            return 1
+        print(f"fakehw: {ex}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
