@@ -35,6 +35,9 @@ extern const struct js_backend_ops js_backend_sysfs;
 extern const struct js_backend_ops js_backend_powercap;
 extern const struct js_backend_ops js_backend_papi;
 
+/* Number of samples the background thread has taken (tests). */
+uint64_t js_meter_nsamples(struct js_meter *m);
+
 /* ---- pure helpers used by several files --------------------------------- */
 /* "package-N" / "package-N-die-M": 0 and sets pkg/die (-1 if no die). */
 int js_zone_parse_package(const char *name, int *pkg, int *die);
@@ -57,6 +60,9 @@ ssize_t js_read_fileat(int dirfd, const char *name, char *buf, size_t len);
 int js_read_u64_file(const char *path, uint64_t *out);
 /* Write a whole string into an existing file (O_WRONLY|O_TRUNC). */
 int js_write_file(const char *path, const char *s);
+/* Write into <sysfs_root>/devices/system/cpu/cpuN/cpufreq/<file>. */
+int js_cpufreq_write(const char *sysfs_root, int cpu, const char *file, const char *val);
+int js_cpufreq_write_khz(const char *sysfs_root, int cpu, const char *file, uint32_t khz);
 int js_path(char *buf, size_t len, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 

@@ -1,0 +1,590 @@
+/* Crash-safe save/restore journal for CPU frequency settings.
+ *
+ * <state_dir>/lock               flock()ed around every operation
+ * <state_dir>/cpuN.orig          original settings; created with link(), so an
+ *                                existing backup is never overwritten
+ * <state_dir>/cpuN.owners/<own>  "pid starttime\n", one file per owner
+ * Every file is written tmp + fsync + link/rename + fsync(dir), every open is
+ * relative to the verified directory fd with O_NOFOLLOW|O_CLOEXEC. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "js_internal.h"
+
+/* ---- pure: backup record ------------------------------------------------------ */
+
+static bool gov_ok(const char *g)
+{
+	size_t i, n = strlen(g);
+
+	if (n == 0 || n >= JS_GOV_LEN)
+		return false;
+	for (i = 0; i < n; i++)
+		if (!((g[i] >= 'a' && g[i] <= 'z') || (g[i] >= 'A' && g[i] <= 'Z') ||
+		      (g[i] >= '0' && g[i] <= '9') || g[i] == '_' || g[i] == '-'))
+			return false;
+	return true;
+}
+
+int js_freq_saved_format(const struct js_freq_saved *s, char *buf, size_t len)
+{
+	int n;
+
+	if (!s || !buf || !gov_ok(s->governor) || s->cpu < 0)
+		return -EINVAL;
+	n = snprintf(buf, len, "cpu=%d\ngovernor=%s\nmin_khz=%u\nmax_khz=%u\nsetspeed_khz=%u\n",
+		     s->cpu, s->governor, s->min_khz, s->max_khz, s->setspeed_khz);
+	if (n < 0 || (size_t)n >= len)
+		return -ENOSPC;
+	return 0;
+}
+
+static int parse_u32(const char *v, uint32_t *out)
+{
+	uint64_t x;
+	int rc = js_parse_u64(v, strlen(v), &x);
+
+	if (rc < 0 || x > UINT32_MAX)
+		return -EINVAL;
+	*out = (uint32_t)x;
+	return 0;
+}
+
+int js_freq_saved_parse(const char *buf, struct js_freq_saved *out)
+{
+	struct js_freq_saved s;
+	unsigned seen = 0;
+	const char *p = buf;
+
+	if (!buf || !out)
+		return -EINVAL;
+	memset(&s, 0, sizeof(s));
+	while (*p) {
+		char line[128], *eq;
+		size_t n = strcspn(p, "\n");
+		uint32_t v;
+
+		if (n >= sizeof(line))
+			return -EINVAL;
+		memcpy(line, p, n);
+		line[n] = '\0';
+		p += n;
+		if (*p == '\n')
+			p++;
+		if (n == 0)
+			continue;
+		eq = strchr(line, '=');
+		if (!eq)
+			return -EINVAL;
+		*eq++ = '\0';
+		if (!strcmp(line, "governor")) {
+			if (!gov_ok(eq))
+				return -EINVAL;
+			js_fmt(s.governor, sizeof(s.governor), "%s", eq);
+			seen |= 1;
+			continue;
+		}
+		if (parse_u32(eq, &v) < 0)
+			return -EINVAL;
+		if (!strcmp(line, "cpu") && v < JS_MAX_CPUS) {
+			s.cpu = (int)v;
+			seen |= 2;
+		} else if (!strcmp(line, "min_khz")) {
+			s.min_khz = v;
+			seen |= 4;
+		} else if (!strcmp(line, "max_khz")) {
+			s.max_khz = v;
+			seen |= 8;
+		} else if (!strcmp(line, "setspeed_khz")) {
+			s.setspeed_khz = v;
+			seen |= 16;
+		} else {
+			return -EINVAL;
+		}
+	}
+	if (seen != 31 || s.min_khz == 0 || s.max_khz < s.min_khz)
+		return -EINVAL;
+	*out = s;
+	return 0;
+}
+
+/* ---- the state directory --------------------------------------------------------- */
+
+static bool owner_ok(const char *o)
+{
+	size_t i, n;
+
+	if (!o)
+		return false;
+	n = strlen(o);
+	if (n == 0 || n > 64 || o[0] == '.')
+		return false;
+	for (i = 0; i < n; i++)
+		if (!((o[i] >= 'a' && o[i] <= 'z') || (o[i] >= 'A' && o[i] <= 'Z') ||
+		      (o[i] >= '0' && o[i] <= '9') || o[i] == '_' || o[i] == '-' || o[i] == '.'))
+			return false;
+	return true;
+}
+
+/* Owned by root or us, and nobody else can write into it. */
+static bool safe_dir(const struct stat *st)
+{
+	return S_ISDIR(st->st_mode) && (st->st_uid == 0 || st->st_uid == geteuid()) &&
+	       !(st->st_mode & (S_IWGRP | S_IWOTH));
+}
+
+/* Open (creating 0700 when asked) and verify the state directory. */
+static int open_state_dir(const char *state_dir, bool create, int *dfd)
+{
+	struct stat st;
+	int fd;
+
+	if (!state_dir || state_dir[0] != '/' || strlen(state_dir) >= JS_PATH_LEN)
+		return -EINVAL;
+	if (lstat(state_dir, &st) < 0) {
+		char parent[JS_PATH_LEN];
+
+		if (errno != ENOENT || !create)
+			return -errno;
+		js_fmt(parent, sizeof(parent), "%s", state_dir);
+		if (stat(dirname(parent), &st) < 0)
+			return -errno;
+		if (!safe_dir(&st))
+			return -EPERM; /* never write into a path someone else controls */
+		if (mkdir(state_dir, 0700) < 0 && errno != EEXIST)
+			return -errno;
+	} else if (!S_ISDIR(st.st_mode)) {
+		return -EPERM; /* a symlink or file where our directory should be */
+	}
+	fd = open(state_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return errno == ELOOP || errno == ENOTDIR ? -EPERM : -errno;
+	if (fstat(fd, &st) < 0 || !safe_dir(&st)) {
+		close(fd);
+		return -EPERM;
+	}
+	*dfd = fd;
+	return 0;
+}
+
+static int lock_dir(int dfd)
+{
+	int fd = openat(dfd, "lock", O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+
+	if (fd < 0)
+		return -errno;
+	while (flock(fd, LOCK_EX) < 0) {
+		if (errno != EINTR) {
+			int rc = -errno;
+
+			close(fd);
+			return rc;
+		}
+	}
+	return fd;
+}
+
+/* Lock and directory fds are closed together: closing drops the flock. */
+static void unlock_dir(int dfd, int lfd)
+{
+	if (lfd >= 0)
+		close(lfd);
+	if (dfd >= 0)
+		close(dfd);
+}
+
+static int write_atomic(int dfd, const char *name, const char *content, bool no_overwrite)
+{
+	char tmp[128];
+	size_t len = strlen(content);
+	ssize_t n;
+	int fd, rc = 0;
+
+	js_fmt(tmp, sizeof(tmp), ".%s.tmp.%d", name, (int)getpid());
+	unlinkat(dfd, tmp, 0);
+	fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return -errno;
+	n = write(fd, content, len);
+	if (n < 0)
+		rc = -errno;
+	else if ((size_t)n != len)
+		rc = -EIO;
+	if (rc == 0 && fsync(fd) < 0)
+		rc = -errno;
+	if (close(fd) < 0 && rc == 0)
+		rc = -errno;
+	if (rc == 0) {
+		if (no_overwrite) {
+			if (linkat(dfd, tmp, dfd, name, 0) < 0)
+				rc = -errno; /* -EEXIST: a backup already exists */
+			unlinkat(dfd, tmp, 0);
+		} else if (renameat(dfd, tmp, dfd, name) < 0) {
+			rc = -errno;
+		}
+	} else {
+		unlinkat(dfd, tmp, 0);
+	}
+	if (fsync(dfd) < 0 && rc == 0)
+		rc = -errno;
+	return rc;
+}
+
+/* Open cpuN.owners (creating it when asked) as a verified directory fd. */
+static int open_owners(int dfd, int cpu, bool create)
+{
+	char name[32];
+	struct stat st;
+	int fd;
+
+	js_fmt(name, sizeof(name), "cpu%d.owners", cpu);
+	if (create && mkdirat(dfd, name, 0700) < 0 && errno != EEXIST)
+		return -errno;
+	fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return errno == ELOOP || errno == ENOTDIR ? -EPERM : -errno;
+	if (fstat(fd, &st) < 0 || !safe_dir(&st)) {
+		close(fd);
+		return -EPERM;
+	}
+	return fd;
+}
+
+/* pid + starttime (field 22 of /proc/PID/stat) identify a process for good. */
+static int proc_starttime(int pid, unsigned long long *st)
+{
+	char path[64], buf[1024], *p;
+	ssize_t n;
+	int field;
+
+	js_fmt(path, sizeof(path), "/proc/%d/stat", pid);
+	n = js_read_file(path, buf, sizeof(buf));
+	if (n < 0)
+		return n == -ENOENT ? -ESRCH : (int)n;
+	p = strrchr(buf, ')'); /* comm may contain spaces and parens */
+	if (!p)
+		return -EINVAL;
+	/* after ')' comes field 3 (state); walk to field 22 */
+	for (field = 3, p++; p && field <= 22; field++) {
+		char *end;
+
+		while (*p == ' ')
+			p++;
+		if (field == 22) {
+			errno = 0;
+			*st = strtoull(p, &end, 10);
+			return (end == p || errno) ? -EINVAL : 0;
+		}
+		p = strchr(p, ' ');
+	}
+	return -EINVAL;
+}
+
+/* Process still the one that registered? */
+static bool owner_alive(int odfd, const char *name)
+{
+	char buf[64];
+	int pid;
+	unsigned long long st, now;
+
+	if (js_read_fileat(odfd, name, buf, sizeof(buf)) <= 0 ||
+	    sscanf(buf, "%d %llu", &pid, &st) != 2 || pid <= 0)
+		return false;
+	if (proc_starttime(pid, &now) < 0)
+		return false;
+	return now == st;
+}
+
+/* Count owners (entries without a leading dot), optionally dropping dead
+ * ones (or all with force). */
+static int count_owners(int odfd, bool prune, bool force)
+{
+	int fd = dup(odfd);
+	DIR *d;
+	struct dirent *de;
+	int n = 0;
+
+	if (fd < 0)
+		return -errno;
+	d = fdopendir(fd);
+	if (!d) {
+		close(fd);
+		return -errno;
+	}
+	while ((de = readdir(d))) {
+		if (de->d_name[0] == '.')
+			continue;
+		if (prune && (force || !owner_alive(odfd, de->d_name))) {
+			if (unlinkat(odfd, de->d_name, 0) == 0)
+				continue;
+		}
+		n++;
+	}
+	closedir(d);
+	if (prune)
+		fsync(odfd);
+	return n;
+}
+
+static int saved_read_at(int dfd, int cpu, struct js_freq_saved *out)
+{
+	char name[32], buf[512];
+	ssize_t n;
+	int rc;
+
+	js_fmt(name, sizeof(name), "cpu%d.orig", cpu);
+	n = js_read_fileat(dfd, name, buf, sizeof(buf));
+	if (n < 0)
+		return (int)n;
+	rc = js_freq_saved_parse(buf, out);
+	if (rc == 0 && out->cpu != cpu)
+		rc = -EINVAL;
+	return rc;
+}
+
+/* Restore: max before min, then governor, then setspeed when userspace. */
+static int restore_cpu(const char *sysfs_root, const struct js_freq_saved *s)
+{
+	struct js_cpufreq now;
+	int rc, first = 0;
+
+	rc = js_cpufreq_write_khz(sysfs_root, s->cpu, "scaling_max_freq", s->max_khz);
+	if (rc < 0 && !first)
+		first = rc;
+	rc = js_cpufreq_write_khz(sysfs_root, s->cpu, "scaling_min_freq", s->min_khz);
+	if (rc < 0 && !first)
+		first = rc;
+	if (js_cpufreq_read(sysfs_root, s->cpu, &now) < 0 || strcmp(now.governor, s->governor)) {
+		char g[JS_GOV_LEN + 2];
+
+		js_fmt(g, sizeof(g), "%s\n", s->governor);
+		rc = js_cpufreq_write(sysfs_root, s->cpu, "scaling_governor", g);
+		if (rc < 0 && !first)
+			first = rc;
+	}
+	if (!strcmp(s->governor, "userspace") && s->setspeed_khz) {
+		rc = js_cpufreq_write_khz(sysfs_root, s->cpu, "scaling_setspeed", s->setspeed_khz);
+		if (rc < 0 && !first)
+			first = rc;
+	}
+	return first;
+}
+
+/* Restore cpu from its backup and delete the backup (and owners dir).
+ * The backup stays when restoring fails, so a later recover retries. */
+static int restore_and_drop(int dfd, const char *sysfs_root, int cpu)
+{
+	struct js_freq_saved s;
+	char name[32];
+	int rc = saved_read_at(dfd, cpu, &s);
+
+	if (rc < 0)
+		return rc;
+	rc = restore_cpu(sysfs_root, &s);
+	if (rc < 0)
+		return rc;
+	js_fmt(name, sizeof(name), "cpu%d.owners", cpu);
+	unlinkat(dfd, name, AT_REMOVEDIR);
+	js_fmt(name, sizeof(name), "cpu%d.orig", cpu);
+	if (unlinkat(dfd, name, 0) < 0 && errno != ENOENT)
+		return -errno;
+	return fsync(dfd) < 0 ? -errno : 0;
+}
+
+/* ---- public ------------------------------------------------------------------------ */
+
+int js_freq_acquire(const char *state_dir, const char *sysfs_root, int cpu,
+		    const char *owner, int pid)
+{
+	struct js_cpufreq f;
+	struct js_freq_saved s;
+	unsigned long long st;
+	char buf[256];
+	int dfd, lfd, odfd, rc;
+
+	if (cpu < 0 || cpu >= JS_MAX_CPUS || !owner_ok(owner) || pid < 0)
+		return -EINVAL;
+	if (pid == 0)
+		pid = (int)getpid();
+	rc = proc_starttime(pid, &st);
+	if (rc < 0)
+		return rc;
+	rc = open_state_dir(state_dir, true, &dfd);
+	if (rc < 0)
+		return rc;
+	lfd = lock_dir(dfd);
+	if (lfd < 0) {
+		close(dfd);
+		return lfd;
+	}
+	rc = js_cpufreq_read(sysfs_root, cpu, &f);
+	if (rc < 0)
+		goto out;
+	memset(&s, 0, sizeof(s));
+	s.cpu = cpu;
+	js_fmt(s.governor, sizeof(s.governor), "%s", f.governor);
+	s.min_khz = f.scaling_min_khz;
+	s.max_khz = f.scaling_max_khz;
+	s.setspeed_khz = f.setspeed_khz;
+	rc = js_freq_saved_format(&s, buf, sizeof(buf));
+	if (rc < 0)
+		goto out;
+	js_fmt(buf + 200, 56, "cpu%d.orig", cpu);
+	rc = write_atomic(dfd, buf + 200, buf, true);
+	if (rc == -EEXIST)
+		rc = 0; /* keep the existing (older, truly original) backup */
+	if (rc < 0)
+		goto out;
+	odfd = open_owners(dfd, cpu, true);
+	if (odfd < 0) {
+		rc = odfd;
+		goto out;
+	}
+	js_fmt(buf, sizeof(buf), "%d %llu\n", pid, st);
+	rc = write_atomic(odfd, owner, buf, false);
+	close(odfd);
+	if (rc == 0 && fsync(dfd) < 0)
+		rc = -errno;
+out:
+	unlock_dir(dfd, lfd);
+	return rc;
+}
+
+int js_freq_release(const char *state_dir, const char *sysfs_root, int cpu,
+		    const char *owner, bool *restored)
+{
+	int dfd, lfd, odfd, rc, n;
+
+	if (restored)
+		*restored = false;
+	if (cpu < 0 || cpu >= JS_MAX_CPUS || !owner_ok(owner))
+		return -EINVAL;
+	rc = open_state_dir(state_dir, false, &dfd);
+	if (rc < 0)
+		return rc;
+	lfd = lock_dir(dfd);
+	if (lfd < 0) {
+		close(dfd);
+		return lfd;
+	}
+	odfd = open_owners(dfd, cpu, false);
+	if (odfd < 0) {
+		rc = odfd == -ENOENT ? -ENOENT : odfd;
+		goto out;
+	}
+	if (unlinkat(odfd, owner, 0) < 0) {
+		rc = -errno;
+		close(odfd);
+		goto out;
+	}
+	fsync(odfd);
+	n = count_owners(odfd, false, false);
+	close(odfd);
+	if (n < 0) {
+		rc = n;
+		goto out;
+	}
+	if (n == 0) {
+		rc = restore_and_drop(dfd, sysfs_root, cpu);
+		if (rc == 0 && restored)
+			*restored = true;
+	}
+out:
+	unlock_dir(dfd, lfd);
+	return rc;
+}
+
+int js_freq_recover(const char *state_dir, const char *sysfs_root, bool force,
+		    int *nrestored)
+{
+	struct js_cpuset backups;
+	DIR *d;
+	struct dirent *de;
+	int dfd, lfd, fd, rc, first = 0, cpu, count = 0;
+
+	if (nrestored)
+		*nrestored = 0;
+	rc = open_state_dir(state_dir, false, &dfd);
+	if (rc == -ENOENT)
+		return 0; /* nothing was ever saved */
+	if (rc < 0)
+		return rc;
+	lfd = lock_dir(dfd);
+	if (lfd < 0) {
+		close(dfd);
+		return lfd;
+	}
+	js_cpuset_zero(&backups);
+	fd = dup(dfd);
+	d = fd >= 0 ? fdopendir(fd) : NULL;
+	if (!d) {
+		rc = -errno;
+		if (fd >= 0)
+			close(fd);
+		goto out;
+	}
+	while ((de = readdir(d))) {
+		char rest[16];
+
+		if (sscanf(de->d_name, "cpu%d.%15s", &cpu, rest) != 2 || cpu < 0 ||
+		    cpu >= JS_MAX_CPUS)
+			continue;
+		if (!strcmp(rest, "owners")) {
+			int odfd = open_owners(dfd, cpu, false);
+
+			if (odfd >= 0) {
+				count_owners(odfd, true, force);
+				close(odfd);
+			}
+		} else if (!strcmp(rest, "orig")) {
+			js_cpuset_set(&backups, cpu);
+		}
+	}
+	closedir(d);
+	for (cpu = 0; cpu < JS_MAX_CPUS; cpu++) {
+		int odfd, n = 0;
+
+		if (!js_cpuset_isset(&backups, cpu))
+			continue;
+		odfd = open_owners(dfd, cpu, false);
+		if (odfd >= 0) {
+			n = count_owners(odfd, false, false);
+			close(odfd);
+		}
+		if (n != 0)
+			continue; /* still owned (or unreadable: leave it) */
+		rc = restore_and_drop(dfd, sysfs_root, cpu);
+		if (rc == 0)
+			count++;
+		else if (!first)
+			first = rc;
+	}
+	rc = first;
+out:
+	if (nrestored)
+		*nrestored = count;
+	unlock_dir(dfd, lfd);
+	return rc;
+}
+
+int js_freq_saved_read(const char *state_dir, int cpu, struct js_freq_saved *out)
+{
+	int dfd, rc;
+
+	if (!out || cpu < 0 || cpu >= JS_MAX_CPUS)
+		return -EINVAL;
+	rc = open_state_dir(state_dir, false, &dfd);
+	if (rc < 0)
+		return rc;
+	rc = saved_read_at(dfd, cpu, out);
+	close(dfd);
+	return rc;
+}

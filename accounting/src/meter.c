@@ -1,0 +1,259 @@
+/* Meter: wrap-safe cumulative energy with an optional background sampler.
+ *
+ * Every zone keeps its last good raw value and when it was read. A new good
+ * reading adds the wrap-safe delta; if more time passed since the last good
+ * reading than the zone's wrap time, the counter may have wrapped more than
+ * once, so the zone's `uncertain` count is raised (the delta is then a lower
+ * bound). A failed or garbled reading changes nothing but err[]. */
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "js_internal.h"
+
+struct js_meter {
+	struct js_energy *e;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	pthread_t th;
+	bool thread_started, stop;
+	uint64_t period_ns;
+	uint64_t nsamples; /* by the background thread */
+	size_t n;
+	uint64_t wrap_ns[JS_MAX_ZONES];
+	bool have_last[JS_MAX_ZONES];
+	uint64_t last_raw[JS_MAX_ZONES];
+	uint64_t last_mono[JS_MAX_ZONES];
+	struct js_snapshot cur; /* cumulative state, guarded by mu */
+};
+
+static uint64_t now_ns(clockid_t c)
+{
+	struct timespec ts;
+
+	clock_gettime(c, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+/* A counter that went down is taken as one wrap when the delta is at most
+ * half the range (what sampling at half the wrap time produces; also true of
+ * simulated time, where seconds pass in microseconds) or when it fits in the
+ * elapsed time at JS_WRAP_POWER_FACTOR x the zone's max power. Otherwise it is
+ * a garbled reading (e.g. a torn read of a file being rewritten: "2" of
+ * "2500" after "500") and is dropped: the next good reading resumes from the
+ * last good value, so no energy is invented. */
+#define JS_WRAP_POWER_FACTOR 4
+
+static bool wrap_plausible(const struct js_zone_info *z, uint64_t delta_uj, uint64_t elapsed_ns)
+{
+	unsigned __int128 max_uj = (unsigned __int128)z->max_power_uw * JS_WRAP_POWER_FACTOR *
+				   elapsed_ns / 1000000000u;
+
+	return delta_uj <= z->max_energy_range_uj / 2 || delta_uj <= max_uj;
+}
+
+/* Caller holds m->mu. */
+static void sample_locked(struct js_meter *m)
+{
+	const struct js_zone_set *zs = &m->e->zones;
+	uint64_t raw[JS_MAX_ZONES];
+	int err[JS_MAX_ZONES];
+	uint64_t mono;
+	size_t i;
+
+	memset(err, 0, sizeof(err));
+	js_energy_read_uj(m->e, raw, err);
+	mono = now_ns(CLOCK_MONOTONIC);
+	m->cur.mono_ns = mono;
+	m->cur.t_ns = now_ns(CLOCK_REALTIME);
+	for (i = 0; i < m->n; i++) {
+		uint64_t delta;
+		bool wrapped;
+		int rc;
+
+		if (err[i]) {
+			m->cur.err[i] = err[i];
+			continue;
+		}
+		if (!m->have_last[i]) {
+			m->have_last[i] = true;
+			m->last_raw[i] = raw[i];
+			m->last_mono[i] = mono;
+			m->cur.err[i] = 0;
+			continue;
+		}
+		rc = js_wrap_delta_uj(m->last_raw[i], raw[i], zs->zones[i].max_energy_range_uj,
+				      &delta, &wrapped);
+		if (rc == 0 && wrapped && !wrap_plausible(&zs->zones[i], delta, mono - m->last_mono[i]))
+			rc = -ERANGE;
+		if (rc < 0) {
+			m->cur.err[i] = rc;
+			continue;
+		}
+		if (mono - m->last_mono[i] > m->wrap_ns[i])
+			m->cur.uncertain[i]++;
+		m->cur.energy_uj[i] += delta;
+		if (wrapped)
+			m->cur.wraps[i]++;
+		m->last_raw[i] = raw[i];
+		m->last_mono[i] = mono;
+		m->cur.err[i] = 0;
+	}
+	m->cur.energy_cpu_uj = m->cur.energy_dram_uj = 0;
+	for (i = 0; i < m->n; i++) {
+		if (zs->zones[i].kind == JS_ZONE_PACKAGE)
+			m->cur.energy_cpu_uj += m->cur.energy_uj[i];
+		else
+			m->cur.energy_dram_uj += m->cur.energy_uj[i];
+	}
+}
+
+static void *sampler(void *arg)
+{
+	struct js_meter *m = arg;
+
+	pthread_mutex_lock(&m->mu);
+	while (!m->stop) {
+		struct timespec ts;
+		uint64_t due = now_ns(CLOCK_MONOTONIC) + m->period_ns;
+
+		ts.tv_sec = (time_t)(due / 1000000000ULL);
+		ts.tv_nsec = (long)(due % 1000000000ULL);
+		while (!m->stop && pthread_cond_timedwait(&m->cv, &m->mu, &ts) != ETIMEDOUT)
+			;
+		if (!m->stop) {
+			sample_locked(m);
+			m->nsamples++;
+		}
+	}
+	pthread_mutex_unlock(&m->mu);
+	return NULL;
+}
+
+int js_meter_start(struct js_energy *e, uint64_t period_cap_ns, bool start_thread,
+		   struct js_meter **out)
+{
+	struct js_meter *m;
+	pthread_condattr_t ca;
+	sigset_t all, old;
+	size_t i;
+	int rc;
+
+	if (!e || !out)
+		return -EINVAL;
+	*out = NULL;
+	m = calloc(1, sizeof(*m));
+	if (!m)
+		return -ENOMEM;
+	m->e = e;
+	m->n = e->zones.nzones;
+	m->cur.nzones = m->n;
+	m->period_ns = js_sample_period_ns(&e->zones, period_cap_ns);
+	for (i = 0; i < m->n; i++)
+		m->wrap_ns[i] = js_wrap_time_ns(e->zones.zones[i].max_energy_range_uj,
+						e->zones.zones[i].max_power_uw);
+	pthread_mutex_init(&m->mu, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&m->cv, &ca);
+	pthread_condattr_destroy(&ca);
+	pthread_mutex_lock(&m->mu);
+	sample_locked(m); /* baseline */
+	pthread_mutex_unlock(&m->mu);
+	if (start_thread) {
+		/* The thread inherits this mask: it never takes a signal meant
+		 * for the host process (slurmstepd). */
+		sigfillset(&all);
+		pthread_sigmask(SIG_SETMASK, &all, &old);
+		rc = pthread_create(&m->th, NULL, sampler, m);
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
+		if (rc) {
+			pthread_cond_destroy(&m->cv);
+			pthread_mutex_destroy(&m->mu);
+			free(m);
+			return -rc;
+		}
+		pthread_setname_np(m->th, "js-meter"); /* visible in ps -L */
+		m->thread_started = true;
+	}
+	*out = m;
+	return 0;
+}
+
+int js_meter_snapshot(struct js_meter *m, struct js_snapshot *out)
+{
+	if (!m || !out)
+		return -EINVAL;
+	pthread_mutex_lock(&m->mu);
+	sample_locked(m);
+	*out = m->cur;
+	pthread_mutex_unlock(&m->mu);
+	return 0;
+}
+
+uint64_t js_meter_nsamples(struct js_meter *m)
+{
+	uint64_t n;
+
+	pthread_mutex_lock(&m->mu);
+	n = m->nsamples;
+	pthread_mutex_unlock(&m->mu);
+	return n;
+}
+
+uint64_t js_meter_period_ns(const struct js_meter *m)
+{
+	return m ? m->period_ns : 0;
+}
+
+void js_meter_stop(struct js_meter *m)
+{
+	if (!m)
+		return;
+	if (m->thread_started) {
+		pthread_mutex_lock(&m->mu);
+		m->stop = true;
+		pthread_cond_signal(&m->cv);
+		pthread_mutex_unlock(&m->mu);
+		pthread_join(m->th, NULL);
+	}
+	pthread_cond_destroy(&m->cv);
+	pthread_mutex_destroy(&m->mu);
+	free(m);
+}
+
+void js_interval_of(const struct js_energy *e, const struct js_snapshot *a,
+		    const struct js_snapshot *b, struct js_interval *out)
+{
+	size_t i, n;
+
+	if (!out)
+		return;
+	memset(out, 0, sizeof(*out));
+	if (!e || !a || !b)
+		return;
+	n = e->zones.nzones;
+	if (a->nzones < n)
+		n = a->nzones;
+	if (b->nzones < n)
+		n = b->nzones;
+	out->nzones = n;
+	out->duration_ns = b->mono_ns > a->mono_ns ? b->mono_ns - a->mono_ns : 0;
+	for (i = 0; i < n; i++) {
+		uint64_t d = b->energy_uj[i] >= a->energy_uj[i] ? b->energy_uj[i] - a->energy_uj[i] : 0;
+
+		out->energy_uj[i] = d;
+		out->wraps[i] = b->wraps[i] - a->wraps[i];
+		if (b->uncertain[i] != a->uncertain[i] || a->err[i] || b->err[i] ||
+		    b->energy_uj[i] < a->energy_uj[i])
+			out->wrap_uncertain = true;
+		if (e->zones.zones[i].kind == JS_ZONE_PACKAGE)
+			out->energy_cpu_uj += d;
+		else
+			out->energy_dram_uj += d;
+	}
+	out->energy_total_uj = out->energy_cpu_uj + out->energy_dram_uj;
+}

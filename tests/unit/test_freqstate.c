@@ -1,0 +1,343 @@
+/* Save/restore journal: backups, owners, crash recovery, unsafe dirs. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/wait.h>
+#include <cmocka.h>
+
+#include "joulestep/freq.h"
+#include "test_tree.h"
+
+struct fx {
+	char *tmp;       /* 0700 temp dir */
+	char sys[1024];  /* fake sysfs root */
+	char state[1024];/* state dir (created by the library) */
+};
+
+static int setup(void **state)
+{
+	struct fx *f = calloc(1, sizeof(*f));
+
+	f->tmp = tt_mkdtemp();
+	snprintf(f->sys, sizeof(f->sys), "%s/sys", f->tmp);
+	snprintf(f->state, sizeof(f->state), "%s/state", f->tmp);
+	tt_cpufreq(f->sys, 0, 1); /* acpi */
+	tt_cpufreq(f->sys, 1, 1);
+	tt_cpufreq(f->sys, 2, 0); /* pstate */
+	*state = f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fx *f = *state;
+
+	tt_rmrf(f->tmp);
+	free(f);
+	return 0;
+}
+
+static void expect_cpu(const struct fx *f, int cpu, const char *gov, const char *min,
+		       const char *max)
+{
+	char buf[64];
+
+	assert_string_equal(tt_cpuread(f->sys, cpu, "scaling_governor", buf, sizeof(buf)), gov);
+	assert_string_equal(tt_cpuread(f->sys, cpu, "scaling_min_freq", buf, sizeof(buf)), min);
+	assert_string_equal(tt_cpuread(f->sys, cpu, "scaling_max_freq", buf, sizeof(buf)), max);
+}
+
+static void apply(const struct fx *f, int cpu, uint32_t khz)
+{
+	struct js_cpufreq c;
+	uint32_t rb;
+	bool ign;
+
+	assert_int_equal(js_cpufreq_read(f->sys, cpu, &c), 0);
+	assert_int_equal(js_freq_apply(f->sys, &c, khz, &rb, &ign), 0);
+	assert_false(ign);
+}
+
+static int exists(const char *dir, const char *name)
+{
+	char p[1200];
+	struct stat st;
+
+	snprintf(p, sizeof(p), "%s/%s", dir, name);
+	return stat(p, &st) == 0;
+}
+
+static void test_saved_format_parse(void **state)
+{
+	struct js_freq_saved s = {.cpu = 3, .governor = "schedutil", .min_khz = 800000,
+				  .max_khz = 2400000, .setspeed_khz = 0}, p;
+	char buf[256];
+
+	(void)state;
+	assert_int_equal(js_freq_saved_format(&s, buf, sizeof(buf)), 0);
+	assert_int_equal(js_freq_saved_parse(buf, &p), 0);
+	assert_int_equal(p.cpu, 3);
+	assert_string_equal(p.governor, "schedutil");
+	assert_int_equal(p.min_khz, 800000);
+	assert_int_equal(p.max_khz, 2400000);
+	assert_int_equal(js_freq_saved_format(&s, buf, 10), -ENOSPC);
+	assert_int_equal(js_freq_saved_parse("cpu=1\ngovernor=x\n", &p), -EINVAL);
+	assert_int_equal(js_freq_saved_parse("cpu=1\ngovernor=a b\nmin_khz=1\nmax_khz=2\n"
+					     "setspeed_khz=0\n", &p), -EINVAL);
+	assert_int_equal(js_freq_saved_parse("cpu=1\ngovernor=g\nmin_khz=5\nmax_khz=2\n"
+					     "setspeed_khz=0\n", &p), -EINVAL);
+	assert_int_equal(js_freq_saved_parse("cpu=1\ngovernor=g\nmin_khz=1\nmax_khz=2\n"
+					     "setspeed_khz=0\nextra=1\n", &p), -EINVAL);
+	assert_int_equal(js_freq_saved_parse("cpu=1\ngovernor=g\nmin_khz=1\nmax_khz=2\n"
+					     "setspeed_khz=0\n", &p), 0);
+	s.governor[0] = '\0';
+	assert_int_equal(js_freq_saved_format(&s, buf, sizeof(buf)), -EINVAL);
+}
+
+static void test_acquire_release(void **state)
+{
+	struct fx *f = *state;
+	struct js_freq_saved s;
+	struct stat st;
+	bool restored = false;
+	char owners[1200];
+
+	assert_int_equal(js_freq_acquire(f->state, f->sys, 0, "job1.0", 0), 0);
+	/* created 0700 */
+	assert_int_equal(stat(f->state, &st), 0);
+	assert_int_equal(st.st_mode & 0777, 0700);
+	assert_int_equal(js_freq_saved_read(f->state, 0, &s), 0);
+	assert_string_equal(s.governor, "schedutil");
+	assert_int_equal(s.min_khz, 800000);
+	assert_int_equal(s.max_khz, 2400000);
+	snprintf(owners, sizeof(owners), "%s/cpu0.owners", f->state);
+	assert_true(exists(owners, "job1.0"));
+
+	apply(f, 0, 1200000);
+	expect_cpu(f, 0, "userspace", "800000", "2400000");
+
+	assert_int_equal(js_freq_release(f->state, f->sys, 0, "job1.0", &restored), 0);
+	assert_true(restored);
+	expect_cpu(f, 0, "schedutil", "800000", "2400000");
+	assert_false(exists(f->state, "cpu0.orig"));
+	assert_int_equal(js_freq_saved_read(f->state, 0, &s), -ENOENT);
+	/* releasing again: not an owner */
+	assert_int_equal(js_freq_release(f->state, f->sys, 0, "job1.0", &restored), -ENOENT);
+	assert_false(restored);
+	/* bad owner names */
+	assert_int_equal(js_freq_acquire(f->state, f->sys, 0, "../x", 0), -EINVAL);
+	assert_int_equal(js_freq_acquire(f->state, f->sys, 0, "..", 0), -EINVAL);
+	assert_int_equal(js_freq_acquire(f->state, f->sys, 0, "", 0), -EINVAL);
+	assert_int_equal(js_freq_acquire(f->state, f->sys, 9, "a", 0), -ENOENT);
+}
+
+/* pstate: apply lowered min and max; restore puts max back before min. */
+static void test_restore_pstate(void **state)
+{
+	struct fx *f = *state;
+	bool restored;
+
+	tt_cpufile(f->sys, 2, "scaling_min_freq", "1500000\n");
+	assert_int_equal(js_freq_acquire(f->state, f->sys, 2, "a", 0), 0);
+	apply(f, 2, 1000000);
+	expect_cpu(f, 2, "powersave", "1000000", "1000000");
+	assert_int_equal(js_freq_release(f->state, f->sys, 2, "a", &restored), 0);
+	assert_true(restored);
+	expect_cpu(f, 2, "powersave", "1500000", "2400000");
+}
+
+/* Original userspace governor with a setspeed: restored too. */
+static void test_restore_userspace_setspeed(void **state)
+{
+	struct fx *f = *state;
+	bool restored;
+	char buf[64];
+
+	tt_cpufile(f->sys, 1, "scaling_governor", "userspace\n");
+	tt_cpufile(f->sys, 1, "scaling_setspeed", "1800000\n");
+	assert_int_equal(js_freq_acquire(f->state, f->sys, 1, "a", 0), 0);
+	apply(f, 1, 900000);
+	assert_string_equal(tt_cpuread(f->sys, 1, "scaling_setspeed", buf, sizeof(buf)), "900000");
+	assert_int_equal(js_freq_release(f->state, f->sys, 1, "a", &restored), 0);
+	assert_true(restored);
+	assert_string_equal(tt_cpuread(f->sys, 1, "scaling_setspeed", buf, sizeof(buf)), "1800000");
+	assert_string_equal(tt_cpuread(f->sys, 1, "scaling_governor", buf, sizeof(buf)), "userspace");
+}
+
+static void test_two_owners(void **state)
+{
+	struct fx *f = *state;
+	bool restored = true;
+
+	assert_int_equal(js_freq_acquire(f->state, f->sys, 0, "stepA", 0), 0);
+	apply(f, 0, 1000000);
+	assert_int_equal(js_freq_acquire(f->state, f->sys, 0, "stepB", 0), 0);
+	assert_int_equal(js_freq_release(f->state, f->sys, 0, "stepA", &restored), 0);
+	assert_false(restored);
+	expect_cpu(f, 0, "userspace", "800000", "2400000");
+	assert_true(exists(f->state, "cpu0.orig"));
+	assert_int_equal(js_freq_release(f->state, f->sys, 0, "stepB", &restored), 0);
+	assert_true(restored);
+	expect_cpu(f, 0, "schedutil", "800000", "2400000");
+}
+
+/* A backup is never overwritten: a later acquire keeps the original. */
+static void test_never_overwrite(void **state)
+{
+	struct fx *f = *state;
+	struct js_freq_saved s;
+	bool restored;
+	char path[1200], before[512], after[512];
+
+	tt_cpufile(f->sys, 2, "scaling_max_freq", "2200000\n");
+	assert_int_equal(js_freq_acquire(f->state, f->sys, 2, "first", 0), 0);
+	snprintf(path, sizeof(path), "%s/cpu2.orig", f->state);
+	tt_read(path, before, sizeof(before));
+	apply(f, 2, 1100000);
+	assert_int_equal(js_freq_acquire(f->state, f->sys, 2, "second", 0), 0);
+	tt_read(path, after, sizeof(after));
+	assert_string_equal(before, after);
+	assert_int_equal(js_freq_saved_read(f->state, 2, &s), 0);
+	assert_int_equal(s.max_khz, 2200000);
+	/* even when every owner is gone and the file is left behind */
+	assert_int_equal(js_freq_release(f->state, f->sys, 2, "first", &restored), 0);
+	assert_int_equal(js_freq_release(f->state, f->sys, 2, "second", &restored), 0);
+	assert_true(restored);
+	expect_cpu(f, 2, "powersave", "800000", "2200000");
+}
+
+/* A child takes CPUs, changes them and dies without releasing; a recover in
+ * another process (knowing nothing but the files) restores them. */
+static void test_crash_then_recover(void **state)
+{
+	struct fx *f = *state;
+	pid_t pid;
+	int st, n = -1;
+	bool restored;
+
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		struct js_cpufreq c;
+		uint32_t rb;
+		bool ign;
+
+		if (js_freq_acquire(f->state, f->sys, 0, "job7.0", 0) ||
+		    js_freq_acquire(f->state, f->sys, 2, "job7.0", 0) ||
+		    js_cpufreq_read(f->sys, 0, &c) || js_freq_apply(f->sys, &c, 1000000, &rb, &ign) ||
+		    js_cpufreq_read(f->sys, 2, &c) || js_freq_apply(f->sys, &c, 900000, &rb, &ign))
+			_exit(1);
+		_exit(0); /* crash: no release */
+	}
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	expect_cpu(f, 0, "userspace", "800000", "2400000");
+	expect_cpu(f, 2, "powersave", "800000", "900000");
+
+	/* a live owner on cpu 1 (this process) must survive recover */
+	assert_int_equal(js_freq_acquire(f->state, f->sys, 1, "live", 0), 0);
+	apply(f, 1, 1500000);
+
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		int k = -1;
+
+		if (js_freq_recover(f->state, f->sys, false, &k) != 0)
+			_exit(1);
+		_exit(k);
+	}
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 2);
+	expect_cpu(f, 0, "schedutil", "800000", "2400000");
+	expect_cpu(f, 2, "powersave", "800000", "2400000");
+	assert_false(exists(f->state, "cpu0.orig"));
+	assert_false(exists(f->state, "cpu2.orig"));
+	assert_true(exists(f->state, "cpu1.orig"));
+	expect_cpu(f, 1, "userspace", "800000", "2400000");
+
+	/* nothing left to do */
+	assert_int_equal(js_freq_recover(f->state, f->sys, false, &n), 0);
+	assert_int_equal(n, 0);
+	/* force drops live owners too */
+	assert_int_equal(js_freq_recover(f->state, f->sys, true, &n), 0);
+	assert_int_equal(n, 1);
+	expect_cpu(f, 1, "schedutil", "800000", "2400000");
+	assert_int_equal(js_freq_release(f->state, f->sys, 1, "live", &restored), -ENOENT);
+}
+
+/* Same pid, different start time: the pid was reused, the owner is gone. */
+static void test_pid_reuse(void **state)
+{
+	struct fx *f = *state;
+	char path[1200], buf[128];
+	unsigned long long stt;
+	int pid, n = -1;
+
+	assert_int_equal(js_freq_acquire(f->state, f->sys, 0, "old", 0), 0);
+	apply(f, 0, 1000000);
+	snprintf(path, sizeof(path), "%s/cpu0.owners/old", f->state);
+	tt_read(path, buf, sizeof(buf));
+	assert_int_equal(sscanf(buf, "%d %llu", &pid, &stt), 2);
+	assert_int_equal(pid, getpid());
+	tt_writef(path, "%d %llu\n", pid, stt + 1);
+	assert_int_equal(js_freq_recover(f->state, f->sys, false, &n), 0);
+	assert_int_equal(n, 1);
+	expect_cpu(f, 0, "schedutil", "800000", "2400000");
+}
+
+static void test_unsafe_state_dirs(void **state)
+{
+	struct fx *f = *state;
+	char dir[1200], link[1200];
+
+	/* group/world-writable state dir */
+	assert_int_equal(mkdir(f->state, 0700), 0);
+	assert_int_equal(chmod(f->state, 0777), 0);
+	assert_int_equal(js_freq_acquire(f->state, f->sys, 0, "a", 0), -EPERM);
+	assert_int_equal(chmod(f->state, 0720), 0);
+	assert_int_equal(js_freq_acquire(f->state, f->sys, 0, "a", 0), -EPERM);
+	/* owned by someone else */
+	assert_int_equal(chmod(f->state, 0700), 0);
+	assert_int_equal(chown(f->state, 65534, 65534), 0);
+	assert_int_equal(js_freq_acquire(f->state, f->sys, 0, "a", 0), -EPERM);
+	assert_int_equal(js_freq_recover(f->state, f->sys, true, NULL), -EPERM);
+	assert_false(exists(f->state, "lock"));
+	/* a symlink to a good dir is refused */
+	snprintf(dir, sizeof(dir), "%s/real", f->tmp);
+	snprintf(link, sizeof(link), "%s/link", f->tmp);
+	assert_int_equal(mkdir(dir, 0700), 0);
+	assert_int_equal(symlink(dir, link), 0);
+	assert_int_equal(js_freq_acquire(link, f->sys, 0, "a", 0), -EPERM);
+	/* missing dir under a world-writable parent is not created */
+	snprintf(dir, sizeof(dir), "%s/open", f->tmp);
+	assert_int_equal(mkdir(dir, 0777), 0);
+	assert_int_equal(chmod(dir, 01777), 0);
+	snprintf(link, sizeof(link), "%s/open/state", f->tmp);
+	assert_int_equal(js_freq_acquire(link, f->sys, 0, "a", 0), -EPERM);
+	assert_false(exists(dir, "state"));
+	/* relative paths are refused */
+	assert_int_equal(js_freq_acquire("state", f->sys, 0, "a", 0), -EINVAL);
+	/* nothing changed and no backup anywhere */
+	expect_cpu(f, 0, "schedutil", "800000", "2400000");
+	assert_false(exists(f->tmp, "real/cpu0.orig"));
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_saved_format_parse),
+		cmocka_unit_test_setup_teardown(test_acquire_release, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_restore_pstate, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_restore_userspace_setspeed, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_two_owners, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_never_overwrite, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_crash_then_recover, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_pid_reuse, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_unsafe_state_dirs, setup, teardown),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
