@@ -1,0 +1,408 @@
+"""Strategy comparisons from recorded steps and phases (pure pandas).
+
+reference.md §2 (checkpointing, paper 001), §5 (TP/DC/DN, papers 002/004),
+§3 (compressed dumps, paper 000 Fig. 2.6). Every function takes DataFrames
+whose columns are named as in docs/record-format.md and returns a DataFrame
+ready to print. Units are in column names: *_j joules, *_s seconds, *_w
+watts, *_gib GiB (2**30 bytes), *_gibs GiB/s. Spread is the sample standard
+deviation (ddof=1; NaN with a single value).
+
+Interface summary:
+  attach_tags(jobs, df, on=None) -> df with one 'tag:KEY' column per job tag
+  derived(df) -> df + energy_cpu_j, energy_dram_j, energy_j, duration_s,
+                 gib, throughput_gibs, j_per_gib, power_w
+  checkpoint_runs(phases, by="tag:strategy", ...) -> one row per run x part
+  compare_checkpointing(phases, by="tag:strategy", scaling="weak", ...)
+  strategy_ratios(table, by, baseline, metrics=..., on=...)
+  compare_io_approaches(steps, by="tag:approach", run="job_id")
+  compare_dumps(phases, compressor="tag:compressor", error_bound="tag:error_bound", ...)
+  policy_saving(dumps, base_policy="monitor", policy="policy")
+  compare_generic(df, by, metrics=("energy_j", "duration_s"), baseline=None)
+
+A "run" is one repetition of an experiment: one job. The `run` parameter
+names its column; default job_pk when the frame has it, else job_id.
+Which column names the strategy is a parameter (`by`), so `--by tag:KEY`
+maps straight onto it after attach_tags.
+"""
+from __future__ import annotations
+
+import json
+from typing import Iterable, Optional, Sequence
+
+import numpy as np
+import pandas as pd
+
+GIB = float(1 << 30)
+_JOB_KEYS = ("job_pk", "cluster", "job_id", "submit_time_ns")
+
+__all__ = ["attach_tags", "derived", "checkpoint_runs", "compare_checkpointing",
+           "strategy_ratios", "compare_io_approaches", "compare_dumps", "policy_saving",
+           "compare_generic", "GIB"]
+
+
+def _need(df: pd.DataFrame, cols: Iterable[str], what: str) -> None:
+    missing = [c for c in cols if c not in df.columns]
+    if missing:
+        raise ValueError(f"{what}: missing column(s) {', '.join(missing)} "
+                         f"(have: {', '.join(map(str, df.columns))})")
+
+
+def attach_tags(jobs: pd.DataFrame, df: pd.DataFrame, on: Optional[Sequence[str]] = None
+                ) -> pd.DataFrame:
+    """Copy each job's tags onto df's rows as columns 'tag:KEY'.
+
+    jobs: a `tags` column holding a dict or a JSON object string (NULL = no
+    tags), and the key columns. on: join columns; default those of job_pk,
+    cluster, job_id, submit_time_ns present in both frames (job_pk alone
+    when both have it). Rows of df whose job has no such tag get a missing value (None/NaN)."""
+    _need(jobs, ["tags"], "jobs")
+    if on is None:
+        on = ["job_pk"] if "job_pk" in jobs.columns and "job_pk" in df.columns else \
+            [k for k in _JOB_KEYS[1:] if k in jobs.columns and k in df.columns]
+    if not on:
+        raise ValueError("attach_tags: no common key column (job_pk, cluster, job_id, "
+                         "submit_time_ns) between jobs and the other frame")
+
+    def parse(v):
+        if v is None or (isinstance(v, float) and np.isnan(v)):
+            return {}
+        if isinstance(v, dict):
+            return v
+        try:
+            d = json.loads(v)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"jobs.tags: not a JSON object: {v!r}") from exc
+        if not isinstance(d, dict):
+            raise ValueError(f"jobs.tags: not a JSON object: {v!r}")
+        return d
+
+    tags = [parse(v) for v in jobs["tags"]]
+    keys = sorted({k for t in tags for k in t})
+    t = jobs[list(on)].copy()
+    for k in keys:
+        t[f"tag:{k}"] = [d.get(k) for d in tags]
+    t = t.drop_duplicates(subset=list(on))
+    drop = [c for c in t.columns if c in df.columns and c not in on]
+    return df.drop(columns=drop).merge(t, on=list(on), how="left")
+
+
+def derived(df: pd.DataFrame) -> pd.DataFrame:
+    """Add unit-converted and derived columns to a copy of steps or phases:
+    energy_cpu_j, energy_dram_j (NULL DRAM -> 0), energy_j, duration_s,
+    power_w = energy_j/duration_s; when `bytes` exists: gib, throughput_gibs
+    = gib/duration_s, j_per_gib = energy_j/gib (NaN without bytes)."""
+    _need(df, ["energy_cpu_uj", "duration_ns"], "energy")
+    d = df.copy()
+    d["energy_cpu_j"] = d["energy_cpu_uj"].astype(float) / 1e6
+    d["energy_dram_j"] = (d["energy_dram_uj"].astype(float).fillna(0.0) / 1e6
+                          if "energy_dram_uj" in d.columns else 0.0)
+    d["energy_j"] = d["energy_cpu_j"] + d["energy_dram_j"]
+    d["duration_s"] = d["duration_ns"].astype(float) / 1e9
+    with np.errstate(divide="ignore", invalid="ignore"):
+        d["power_w"] = d["energy_j"] / d["duration_s"].where(d["duration_s"] > 0)
+        if "bytes" in d.columns:
+            d["gib"] = d["bytes"].astype(float) / GIB
+            d["throughput_gibs"] = d["gib"] / d["duration_s"].where(d["duration_s"] > 0)
+            d["j_per_gib"] = d["energy_j"] / d["gib"].where(d["gib"] > 0)
+    return d
+
+
+def _run_col(df: pd.DataFrame, run: Optional[str]) -> str:
+    """The column that identifies a run: `run` when given, else job_pk when
+    present (unique across clusters and recycled job IDs), else job_id."""
+    if run is not None:
+        return run
+    return "job_pk" if "job_pk" in df.columns else "job_id"
+
+
+def _agg_mean_std(g, metrics: Sequence[str]) -> pd.DataFrame:
+    out = g[list(metrics)].agg(["mean", "std"])
+    out.columns = [m if s == "mean" else f"{m}_std" for m, s in out.columns]
+    out.insert(0, "runs", g.size())
+    return out.reset_index()
+
+
+# ---------------------------------------------------------------- checkpoint
+
+def checkpoint_runs(phases: pd.DataFrame, by: str = "tag:strategy", run: Optional[str] = None,
+                    local_kind: str = "checkpoint", flush_kind: str = "flush") -> pd.DataFrame:
+    """One row per (run, part) for checkpoint experiments (paper 001 Alg. 1).
+
+    phases: columns `by`, `run`, kind, energy_cpu_uj, energy_dram_uj,
+    duration_ns, bytes, nranks; label or seq (optional, to tell repeated
+    checkpoints apart). Rows of other kinds are ignored.
+    For each run and phase instance (kind, label) the energies, bytes and
+    nranks (each node's record counts its own ranks) are summed over nodes
+    and the duration is the longest node's; then per kind energies, bytes
+    and durations are summed (nranks: the largest instance). part 'local' = local_kind (the blocking phase;
+    for synchronous C/R it is the direct write to the PFS), 'flush' =
+    flush_kind (asynchronous flush), 'total' = local + flush: energies and
+    durations add, bytes = the larger of the two (the same checkpoint data),
+    i.e. throughput "until checkpoints are written to the PFS" (Fig. 4).
+    Columns: by, run, part, nranks, energy_cpu_j, energy_dram_j, energy_j,
+    duration_s, gib, throughput_gibs, j_per_gib, gib_per_rank."""
+    run = _run_col(phases, run)
+    _need(phases, [by, run, "kind", "energy_cpu_uj", "duration_ns", "bytes", "nranks"],
+          "checkpoint comparison")
+    p = phases[phases["kind"].isin([local_kind, flush_kind])].copy()
+    if p.empty:
+        raise ValueError(f"no phase of kind {local_kind!r} or {flush_kind!r}")
+    p = derived(p)
+    inst = "label" if "label" in p.columns else ("seq" if "seq" in p.columns else None)
+    p["_inst"] = p[inst].astype(str) if inst else ""
+    per_inst = p.groupby([by, run, "kind", "_inst"], dropna=False).agg(
+        energy_cpu_j=("energy_cpu_j", "sum"), energy_dram_j=("energy_dram_j", "sum"),
+        duration_s=("duration_s", "max"), gib=("gib", lambda s: s.sum(min_count=1)),
+        nranks=("nranks", "sum")).reset_index()
+    per_kind = per_inst.groupby([by, run, "kind"], dropna=False).agg(
+        energy_cpu_j=("energy_cpu_j", "sum"), energy_dram_j=("energy_dram_j", "sum"),
+        duration_s=("duration_s", "sum"), gib=("gib", lambda s: s.sum(min_count=1)),
+        nranks=("nranks", "max")).reset_index()
+    per_kind["part"] = per_kind["kind"].map({local_kind: "local", flush_kind: "flush"})
+    tot = per_kind.groupby([by, run], dropna=False).agg(
+        energy_cpu_j=("energy_cpu_j", "sum"), energy_dram_j=("energy_dram_j", "sum"),
+        duration_s=("duration_s", "sum"), gib=("gib", "max"),
+        nranks=("nranks", "max")).reset_index()
+    tot["part"] = "total"
+    out = pd.concat([per_kind.drop(columns="kind"), tot], ignore_index=True)
+    out["energy_j"] = out["energy_cpu_j"] + out["energy_dram_j"]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out["throughput_gibs"] = out["gib"] / out["duration_s"].where(out["duration_s"] > 0)
+        out["j_per_gib"] = out["energy_j"] / out["gib"].where(out["gib"] > 0)
+        out["gib_per_rank"] = out["gib"] / out["nranks"].where(out["nranks"] > 0)
+    cols = [by, run, "part", "nranks", "energy_cpu_j", "energy_dram_j", "energy_j",
+            "duration_s", "gib", "throughput_gibs", "j_per_gib", "gib_per_rank"]
+    order = {"local": 0, "flush": 1, "total": 2}
+    out = out[cols].sort_values([by, run, "part"], key=lambda s: s.map(order) if s.name == "part"
+                                else s).reset_index(drop=True)
+    return out
+
+
+CKPT_METRICS = ("energy_cpu_j", "energy_dram_j", "energy_j", "duration_s",
+                "throughput_gibs", "j_per_gib")
+
+
+def compare_checkpointing(phases: pd.DataFrame, by: str = "tag:strategy",
+                          scaling: str = "weak", run: Optional[str] = None,
+                          local_kind: str = "checkpoint", flush_kind: str = "flush",
+                          size_decimals: int = 2) -> pd.DataFrame:
+    """Weak- or strong-scaling table: mean and spread over repetitions.
+
+    scaling='weak': rows grouped by (by, part, gib_per_rank, nranks);
+    scaling='strong': by (by, part, total_gib, nranks). Sizes are rounded
+    to `size_decimals` GiB so repetitions group together. Columns: the
+    group columns, runs, then for each of energy_cpu_j, energy_dram_j,
+    energy_j, duration_s, throughput_gibs, j_per_gib its mean and <m>_std.
+    Parts without bytes (NULL) show NaN throughput and J/GiB."""
+    if scaling not in ("weak", "strong"):
+        raise ValueError(f"scaling {scaling!r}: allowed 'weak', 'strong'")
+    run = _run_col(phases, run)
+    r = checkpoint_runs(phases, by=by, run=run, local_kind=local_kind, flush_kind=flush_kind)
+    # size of the experiment: taken from the run's total row for every part
+    size = r[r["part"] == "total"].set_index([by, run])[["gib", "gib_per_rank"]]
+    r = r.drop(columns=["gib_per_rank"]).join(
+        size.rename(columns={"gib": "total_gib"}), on=[by, run])
+    r["total_gib"] = r["total_gib"].round(size_decimals)
+    r["gib_per_rank"] = r["gib_per_rank"].round(size_decimals)
+    sizecol = "gib_per_rank" if scaling == "weak" else "total_gib"
+    keys = [by, "part", sizecol, "nranks"]
+    out = _agg_mean_std(r.groupby(keys, dropna=False), CKPT_METRICS)
+    order = {"local": 0, "flush": 1, "total": 2}
+    return out.sort_values(keys, key=lambda s: s.map(order) if s.name == "part" else s
+                           ).reset_index(drop=True)
+
+
+def strategy_ratios(table: pd.DataFrame, by: str, baseline,
+                    metrics: Sequence[str] = ("energy_j", "throughput_gibs", "j_per_gib"),
+                    on: Optional[Sequence[str]] = None) -> pd.DataFrame:
+    """Ratio of each strategy's mean metrics to the baseline strategy's, row
+    by row on the other key columns `on` (default: part, the size column and
+    nranks, whichever exist). Columns: on, by, <metric>_ratio. The baseline's
+    own rows are left out; rows without a matching baseline are dropped."""
+    _need(table, [by] + list(metrics), "ratios")
+    if on is None:
+        on = [c for c in ("part", "gib_per_rank", "total_gib", "nranks") if c in table.columns]
+    if baseline not in set(table[by]):
+        raise ValueError(f"baseline {baseline!r} not among {by} values "
+                         f"{sorted(map(str, set(table[by])))}")
+    base = table[table[by] == baseline][list(on) + list(metrics)]
+    other = table[table[by] != baseline][list(on) + [by] + list(metrics)]
+    m = other.merge(base, on=list(on), suffixes=("", "_base"))
+    out = m[list(on) + [by]].copy()
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for k in metrics:
+            out[f"{k}_ratio"] = m[k] / m[f"{k}_base"]
+    return out.reset_index(drop=True)
+
+
+# ---------------------------------------------------------------- TP/DC/DN
+
+_AUX_STEPS = {"batch", "extern", "interactive"}
+
+
+def compare_io_approaches(steps: pd.DataFrame, by: str = "tag:approach",
+                          run: Optional[str] = None) -> pd.DataFrame:
+    """Dorier Table 2 / Fig. 2 per I/O approach, mean over runs.
+
+    steps: columns `by`, `run`, node, energy_cpu_uj, energy_dram_uj,
+    duration_ns; optional start_ns/end_ns (run time = last end - first
+    start over the run's steps, else the longest step), step_id (when a run
+    has numbered steps, batch/extern/interactive steps are left out: they
+    measure the same node packages again), cpu_usage (0..1, mean) or
+    cpu_time_ns with ncpus (usage = cpu_time/(duration*ncpus)).
+    Per run: energy_j = sum over steps; per-node energy = sum per node, then
+    node_mean_j, node_min_j, node_max_j, node_std_j over nodes; runtime_s;
+    avg_power_w = energy_j/runtime_s. Output: one row per approach with
+    runs, each of those means, energy_j_std and runtime_s_std (over runs),
+    and cpu_usage when recorded."""
+    run = _run_col(steps, run)
+    _need(steps, [by, run, "node", "energy_cpu_uj", "duration_ns"], "I/O approach comparison")
+    s = steps
+    if "step_id" in s.columns:
+        sid = s["step_id"].astype(str)
+        numbered = ~sid.isin(_AUX_STEPS)
+        has_num = numbered.groupby(s[run]).transform("any")
+        s = s[numbered | ~has_num]
+    s = derived(s)
+    if "cpu_usage" not in s.columns and {"cpu_time_ns", "ncpus"} <= set(s.columns):
+        s["cpu_usage"] = s["cpu_time_ns"].astype(float) / (
+            s["duration_ns"].astype(float) * s["ncpus"].astype(float))
+    rows = []
+    for (key, rid), g in s.groupby([by, run], dropna=False):
+        per_node = g.groupby("node")["energy_j"].sum()
+        if {"start_ns", "end_ns"} <= set(g.columns):
+            rt = (g["end_ns"].max() - g["start_ns"].min()) / 1e9
+        else:
+            rt = g["duration_s"].max()
+        e = per_node.sum()
+        row = {by: key, run: rid, "energy_j": e, "runtime_s": rt,
+               "avg_power_w": e / rt if rt > 0 else np.nan, "nodes": per_node.size,
+               "node_mean_j": per_node.mean(), "node_min_j": per_node.min(),
+               "node_max_j": per_node.max(), "node_std_j": per_node.std()}
+        if "cpu_usage" in g.columns:
+            row["cpu_usage"] = g["cpu_usage"].astype(float).mean()
+        rows.append(row)
+    r = pd.DataFrame(rows)
+    metrics = ["energy_j", "runtime_s", "avg_power_w", "nodes", "node_mean_j", "node_min_j",
+               "node_max_j", "node_std_j"] + (["cpu_usage"] if "cpu_usage" in r.columns else [])
+    g = r.groupby(by, dropna=False)
+    out = g[metrics].mean()
+    out["energy_j_std"] = g["energy_j"].std()
+    out["runtime_s_std"] = g["runtime_s"].std()
+    out.insert(0, "runs", g.size())
+    return out.reset_index()
+
+
+# ---------------------------------------------------------------- dumps
+
+_RAW = {"none", "raw", "", "None"}
+
+
+def compare_dumps(phases: pd.DataFrame, compressor: str = "tag:compressor",
+                  error_bound: str = "tag:error_bound", policy: Optional[str] = "policy",
+                  run: Optional[str] = None, compress_kind: str = "compress",
+                  write_kind: str = "write") -> pd.DataFrame:
+    """Compressed vs raw dumps (paper 000 §2.6.2, Fig. 2.6), mean over runs.
+
+    phases: columns compressor, error_bound, run, kind, energy_cpu_uj,
+    energy_dram_uj, duration_ns; `policy` (e.g. merged from steps) is
+    optional and splits the rows when present. A run whose compressor is
+    NULL, 'none' or 'raw' is a raw (uncompressed) dump.
+    Per run: compress_j and write_j = energy summed over phases of that kind
+    (and nodes), total_j = compress_j + write_j, duration_s likewise.
+    Output per compressor x error bound (x policy): runs, compress_j,
+    write_j, total_j, total_j_std, duration_s, raw_write_j (mean write
+    energy of the raw runs under the same policy), total_vs_raw =
+    total_j/raw_write_j (< 1: compressing first saved energy). Raw runs
+    appear as compressor 'raw'."""
+    run = _run_col(phases, run)
+    _need(phases, [compressor, error_bound, run, "kind", "energy_cpu_uj", "duration_ns"],
+          "dump comparison")
+    p = phases[phases["kind"].isin([compress_kind, write_kind])]
+    if p.empty:
+        raise ValueError(f"no phase of kind {compress_kind!r} or {write_kind!r}")
+    p = derived(p)
+    p["_comp"] = p[compressor].map(lambda v: "raw" if v is None or
+                                   (isinstance(v, float) and np.isnan(v)) or str(v) in _RAW
+                                   else str(v))
+    p["_eb"] = np.where(p["_comp"] == "raw", "-", p[error_bound].astype(str))
+    pol = [policy] if policy and policy in p.columns else []
+    keys = ["_comp", "_eb"] + pol + [run]
+    e = p.groupby(keys + ["kind"], dropna=False)["energy_j"].sum().unstack("kind")
+    e = e.reindex(columns=[compress_kind, write_kind]).fillna(0.0)
+    d = p.groupby(keys, dropna=False)["duration_s"].sum()
+    r = pd.DataFrame({"compress_j": e[compress_kind], "write_j": e[write_kind]})
+    r["total_j"] = r["compress_j"] + r["write_j"]
+    r["duration_s"] = d
+    r = r.reset_index()
+    g = r.groupby(["_comp", "_eb"] + pol, dropna=False)
+    out = g[["compress_j", "write_j", "total_j", "duration_s"]].mean()
+    out["total_j_std"] = g["total_j"].std()
+    out.insert(0, "runs", g.size())
+    out = out.reset_index()
+    raw = r[r["_comp"] == "raw"].groupby(pol, dropna=False)["write_j"].mean() if pol else \
+        r.loc[r["_comp"] == "raw", "write_j"].mean()
+    if pol:
+        out["raw_write_j"] = out[policy].map(raw)
+    else:
+        out["raw_write_j"] = raw if np.isfinite(raw) else np.nan
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out["total_vs_raw"] = out["total_j"] / out["raw_write_j"]
+    out = out.rename(columns={"_comp": "compressor", "_eb": "error_bound"})
+    cols = ["compressor", "error_bound"] + pol + ["runs", "compress_j", "write_j", "total_j",
+                                                  "total_j_std", "duration_s", "raw_write_j",
+                                                  "total_vs_raw"]
+    return out[cols].sort_values(["compressor", "error_bound"] + pol).reset_index(drop=True)
+
+
+def policy_saving(dumps: pd.DataFrame, base_policy: str = "monitor",
+                  policy: str = "policy") -> pd.DataFrame:
+    """Fig. 2.6: per compressor x error bound, the energy of each policy vs
+    the base clock (base_policy). Input: compare_dumps output with a policy
+    column. Columns: compressor, error_bound, policy, base_total_j,
+    total_j, saving_j = base - policy, saving_pct = 100*(1 - total/base)."""
+    _need(dumps, ["compressor", "error_bound", policy, "total_j"], "policy saving")
+    if base_policy not in set(dumps[policy]):
+        raise ValueError(f"base policy {base_policy!r} not recorded; policies present: "
+                         f"{sorted(map(str, set(dumps[policy])))}")
+    k = ["compressor", "error_bound"]
+    base = dumps[dumps[policy] == base_policy][k + ["total_j"]].rename(
+        columns={"total_j": "base_total_j"})
+    m = dumps[dumps[policy] != base_policy][k + [policy, "total_j"]].merge(base, on=k)
+    m["saving_j"] = m["base_total_j"] - m["total_j"]
+    m["saving_pct"] = 100.0 * (1.0 - m["total_j"] / m["base_total_j"])
+    return m[k + [policy, "base_total_j", "total_j", "saving_j", "saving_pct"]
+             ].reset_index(drop=True)
+
+
+# ---------------------------------------------------------------- generic
+
+def compare_generic(df: pd.DataFrame, by: str,
+                    metrics: Sequence[str] = ("energy_j", "duration_s"),
+                    baseline=None) -> pd.DataFrame:
+    """Compare any grouping (e.g. 'tag:KEY', 'policy') on steps or phases.
+
+    df: rows with `by` and energy_cpu_uj/duration_ns (derived columns are
+    added) or the metric columns themselves. Output per value of `by`: n
+    (rows), for each metric its total (<m>_sum), mean, <m>_std, and
+    <m>_ratio = mean / baseline's mean (baseline default: the first value in
+    sorted order)."""
+    if "energy_cpu_uj" in df.columns and "duration_ns" in df.columns:
+        df = derived(df)
+    _need(df, [by] + list(metrics), "comparison")
+    g = df.groupby(by, dropna=False)
+    out = pd.DataFrame({"n": g.size()})
+    for m in metrics:
+        out[f"{m}_sum"] = g[m].sum()
+        out[m] = g[m].mean()
+        out[f"{m}_std"] = g[m].std()
+    out = out.reset_index().sort_values(by).reset_index(drop=True)
+    if baseline is None:
+        baseline = out[by].iloc[0]
+    if baseline not in set(out[by]):
+        raise ValueError(f"baseline {baseline!r} not among {by} values")
+    b = out.loc[out[by] == baseline].iloc[0]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for m in metrics:
+            out[f"{m}_ratio"] = out[m] / b[m]
+    return out
