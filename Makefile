@@ -61,6 +61,7 @@ $(B)/lib/libjoulestep-client.so: spank/client/js_client.c $(HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -shared -Wl,-soname,libjoulestep-client.so.1 \
 	  -Wl,--version-script=spank/client/client.map $< -o $@
+	ln -sf libjoulestep-client.so $(B)/lib/libjoulestep-client.so.1
 
 $(B)/bin/joulestep-phase: spank/client/joulestep-phase.c $(CLIENT_SO)
 	@mkdir -p $(dir $@)
@@ -115,6 +116,8 @@ install: all
 	$(if $(CLIENT_SO),install -m 0755 $(CLIENT_SO) $(DESTDIR)$(LIBDIR)/libjoulestep-client.so.1 && \
 	  ln -sf libjoulestep-client.so.1 $(DESTDIR)$(LIBDIR)/libjoulestep-client.so && \
 	  install -m 0644 spank/client/joulestep/*.h $(DESTDIR)$(PREFIX)/include/joulestep/)
+	install -d $(DESTDIR)$(PREFIX)/share/man/man8
+	install -m 0644 docs/joulestep-spank.8 $(DESTDIR)$(PREFIX)/share/man/man8/
 	for pc in etc/pkgconfig/*.pc.in; do \
 	  sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(LIBDIR)|g' $$pc \
 	    > $(DESTDIR)$(LIBDIR)/pkgconfig/$$(basename $$pc .in); done

@@ -278,6 +278,10 @@ static int proc_starttime(int pid, unsigned long long *st)
 
 		while (*p == ' ')
 			p++;
+		/* a zombie (its parent never reaped it, as happens to a killed
+		 * slurmstepd under an init that does not reap) owns nothing */
+		if (field == 3 && (*p == 'Z' || *p == 'X' || *p == 'x'))
+			return -ESRCH;
 		if (field == 22) {
 			errno = 0;
 			*st = strtoull(p, &end, 10);

@@ -268,6 +268,47 @@ static void test_crash_then_recover(void **state)
 	assert_int_equal(js_freq_release(f->state, f->sys, 1, "live", &restored), -ENOENT);
 }
 
+/* An owner that died but was never reaped (a zombie: what a SIGKILLed
+ * slurmstepd becomes under an init that does not reap) owns nothing. */
+static void test_zombie_owner_is_dead(void **state)
+{
+	struct fx *f = *state;
+	int pfd[2], st, n = -1;
+	char c;
+	pid_t pid;
+
+	assert_int_equal(pipe(pfd), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		close(pfd[0]);
+		if (js_freq_acquire(f->state, f->sys, 0, "job9.0", 0) == 0)
+			apply(f, 0, 1000000);
+		_exit(0);
+	}
+	close(pfd[1]);
+	assert_int_equal(read(pfd[0], &c, 1), 0); /* child gone, not yet reaped */
+	close(pfd[0]);
+	for (int i = 0; i < 200; i++) { /* until the kernel marks it a zombie */
+		char path[64], buf[512];
+		FILE *fp;
+
+		snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+		fp = fopen(path, "r");
+		assert_non_null(fp);
+		assert_non_null(fgets(buf, sizeof(buf), fp));
+		fclose(fp);
+		if (strstr(buf, ") Z "))
+			break;
+		usleep(5000);
+	}
+	expect_cpu(f, 0, "userspace", "800000", "2400000");
+	assert_int_equal(js_freq_recover(f->state, f->sys, false, &n), 0);
+	assert_int_equal(n, 1);
+	expect_cpu(f, 0, "schedutil", "800000", "2400000");
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+}
+
 /* Same pid, different start time: the pid was reused, the owner is gone. */
 static void test_pid_reuse(void **state)
 {
@@ -336,6 +377,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_never_overwrite, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_crash_then_recover, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_pid_reuse, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_zombie_owner_is_dead, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_unsafe_state_dirs, setup, teardown),
 	};
 
