@@ -1,0 +1,196 @@
+#!/usr/bin/env python3
+"""Benchmarks of the joulestep SPANK plugin (figures, not tests). Run as root:
+
+    python3 bench/bench_plugin.py [--launches 30] [--markers 20000] [--phases 300]
+
+Starts its own single-node Slurm cluster (tests/cluster/harness.py) with fake RAPL/cpufreq
+and prints, each with the same-run baseline:
+  1. srun step launch time with the plugin vs without            goal <= 1.05x
+  2. marker cost seen by the app vs a bare send on a UNIX socket  goal <= 2x
+  3. lag from a marker to the clock being written (freq_lag_ns)   goal p99 <= 1 ms
+  4. sampler CPU use (the library's js_meter at the plugin's period) goal <= 0.1 % of a core
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pathlib
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(REPO / "tests" / "cluster"), str(REPO / "tests" / "fakehw")]
+
+import fakehw  # noqa: E402
+from harness import Cluster, ensure_user, make_workdir  # noqa: E402
+
+MARKER_C = r"""
+#define _GNU_SOURCE
+#include <joulestep/client.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+static long long now(void){struct timespec t;clock_gettime(CLOCK_MONOTONIC,&t);return t.tv_sec*1000000000LL+t.tv_nsec;}
+static int sv[2];
+static void *drain(void *a){char b[512];(void)a;while(recv(sv[1],b,sizeof b,0)>0);return NULL;}
+int main(int argc,char**argv){
+  int n=atoi(argv[1]);
+  /* bare send of a same-size message on a UNIX SEQPACKET socket, drained by a thread */
+  socketpair(AF_UNIX,SOCK_SEQPACKET|SOCK_CLOEXEC,0,sv);
+  pthread_t th;pthread_create(&th,NULL,drain,NULL);
+  char msg[]="JS1 BEGIN write - rank=0 t=123456789012345";
+  for(int i=0;i<n;i++){long long a=now();send(sv[0],msg,sizeof msg-1,MSG_NOSIGNAL);printf("BARE %lld\n",now()-a);
+    struct timespec s={0,20000};nanosleep(&s,NULL);}
+  shutdown(sv[0],SHUT_WR);pthread_join(th,NULL);
+  js_phase_begin("compute",NULL); js_phase_end(-1); /* connect */
+  for(int i=0;i<n;i++){long long a=now();int rc=js_phase_begin("compute",NULL);long long b=now();
+    js_phase_end(-1);long long c=now();if(rc){fprintf(stderr,"rc %d\n",rc);return 1;}
+    printf("MARK %lld\nMARK %lld\n",b-a,c-b);struct timespec s={0,20000};nanosleep(&s,NULL);}
+  return 0;}
+"""
+
+SAMPLER_C = r"""
+#include <joulestep/energy.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/resource.h>
+#include <time.h>
+int main(int argc,char**argv){
+  struct js_energy *e; struct js_meter *m; char why[512];
+  struct js_energy_opts o={.sysfs_root=argv[1],.order="sysfs"};
+  if(js_energy_open(&o,&e,why,sizeof why)){fprintf(stderr,"%s\n",why);return 1;}
+  double secs=atof(argv[3]);
+  struct rusage r0,r1; getrusage(RUSAGE_SELF,&r0);
+  if(js_meter_start(e,(unsigned long long)atoll(argv[2])*1000000ULL,true,&m))return 1;
+  struct timespec t={(time_t)secs,(long)((secs-(time_t)secs)*1e9)}; nanosleep(&t,NULL);
+  js_meter_stop(m); getrusage(RUSAGE_SELF,&r1);
+  double cpu=(r1.ru_utime.tv_sec-r0.ru_utime.tv_sec)+(r1.ru_utime.tv_usec-r0.ru_utime.tv_usec)/1e6
+            +(r1.ru_stime.tv_sec-r0.ru_stime.tv_sec)+(r1.ru_stime.tv_usec-r0.ru_stime.tv_usec)/1e6;
+  printf("%.9f %.3f %llu\n",cpu,secs,(unsigned long long)js_meter_period_ns(m?m:NULL));
+  return 0;}
+"""
+
+
+def pct(xs, p):
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(round(p / 100 * (len(xs) - 1))))]
+
+
+def line(name, xs, unit, scale=1.0):
+    return (f"{name:<34} median {statistics.median(xs) / scale:10.3f} {unit}   "
+            f"p99 {pct(xs, 99) / scale:10.3f} {unit}   (n={len(xs)})")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--launches", type=int, default=30)
+    ap.add_argument("--markers", type=int, default=20000)
+    ap.add_argument("--phases", type=int, default=300)
+    ap.add_argument("--sampler-seconds", type=float, default=20.0)
+    a = ap.parse_args()
+    if os.geteuid() != 0:
+        sys.exit("bench_plugin.py must run as root (it starts a private Slurm cluster)")
+    build = REPO / "build"
+    w = make_workdir("bench-")
+    c = Cluster(w)
+    server = None
+    try:
+        c.start()
+        ensure_user("jsuser")
+        root = w / "jsplug"
+        root.mkdir(mode=0o755)
+        hw = root / "hw"
+        fakehw.create(str(hw), packages=2, cpus_per_package=max(1, c.cpus // 2), fmax_khz=4000000)
+        server = fakehw.serve_background(str(hw), manual=True, ctl=str(root / "ctl"))
+        args = {"spool": root / "spool", "state": root / "state", "sysfs": hw,
+                "socket_dir": root / "sock", "backend": "sysfs", "rate": 1000000,
+                "max_phases": 1000000}
+        pub = c.public_path(build)
+        with tempfile.TemporaryDirectory() as td:
+            exe = root / "markers"
+            src = pathlib.Path(td) / "m.c"
+            src.write_text(MARKER_C)
+            subprocess.run(["cc", "-O2", "-pthread", f"-I{REPO / 'spank/client'}", str(src), "-o", str(exe),
+                            f"-L{pub / 'lib'}", "-ljoulestep-client", f"-Wl,-rpath,{pub / 'lib'}"], check=True)
+            samp = root / "sampler"
+            src2 = pathlib.Path(td) / "s.c"
+            src2.write_text(SAMPLER_C)
+            subprocess.run(["cc", "-O2", "-pthread", f"-I{REPO / 'accounting/include'}", str(src2), "-o",
+                            str(samp), str(build / "lib/libjoulestep-acct.a"), "-lpowercap", "-lpapi",
+                            "-ljansson"], check=True)
+        os.chmod(exe, 0o755)
+
+        # 1. launch time, alternating so both see the same conditions
+        t_with, t_without = [], []
+        for i in range(a.launches):
+            for plugged, acc in ((True, t_with), (False, t_without)):
+                c.write_plugstack(build / "spank/joulestep.so" if plugged else None, args)
+                t0 = time.monotonic()
+                r = c.srun(["-n1", "true"], user="jsuser")
+                acc.append(time.monotonic() - t0)
+                assert r.returncode == 0, r.stderr
+        c.write_plugstack(build / "spank/joulestep.so", args)
+
+        # 2. marker cost
+        r = c.srun(["-n1", str(exe), str(a.markers)], user="jsuser", timeout=600)
+        assert r.returncode == 0, r.stderr
+        bare = [int(x.split()[1]) for x in r.stdout.splitlines() if x.startswith("BARE")]
+        mark = [int(x.split()[1]) for x in r.stdout.splitlines() if x.startswith("MARK")]
+
+        # 3. marker -> clock lag (asynchronous markers, io-dvfs write/compress phases)
+        py = (f"import sys,time; sys.path.insert(0,'{c.public_path(REPO / 'cli/src')}');"
+              "import joulestep.phase as p\n"
+              f"for i in range({a.phases}):\n"
+              "    p.begin('write' if i % 2 else 'compress'); time.sleep(0.002); p.end(); time.sleep(0.002)\n"
+              "print('JOB', __import__('os').environ['SLURM_JOB_ID'])\n")
+        r = c.srun(["-n1", "--energy-policy=io-dvfs", "python3", "-c", py], user="jsuser", timeout=600)
+        assert r.returncode == 0, r.stderr
+        job = r.stdout.split()[-1]
+        rec = None
+        for _ in range(50):
+            f = list((root / "spool").glob(f"*/{job}/{job}.0.*.json"))
+            if f:
+                rec = json.loads(f[0].read_text())
+                break
+            time.sleep(0.1)
+        lags = [p["freq_lag_ns"] for p in rec["phases"] if p["freq_lag_ns"] is not None]
+        changes = [p["freq_change_ns"] for p in rec["phases"] if p["freq_change_ns"] is not None]
+
+        # 4. sampler CPU use at the plugin's default period (1000 ms)
+        r = subprocess.run([str(samp), str(hw), "1000", str(a.sampler_seconds)], capture_output=True,
+                           text=True, check=True)
+        cpu_s, secs, period = r.stdout.split()
+        cpu_pct = 100 * float(cpu_s) / float(secs)
+
+        print("joulestep SPANK plugin benchmarks (same run, same node)")
+        print(line("srun -n1 true, with plugin", t_with, "ms", 1e-3))
+        print(line("srun -n1 true, without plugin", t_without, "ms", 1e-3))
+        ratio = statistics.median(t_with) / statistics.median(t_without)
+        print(f"{'  launch ratio (median)':<34} {ratio:.3f}x   goal <= 1.05x   {'OK' if ratio <= 1.05 else 'MISSED'}")
+        print(line("bare send, UNIX SEQPACKET", bare, "us", 1e3))
+        print(line("js_phase_begin/end (async)", mark, "us", 1e3))
+        mr = statistics.median(mark) / statistics.median(bare)
+        print(f"{'  marker cost ratio (median)':<34} {mr:.2f}x    goal <= 2x      {'OK' if mr <= 2 else 'MISSED'}")
+        print(line("marker -> clock written (lag)", lags, "us", 1e3))
+        print(line("clock write, all step CPUs", changes, "us", 1e3))
+        print(f"{'  lag p99':<34} {pct(lags, 99) / 1e6:.3f} ms    goal <= 1 ms    "
+              f"{'OK' if pct(lags, 99) <= 1e6 else 'MISSED'}")
+        print(f"{'sampler CPU (period %s ms)' % (int(period) // 1000000):<34} {cpu_pct:.4f} % of a core "
+              f"over {float(secs):.0f} s   goal <= 0.1 %   {'OK' if cpu_pct <= 0.1 else 'MISSED'}")
+    finally:
+        if server:
+            server.terminate()
+            server.wait(10)
+        c.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,40 @@
+/* libjoulestep-client: mark application phases for the joulestep SPANK
+ * plugin (protocol: docs/phase-protocol.md).
+ *
+ *   #include <joulestep/client.h>
+ *   js_phase_begin("checkpoint", "ckpt-12");
+ *   ...
+ *   js_phase_end(nbytes);             // bytes < 0: unknown
+ *
+ * Build: cc app.c $(pkg-config --cflags --libs joulestep-client)
+ *
+ * Outside a joulestep step (no JOULESTEP_SOCKET in the environment) every
+ * call is a no-op returning JS_NOT_IN_STEP. Errors are -errno (or the
+ * negated protocol error code the plugin replied with, in sync mode).
+ * Thread-safe; one connection per process, opened on first use (and again
+ * after fork). Markers are asynchronous by default (one send, no reply);
+ * JOULESTEP_SYNC=1 or js_phase_set_sync(1) makes each call wait for the
+ * plugin's reply, so the clock is already set when it returns. */
+#ifndef JOULESTEP_CLIENT_H
+#define JOULESTEP_CLIENT_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define JS_NOT_IN_STEP 1 /* positive: not an error, nothing was sent */
+
+/* kind: [a-z0-9_-]{1,32} (compute, compress, write, checkpoint, flush,
+ * restart or your own); label: [A-Za-z0-9_.:+/-]{1,64} or NULL. */
+int js_phase_begin(const char *kind, const char *label);
+/* Ends the innermost open phase of this rank. bytes < 0: unknown. */
+int js_phase_end(long long bytes);
+/* 1: wait for the plugin's reply on every marker; 0: asynchronous. */
+int js_phase_set_sync(int on);
+/* Round trip to the plugin: 0 when a step's socket answers. */
+int js_phase_ping(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

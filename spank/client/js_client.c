@@ -1,0 +1,209 @@
+/* libjoulestep-client: see joulestep/client.h and docs/phase-protocol.md. */
+#include "joulestep/client.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MSG_MAX 256
+#define REPLY_TIMEOUT_MS 5000
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static int g_fd = -1;
+static pid_t g_pid;
+static int g_rank = -1;
+static int g_sync = -1;          /* -1: not decided yet (read JOULESTEP_SYNC) */
+static unsigned long g_id;
+
+static int charset(const char *s, size_t max, int upper, const char *extra)
+{
+	size_t n = s ? strlen(s) : 0;
+	if (n == 0 || n > max)
+		return 0;
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)s[i];
+		if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') ||
+		      (upper && c >= 'A' && c <= 'Z') || strchr(extra, c)))
+			return 0;
+	}
+	return 1;
+}
+
+static int ensure_conn(void)
+{
+	pid_t pid = getpid();
+	if (g_fd >= 0 && g_pid == pid)
+		return 0;
+	if (g_fd >= 0 && g_pid != pid) {
+		/* forked child: the inherited connection belongs to the parent */
+		close(g_fd);
+		g_fd = -1;
+	}
+	const char *path = getenv("JOULESTEP_SOCKET");
+	if (!path || !*path)
+		return JS_NOT_IN_STEP;
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	if (strlen(path) >= sizeof(sa.sun_path))
+		return -ENAMETOOLONG;
+	memcpy(sa.sun_path, path, strlen(path) + 1);
+	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	struct timeval tv = {1, 0}; /* never hang the application for long */
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		int e = -errno;
+		close(fd);
+		return e;
+	}
+	g_fd = fd;
+	g_pid = pid;
+	if (g_rank < 0) {
+		const char *r = getenv("SLURM_PROCID");
+		g_rank = r && *r ? atoi(r) : 0;
+		if (g_rank < 0)
+			g_rank = 0;
+	}
+	if (g_sync < 0) {
+		const char *s = getenv("JOULESTEP_SYNC");
+		g_sync = s && *s && strcmp(s, "0") ? 1 : 0;
+	}
+	return 0;
+}
+
+static void drop_conn(void)
+{
+	if (g_fd >= 0)
+		close(g_fd);
+	g_fd = -1;
+}
+
+static unsigned long long mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (unsigned long long)ts.tv_sec * 1000000000ULL + (unsigned long long)ts.tv_nsec;
+}
+
+/* Wait for the reply carrying our id; stray replies (errors for earlier
+ * asynchronous markers) are skipped. */
+static int await(unsigned long id)
+{
+	char want[32];
+	snprintf(want, sizeof(want), " id=%lu", id);
+	unsigned long long deadline = mono_ns() + REPLY_TIMEOUT_MS * 1000000ULL;
+	for (;;) {
+		unsigned long long now = mono_ns();
+		if (now >= deadline)
+			return -ETIMEDOUT;
+		struct pollfd p = {.fd = g_fd, .events = POLLIN};
+		int n = poll(&p, 1, (int)((deadline - now) / 1000000ULL) + 1);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return n == 0 ? -ETIMEDOUT : -errno;
+		char buf[MSG_MAX + 1];
+		ssize_t r = recv(g_fd, buf, MSG_MAX, MSG_DONTWAIT);
+		if (r < 0 && (errno == EAGAIN || errno == EINTR))
+			continue;
+		if (r <= 0)
+			return r == 0 ? -ECONNRESET : -errno;
+		buf[r] = 0;
+		char *hit = strstr(buf, want);
+		if (!hit || (hit[strlen(want)] != ' ' && hit[strlen(want)] != 0))
+			continue;
+		if (!strncmp(buf, "JS1 OK", 6))
+			return 0;
+		int code = 0;
+		if (sscanf(buf, "JS1 ERR %d", &code) == 1 && code > 0)
+			return -code;
+		return -EPROTO;
+	}
+}
+
+static int send_msg(const char *body, int sync)
+{
+	char msg[MSG_MAX + 64];
+	unsigned long id = 0;
+	int n;
+	if (sync) {
+		id = ++g_id;
+		n = snprintf(msg, sizeof(msg), "%s id=%lu sync", body, id);
+	} else {
+		n = snprintf(msg, sizeof(msg), "%s", body);
+	}
+	if (n < 0 || n > MSG_MAX)
+		return -EMSGSIZE;
+	for (int attempt = 0; attempt < 2; attempt++) {
+		int rc = ensure_conn();
+		if (rc)
+			return rc;
+		if (send(g_fd, msg, (size_t)n, MSG_NOSIGNAL) == n)
+			return sync ? await(id) : 0;
+		rc = -errno;
+		drop_conn();
+		/* The server may have dropped an idle connection: retry once. */
+		if (rc != -EPIPE && rc != -ECONNRESET && rc != -ENOTCONN)
+			return rc;
+	}
+	return -ECONNRESET;
+}
+
+int js_phase_begin(const char *kind, const char *label)
+{
+	if (!charset(kind, 32, 0, "_-"))
+		return -EINVAL;
+	if (label && (!charset(label, 64, 1, "_.:+/-") || !strcmp(label, "-")))
+		return -EINVAL;
+	pthread_mutex_lock(&mu);
+	int rc = ensure_conn();
+	if (rc == 0) {
+		char body[MSG_MAX];
+		snprintf(body, sizeof(body), "JS1 BEGIN %s %s rank=%d t=%llu", kind, label ? label : "-",
+			 g_rank, mono_ns());
+		rc = send_msg(body, g_sync);
+	}
+	pthread_mutex_unlock(&mu);
+	return rc;
+}
+
+int js_phase_end(long long bytes)
+{
+	pthread_mutex_lock(&mu);
+	int rc = ensure_conn();
+	if (rc == 0) {
+		char body[MSG_MAX], b[32];
+		if (bytes >= 0)
+			snprintf(b, sizeof(b), "%lld", bytes);
+		else
+			snprintf(b, sizeof(b), "-");
+		snprintf(body, sizeof(body), "JS1 END bytes=%s rank=%d t=%llu", b, g_rank, mono_ns());
+		rc = send_msg(body, g_sync);
+	}
+	pthread_mutex_unlock(&mu);
+	return rc;
+}
+
+int js_phase_set_sync(int on)
+{
+	pthread_mutex_lock(&mu);
+	g_sync = on ? 1 : 0;
+	pthread_mutex_unlock(&mu);
+	return 0;
+}
+
+int js_phase_ping(void)
+{
+	pthread_mutex_lock(&mu);
+	int rc = send_msg("JS1 PING", 1);
+	pthread_mutex_unlock(&mu);
+	return rc;
+}

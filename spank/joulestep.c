@@ -1,0 +1,690 @@
+/* joulestep SPANK plugin: step and phase energy, phase markers, frequency
+ * policies. See docs/admin-guide.md, docs/user-guide.md,
+ * docs/phase-protocol.md and docs/record-format.md.
+ *
+ * Contexts:
+ *   allocator (sbatch/salloc), local (srun): options are validated against
+ *     the plugstack bounds; bad values fail the command before submission.
+ *     srun --energy-report prints the step's record summary at exit.
+ *   remote (slurmstepd, root): init_post_opt brackets the step (meter,
+ *     clocks, phase socket); exit writes the record and restores clocks.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <glob.h>
+#include <pwd.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <jansson.h>
+#include <slurm/slurm.h>
+#include <slurm/spank.h>
+
+#include "js_step.h"
+
+/* The spank_* API lives in the host process (srun, sbatch, slurmstepd link
+ * libslurmfull), not in libslurm.so: weak references keep the link strict
+ * (-z defs) and resolve against the host at load time. */
+#pragma weak spank_context
+#pragma weak spank_get_item
+#pragma weak spank_getenv
+#pragma weak spank_option_register
+#pragma weak spank_remote
+#pragma weak spank_setenv
+#pragma weak spank_strerror
+
+SPANK_PLUGIN(joulestep, 1);
+
+#define OPT_POLICY 1
+#define OPT_TAG 2
+#define OPT_REPORT 3
+#define OPT_ENV_PREFIX "_SLURM_SPANK_OPTION_joulestep_"
+
+static struct js_conf g_conf;
+static bool g_conf_ok;
+static char *g_opt_policy, *g_opt_tags;
+static bool g_opt_report;
+static struct js_step *g_step;
+static uint32_t g_local_job, g_local_step;
+static bool g_local_known;
+
+static int opt_cb(int val, const char *optarg, int remote);
+
+static struct spank_option g_options[] = {
+	{"energy-policy", "NAME",
+	 "joulestep frequency policy: monitor | io-dvfs | ckpt-dvfs | fixed:R | phase:KIND=R[,KIND=R...] (R = ratio of fmax)",
+	 1, OPT_POLICY, opt_cb},
+	{"energy-tag", "K=V[,K=V...]",
+	 "joulestep labels stored with the job's energy records ([A-Za-z0-9_.:+-], key<=32, value<=64, <=16 tags)",
+	 1, OPT_TAG, opt_cb},
+	{"energy-report", NULL, "joulestep: print each step's energy when srun finishes", 0,
+	 OPT_REPORT, opt_cb},
+	SPANK_OPTIONS_TABLE_END};
+
+static uint64_t now_ns(clockid_t c)
+{
+	struct timespec ts;
+	clock_gettime(c, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+void js_step_error(struct js_step *s, const char *fmt, ...)
+{
+	char buf[JS_ERR_LEN];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	slurm_error("joulestep: job %u step %s: %s", s->job_id, s->step_id, buf);
+	pthread_mutex_lock(&s->err_mu);
+	if (s->nerrors < JS_MAX_ERRORS)
+		memcpy(s->errors[s->nerrors++], buf, sizeof(buf));
+	pthread_mutex_unlock(&s->err_mu);
+}
+
+/* ---- options ------------------------------------------------------------- */
+
+static int opt_cb(int val, const char *optarg, int remote)
+{
+	char err[400];
+	if (!g_conf_ok)
+		return 0;
+	switch (val) {
+	case OPT_POLICY: {
+		struct js_policy p;
+		if (!remote) {
+			if (js_policy_parse(optarg, &p, err, sizeof(err)) ||
+			    js_policy_check(&p, &g_conf, err, sizeof(err))) {
+				char al[200];
+				js_policy_allowed(&g_conf, al, sizeof(al));
+				slurm_error("joulestep: --energy-policy=%s: %s; allowed on this cluster: %s with R in [%g, 1]",
+					    optarg ? optarg : "", err, al, g_conf.min_ratio);
+				return -1;
+			}
+		}
+		free(g_opt_policy);
+		g_opt_policy = strdup(optarg ? optarg : "");
+		return 0;
+	}
+	case OPT_TAG: {
+		struct js_tags t = {0};
+		if (!remote && js_tags_parse(optarg, &t, err, sizeof(err))) {
+			slurm_error("joulestep: --energy-tag=%s: %s", optarg ? optarg : "", err);
+			return -1;
+		}
+		free(g_opt_tags);
+		g_opt_tags = strdup(optarg ? optarg : "");
+		return 0;
+	}
+	case OPT_REPORT:
+		g_opt_report = true;
+		return 0;
+	}
+	return 0;
+}
+
+int slurm_spank_init(spank_t sp, int ac, char **av)
+{
+	char err[400];
+	spank_context_t ctx = spank_context();
+	if (ctx == S_CTX_SLURMD || ctx == S_CTX_JOB_SCRIPT)
+		return 0;
+	if (js_conf_parse(ac, av, &g_conf, err, sizeof(err))) {
+		slurm_error("joulestep: plugstack.conf: %s; plugin disabled", err);
+		g_conf_ok = false;
+		return -1;
+	}
+	g_conf_ok = true;
+	for (struct spank_option *o = g_options; o->name; o++) {
+		spank_err_t rc = spank_option_register(sp, o);
+		if (rc != ESPANK_SUCCESS)
+			slurm_error("joulestep: cannot register --%s: %s", o->name, spank_strerror(rc));
+	}
+	return 0;
+}
+
+/* ---- remote: step bracketing ------------------------------------------- */
+
+static void getenv_s(spank_t sp, const char *name, char *buf, size_t len)
+{
+	buf[0] = 0;
+	if (spank_getenv(sp, name, buf, (int)len) != ESPANK_SUCCESS)
+		buf[0] = 0;
+}
+
+static int ph_set_ratio(void *ctx, double ratio, uint32_t *khz, uint64_t *took_ns)
+{
+	struct js_step *s = ctx;
+	uint64_t t0 = now_ns(CLOCK_MONOTONIC);
+	int rc = 0;
+	*khz = 0;
+	if (!s->freq_control) {
+		*took_ns = 0;
+		return 0;
+	}
+	for (int i = 0; i < s->ncpus; i++) {
+		if (!s->acquired[i])
+			continue;
+		uint32_t k = s->base_khz;
+		if (ratio != JS_RATIO_BASE) {
+			double r = ratio < s->conf.min_ratio ? s->conf.min_ratio : ratio > 1.0 ? 1.0 : ratio;
+			if (js_freq_ratio_to_khz(&s->cf[i], r, &k) < 0)
+				k = s->base_khz;
+		}
+		uint32_t rb = 0;
+		bool ignored = false;
+		int e = js_freq_apply(s->conf.sysfs, &s->cf[i], k, &rb, &ignored);
+		if (e < 0) {
+			js_step_error(s, "freq: cpu%d: apply %u kHz: %s", s->cpu_list[i], k, strerror(-e));
+			rc = e;
+		} else if (ignored) {
+			js_step_error(s, "freq: cpu%d: asked %u kHz, hardware reports %u kHz", s->cpu_list[i], k, rb);
+		}
+		if (!*khz)
+			*khz = k;
+	}
+	*took_ns = now_ns(CLOCK_MONOTONIC) - t0;
+	return rc;
+}
+
+static void ph_snap(void *ctx, uint64_t *cpu, uint64_t *dram, bool *unc)
+{
+	struct js_step *s = ctx;
+	struct js_snapshot sn;
+	*cpu = *dram = 0;
+	*unc = false;
+	if (!s->meter || js_meter_snapshot(s->meter, &sn) < 0) {
+		*unc = s->meter != NULL;
+		return;
+	}
+	*cpu = sn.energy_cpu_uj;
+	*dram = sn.energy_dram_uj;
+	for (size_t i = 0; i < sn.nzones; i++)
+		if (sn.err[i] || sn.uncertain[i] != s->s0.uncertain[i])
+			*unc = true;
+}
+
+static uint64_t ph_now(void *ctx)
+{
+	(void)ctx;
+	return now_ns(CLOCK_MONOTONIC);
+}
+
+/* Controller lookup of the job's submit time, off the launch path. */
+static void *meta_main(void *arg)
+{
+	struct js_step *s = arg;
+	job_info_msg_t *msg = NULL;
+	uint64_t submit = 0;
+	char name[sizeof(s->meta_name)] = "", account[sizeof(s->meta_account)] = "";
+	if (slurm_load_job(&msg, s->job_id, SHOW_ALL) == 0 && msg) {
+		if (msg->record_count > 0) {
+			slurm_job_info_t *j = &msg->job_array[0];
+			if (j->submit_time > 0)
+				submit = (uint64_t)j->submit_time * 1000000000ULL;
+			if (j->name)
+				snprintf(name, sizeof(name), "%s", j->name);
+			if (j->account)
+				snprintf(account, sizeof(account), "%s", j->account);
+		}
+		slurm_free_job_info_msg(msg);
+	}
+	pthread_mutex_lock(&s->meta_mu);
+	s->meta_submit_ns = submit;
+	memcpy(s->meta_name, name, sizeof(name));
+	memcpy(s->meta_account, account, sizeof(account));
+	s->meta_done = true;
+	pthread_cond_signal(&s->meta_cv);
+	pthread_mutex_unlock(&s->meta_mu);
+	return NULL;
+}
+
+static void meta_wait(struct js_step *s, unsigned max_ms)
+{
+	if (!s->meta_running)
+		return;
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += max_ms / 1000;
+	ts.tv_nsec += (long)(max_ms % 1000) * 1000000L;
+	if (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
+	pthread_mutex_lock(&s->meta_mu);
+	while (!s->meta_done)
+		if (pthread_cond_timedwait(&s->meta_cv, &s->meta_mu, &ts) == ETIMEDOUT)
+			break;
+	bool done = s->meta_done;
+	uint64_t sub = s->meta_submit_ns;
+	pthread_mutex_unlock(&s->meta_mu);
+	if (done) {
+		pthread_join(s->meta, NULL);
+		s->meta_running = false;
+		if (sub) {
+			s->submit_ns = sub;
+			s->submit_known = true;
+		}
+		if (!s->job_name[0])
+			memcpy(s->job_name, s->meta_name, sizeof(s->job_name));
+		if (!s->account[0])
+			memcpy(s->account, s->meta_account, sizeof(s->account));
+	} else {
+		/* Never hold slurmstepd: leave the lookup behind. */
+		pthread_detach(s->meta);
+		s->meta_running = false;
+	}
+}
+
+static void node_model(struct js_step *s)
+{
+	char path[JS_PATH_MAX + 64], buf[96] = "";
+	snprintf(path, sizeof(path), "%s/devices/virtual/dmi/id/product_name", s->conf.sysfs);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		ssize_t n = read(fd, buf, sizeof(buf) - 1);
+		close(fd);
+		buf[n > 0 ? n : 0] = 0;
+		buf[strcspn(buf, "\n")] = 0;
+	}
+	struct js_cpuset on;
+	int non = js_cpufreq_online(s->conf.sysfs, &on) == 0 ? js_cpuset_count(&on) : 0;
+	const char *drv = s->ncpus ? s->cf[0].driver : "";
+	if (buf[0])
+		snprintf(s->node_model, sizeof(s->node_model), "%s", buf);
+	else
+		snprintf(s->node_model, sizeof(s->node_model), "%s-%dcpu-%ukHz", drv[0] ? drv : "nocpufreq",
+			 non, s->fmax_khz);
+}
+
+static void setup_cpus(spank_t sp, struct js_step *s)
+{
+	char *cores = NULL;
+	js_cpuset_zero(&s->cpus);
+	if (spank_get_item(sp, S_STEP_ALLOC_CORES, &cores) != ESPANK_SUCCESS || !cores || !*cores)
+		if (spank_get_item(sp, S_JOB_ALLOC_CORES, &cores) != ESPANK_SUCCESS)
+			cores = NULL;
+	if (!cores || js_cpuset_parse(cores, &s->cpus) < 0) {
+		js_step_error(s, "cpus: cannot read the step's allocated cores (%s); no frequency control",
+			      cores ? cores : "none");
+		js_cpuset_zero(&s->cpus);
+		return;
+	}
+	struct js_cpuset online;
+	int have_online = js_cpufreq_online(s->conf.sysfs, &online) == 0;
+	s->exclusive = have_online;
+	for (int c = 0; c < JS_MAX_CPUS; c++) {
+		if (have_online && js_cpuset_isset(&online, c) && !js_cpuset_isset(&s->cpus, c))
+			s->exclusive = false;
+		if (!js_cpuset_isset(&s->cpus, c))
+			continue;
+		if (s->ncpus == JS_MAX_STEP_CPUS)
+			break;
+		int rc = js_cpufreq_read(s->conf.sysfs, c, &s->cf[s->ncpus]);
+		if (rc < 0) {
+			js_step_error(s, "freq: cpu%d: cpufreq: %s", c, strerror(-rc));
+			continue;
+		}
+		s->cpu_list[s->ncpus++] = c;
+		if (s->cf[s->ncpus - 1].cpuinfo_max_khz > s->fmax_khz)
+			s->fmax_khz = s->cf[s->ncpus - 1].cpuinfo_max_khz;
+	}
+	s->ncpus = s->ncpus;
+}
+
+static void resolve_policy(spank_t sp, struct js_step *s)
+{
+	char err[400], envbuf[600];
+	const char *pol = g_opt_policy;
+	const char *tags = g_opt_tags;
+	/* srun steps inside an sbatch/salloc job: the allocation's options
+	 * reach them through the job environment. */
+	if (!pol) {
+		getenv_s(sp, OPT_ENV_PREFIX "energy_policy", envbuf, sizeof(envbuf));
+		if (envbuf[0])
+			pol = g_opt_policy = strdup(envbuf);
+	}
+	if (!tags) {
+		getenv_s(sp, OPT_ENV_PREFIX "energy_tag", envbuf, sizeof(envbuf));
+		if (envbuf[0])
+			tags = g_opt_tags = strdup(envbuf);
+	}
+	memset(&s->policy, 0, sizeof(s->policy));
+	s->policy.type = s->conf.default_policy;
+	if (pol && *pol) {
+		struct js_policy p;
+		if (js_policy_parse(pol, &p, err, sizeof(err)))
+			js_step_error(s, "policy: --energy-policy=%s refused: %s; using %s", pol, err,
+				      js_pol_name(s->conf.default_policy));
+		else
+			s->policy = p;
+	}
+	int n = js_policy_enforce(&s->policy, &s->conf, err, sizeof(err));
+	if (n)
+		js_step_error(s, "policy: admin bounds: %s", err);
+	if (tags && *tags && js_tags_parse(tags, &s->tags, err, sizeof(err)))
+		js_step_error(s, "tags: --energy-tag refused: %s", err);
+}
+
+static void setup_freq(struct js_step *s)
+{
+	s->base_khz = 0;
+	if (s->ncpus == 0)
+		return;
+	double base = js_policy_base_ratio(&s->policy);
+	if (js_freq_ratio_to_khz(&s->cf[0], base, &s->base_khz) < 0)
+		s->base_khz = s->cf[0].cpuinfo_max_khz;
+	if (s->policy.type == JS_POL_MONITOR)
+		return;
+	int rc = js_root_dir(s->conf.state, 0700);
+	if (rc < 0) {
+		js_step_error(s, "freq: state directory %s: %s; no frequency control", s->conf.state,
+			      strerror(-rc));
+		return;
+	}
+	for (int i = 0; i < s->ncpus; i++) {
+		rc = js_freq_acquire(s->conf.state, s->conf.sysfs, s->cpu_list[i], s->owner, 0);
+		if (rc < 0) {
+			js_step_error(s, "freq: cpu%d: save state: %s; clock left alone", s->cpu_list[i],
+				      strerror(-rc));
+			continue;
+		}
+		s->acquired[i] = true;
+		s->freq_control = true;
+	}
+	if (s->freq_control && s->policy.type == JS_POL_FIXED) {
+		uint32_t khz;
+		uint64_t took;
+		ph_set_ratio(s, JS_RATIO_BASE, &khz, &took);
+	}
+}
+
+static void step_free(struct js_step *s)
+{
+	if (!s)
+		return;
+	js_phases_free(s->phases);
+	if (s->meter)
+		js_meter_stop(s->meter);
+	if (s->energy)
+		js_energy_close(s->energy);
+	if (!s->meta_running) {
+		pthread_mutex_destroy(&s->meta_mu);
+		pthread_cond_destroy(&s->meta_cv);
+		pthread_mutex_destroy(&s->err_mu);
+		free(s);
+	}
+	/* else: the detached lookup thread still uses s; leak it. */
+}
+
+static int remote_init(spank_t sp)
+{
+	uint32_t jobid = 0, stepid = 0;
+	if (spank_get_item(sp, S_JOB_ID, &jobid) != ESPANK_SUCCESS ||
+	    spank_get_item(sp, S_JOB_STEPID, &stepid) != ESPANK_SUCCESS) {
+		slurm_error("joulestep: cannot get the job/step id; step not recorded");
+		return 0;
+	}
+	if (stepid == SLURM_EXTERN_CONT)
+		return 0; /* extern step: no record (docs/admin-guide.md) */
+	struct js_step *s = calloc(1, sizeof(*s));
+	if (!s) {
+		slurm_error("joulestep: job %u: out of memory; step not recorded", jobid);
+		return 0;
+	}
+	pthread_mutex_init(&s->err_mu, NULL);
+	pthread_mutex_init(&s->meta_mu, NULL);
+	pthread_cond_init(&s->meta_cv, NULL);
+	s->listen_fd = s->stop_fd = -1;
+	s->exit_code = -1;
+	s->conf = g_conf;
+	s->job_id = jobid;
+	if (stepid == SLURM_BATCH_SCRIPT)
+		snprintf(s->step_id, sizeof(s->step_id), "batch");
+	else if (stepid == SLURM_INTERACTIVE_STEP)
+		snprintf(s->step_id, sizeof(s->step_id), "interactive");
+	else
+		snprintf(s->step_id, sizeof(s->step_id), "%u", stepid);
+	snprintf(s->owner, sizeof(s->owner), "job%u.%s", jobid, s->step_id);
+	s->start_ns = now_ns(CLOCK_REALTIME);
+	s->start_mono_ns = now_ns(CLOCK_MONOTONIC);
+	s->mono_to_real_ns = (int64_t)s->start_ns - (int64_t)s->start_mono_ns;
+	s->submit_ns = s->start_ns;
+	g_step = s;
+
+	spank_get_item(sp, S_JOB_UID, &s->uid);
+	spank_get_item(sp, S_JOB_GID, &s->gid);
+	spank_get_item(sp, S_JOB_NNODES, &s->nnodes);
+	spank_get_item(sp, S_JOB_NODEID, &s->nodeid);
+	spank_get_item(sp, S_JOB_TOTAL_TASK_COUNT, &s->ntasks);
+	if (stepid == SLURM_BATCH_SCRIPT) { /* the batch script: one task, one node */
+		s->nnodes = s->nnodes ? s->nnodes : 1;
+		s->ntasks = s->ntasks ? s->ntasks : 1;
+	}
+	struct passwd pw, *pwp = NULL;
+	char pwbuf[4096];
+	if (getpwuid_r(s->uid, &pw, pwbuf, sizeof(pwbuf), &pwp) == 0 && pwp)
+		snprintf(s->user, sizeof(s->user), "%s", pw.pw_name);
+	getenv_s(sp, "SLURM_JOB_ACCOUNT", s->account, sizeof(s->account));
+	getenv_s(sp, "SLURM_JOB_PARTITION", s->partition, sizeof(s->partition));
+	getenv_s(sp, "SLURM_JOB_NAME", s->job_name, sizeof(s->job_name));
+	char het[16];
+	getenv_s(sp, "SLURM_HET_JOB_OFFSET", het, sizeof(het));
+	s->het = (uint32_t)strtoul(het, NULL, 10);
+	char node[256];
+	getenv_s(sp, "SLURMD_NODENAME", node, sizeof(node));
+	if (!node[0] && gethostname(node, sizeof(node)) < 0)
+		snprintf(node, sizeof(node), "unknown");
+	node[sizeof(node) - 1] = 0;
+	if (!getenv("SLURMD_NODENAME"))
+		node[strcspn(node, ".")] = 0;
+	if (!js_name_safe(node))
+		snprintf(node, sizeof(node), "unknown");
+	snprintf(s->node, sizeof(s->node), "%s", node);
+	if (s->conf.cluster[0]) {
+		snprintf(s->cluster, sizeof(s->cluster), "%s", s->conf.cluster);
+	} else {
+		getenv_s(sp, "SLURM_CLUSTER_NAME", s->cluster, sizeof(s->cluster));
+		if (!js_name_safe(s->cluster))
+			snprintf(s->cluster, sizeof(s->cluster), "default");
+	}
+
+	/* Look the submit time up without holding the launch. */
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	if (pthread_create(&s->meta, NULL, meta_main, s) == 0)
+		s->meta_running = true;
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+
+	/* Orphans of a killed slurmstepd first (pid-checked, not forced). */
+	if (js_root_dir(s->conf.state, 0700) == 0) {
+		int nrest = 0;
+		int rc = js_freq_recover(s->conf.state, s->conf.sysfs, false, &nrest);
+		if (rc < 0)
+			js_step_error(s, "freq: recover orphaned CPUs: %s", strerror(-rc));
+		else if (nrest)
+			slurm_info("joulestep: restored %d CPU(s) left changed by a killed step", nrest);
+	}
+
+	resolve_policy(sp, s);
+	setup_cpus(sp, s);
+
+	char why[1024] = "";
+	struct js_energy_opts eo = {.sysfs_root = s->conf.sysfs, .order = s->conf.backend};
+	int rc = js_energy_open(&eo, &s->energy, why, sizeof(why));
+	if (rc < 0) {
+		for (char *p = why; *p; p++)
+			if (*p == '\n')
+				*p = ';';
+		js_step_error(s, "energy: no backend (%s): %s", s->conf.backend, why);
+		s->energy = NULL;
+	} else {
+		rc = js_meter_start(s->energy, (uint64_t)s->conf.sample_ms * 1000000ULL, true, &s->meter);
+		if (rc < 0) {
+			js_step_error(s, "energy: meter: %s", strerror(-rc));
+			s->meter = NULL;
+		} else if (js_meter_snapshot(s->meter, &s->s0) == 0) {
+			s->have_s0 = true;
+		}
+	}
+
+	setup_freq(s);
+	node_model(s);
+
+	struct js_phase_ops ops = {.ctx = s, .set_ratio = ph_set_ratio, .snap = ph_snap, .now_ns = ph_now};
+	s->phases = js_phases_new(s->conf.max_phases, s->conf.max_depth, &ops, s->start_mono_ns);
+	if (!s->phases)
+		js_step_error(s, "phases: out of memory; markers disabled");
+	else if (js_server_start(s) == 0 &&
+		 spank_setenv(sp, "JOULESTEP_SOCKET", s->sock_path, 1) != ESPANK_SUCCESS)
+		js_step_error(s, "socket: cannot export JOULESTEP_SOCKET");
+	slurm_verbose("joulestep: job %u step %s: policy %s, cpus %d, backend %s, socket %s", s->job_id,
+		      s->step_id, js_pol_name(s->policy.type), s->ncpus,
+		      s->energy ? js_energy_backend_name(s->energy) : "none", s->sock_path);
+	return 0;
+}
+
+int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
+{
+	(void)ac;
+	(void)av;
+	if (!g_conf_ok || !spank_remote(sp) || g_step)
+		return 0;
+	return remote_init(sp);
+}
+
+int slurm_spank_task_exit(spank_t sp, int ac, char **av)
+{
+	(void)ac;
+	(void)av;
+	int status;
+	if (!g_step || !spank_remote(sp) || spank_get_item(sp, S_TASK_EXIT_STATUS, &status) != ESPANK_SUCCESS)
+		return 0;
+	int code = WIFEXITED(status) ? WEXITSTATUS(status) : WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 0;
+	if (g_step->exit_code < code)
+		g_step->exit_code = code;
+	return 0;
+}
+
+static void remote_exit(struct js_step *s)
+{
+	js_server_stop(s);
+	uint64_t end_mono = now_ns(CLOCK_MONOTONIC);
+	if (s->phases)
+		js_phases_close_all(s->phases, end_mono);
+	if (s->meter && js_meter_snapshot(s->meter, &s->s1) < 0)
+		js_step_error(s, "energy: final reading failed");
+	s->end_ns = now_ns(CLOCK_REALTIME);
+	s->end_mono_ns = end_mono;
+	for (int i = 0; i < s->ncpus; i++) {
+		if (!s->acquired[i])
+			continue;
+		bool restored = false;
+		int rc = js_freq_release(s->conf.state, s->conf.sysfs, s->cpu_list[i], s->owner, &restored);
+		if (rc < 0)
+			js_step_error(s, "freq: cpu%d: restore: %s (joulestep-restore will retry)",
+				      s->cpu_list[i], strerror(-rc));
+		s->acquired[i] = false;
+	}
+	meta_wait(s, 2000);
+	if (!s->submit_known)
+		js_step_error(s, "submit_time: controller lookup unavailable; using the step start");
+	js_record_write(s);
+}
+
+/* srun (local context): the job and step ids, known once allocated. */
+int slurm_spank_local_user_init(spank_t sp, int ac, char **av)
+{
+	(void)ac;
+	(void)av;
+	if (!g_conf_ok || !g_opt_report)
+		return 0;
+	if (spank_get_item(sp, S_JOB_ID, &g_local_job) == ESPANK_SUCCESS &&
+	    spank_get_item(sp, S_JOB_STEPID, &g_local_step) == ESPANK_SUCCESS)
+		g_local_known = true;
+	return 0;
+}
+
+int slurm_spank_exit(spank_t sp, int ac, char **av)
+{
+	(void)ac;
+	(void)av;
+	if (!g_conf_ok)
+		return 0;
+	if (spank_remote(sp)) {
+		if (g_step) {
+			remote_exit(g_step);
+			step_free(g_step);
+			g_step = NULL;
+		}
+		return 0;
+	}
+	if (spank_context() != S_CTX_LOCAL || !g_opt_report)
+		return 0;
+
+	/* srun --energy-report: read the step's records if this host can. */
+	uint32_t jobid = g_local_job, stepid = g_local_step;
+	if (!g_local_known)
+		return 0;
+	char step[24];
+	if (stepid == SLURM_BATCH_SCRIPT)
+		snprintf(step, sizeof(step), "batch");
+	else if (stepid == SLURM_INTERACTIVE_STEP)
+		snprintf(step, sizeof(step), "interactive");
+	else
+		snprintf(step, sizeof(step), "%u", stepid);
+	char pat[JS_PATH_MAX * 2];
+	snprintf(pat, sizeof(pat), "%s/%s/%u/%u.%s.*.json", g_conf.spool,
+		 g_conf.cluster[0] ? g_conf.cluster : "*", jobid, jobid, step);
+	glob_t g;
+	int grc = GLOB_NOMATCH;
+	/* slurmstepd writes the record as the step ends: wait up to 3 s. */
+	for (int tries = 0; tries < 30; tries++) {
+		memset(&g, 0, sizeof(g));
+		grc = glob(pat, 0, NULL, &g);
+		if (grc == 0)
+			break;
+		globfree(&g);
+		struct timespec ts = {0, 100000000L};
+		nanosleep(&ts, NULL);
+	}
+	if (grc != 0) {
+		fprintf(stderr, "joulestep: step %u.%s: no energy record readable at %s/ from this host "
+				"(the spool is on the compute nodes or not shared); ask your admin or use "
+				"`joulestep report --job %u` where the records are ingested\n",
+			jobid, step, g_conf.spool, jobid);
+		return 0;
+	}
+	for (size_t i = 0; i < g.gl_pathc; i++) {
+		json_error_t je;
+		json_t *r = json_load_file(g.gl_pathv[i], 0, &je);
+		if (!r) {
+			fprintf(stderr, "joulestep: %s: %s\n", g.gl_pathv[i], je.text);
+			continue;
+		}
+		json_t *st = json_object_get(r, "step");
+		double ecpu = json_number_value(json_object_get(st, "energy_cpu_uj")) / 1e6;
+		double edram = json_number_value(json_object_get(st, "energy_dram_uj")) / 1e6;
+		double dur = json_number_value(json_object_get(st, "duration_ns")) / 1e9;
+		fprintf(stderr,
+			"joulestep: step %u.%s on %s: %.3f s, CPU %.3f J, DRAM %.3f J, total %.3f J (%.2f W), policy %s, %zu phase(s)%s\n",
+			jobid, step, json_string_value(json_object_get(st, "node")), dur, ecpu, edram,
+			ecpu + edram, dur > 0 ? (ecpu + edram) / dur : 0.0,
+			json_string_value(json_object_get(st, "policy")),
+			json_array_size(json_object_get(r, "phases")),
+			json_array_size(json_object_get(json_object_get(r, "provenance"), "errors"))
+				? " [see provenance.errors]" : "");
+		json_decref(r);
+	}
+	globfree(&g);
+	return 0;
+}

@@ -1,0 +1,576 @@
+/* joulestep SPANK plugin: pure parsing and policy logic. */
+#include "js_parse.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const pol_names[JS_POL_COUNT] = {
+	"monitor", "io-dvfs", "ckpt-dvfs", "fixed", "phase",
+};
+
+const char *js_pol_name(enum js_pol p)
+{
+	return (p >= 0 && p < JS_POL_COUNT) ? pol_names[p] : "?";
+}
+
+static int fail(char *err, size_t len, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static int fail(char *err, size_t len, const char *fmt, ...)
+{
+	if (err && len) {
+		va_list ap;
+		va_start(ap, fmt);
+		vsnprintf(err, len, fmt, ap);
+		va_end(ap);
+	}
+	return -EINVAL;
+}
+
+/* Copy a string already validated to fit (truncates defensively). */
+static void scopy(char *dst, size_t size, const char *src)
+{
+	size_t n = strlen(src);
+	if (n >= size)
+		n = size - 1;
+	memcpy(dst, src, n);
+	dst[n] = 0;
+}
+
+static bool charset_ok(const char *s, size_t maxlen, const char *extra, bool lower_only)
+{
+	size_t n = strlen(s);
+	if (n == 0 || n > maxlen)
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		unsigned char ch = (unsigned char)s[i];
+		bool ok = (ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'z') ||
+			  (!lower_only && ch >= 'A' && ch <= 'Z') ||
+			  (ch && strchr(extra, ch));
+		if (!ok)
+			return false;
+	}
+	return true;
+}
+
+bool js_kind_valid(const char *s) { return charset_ok(s, JS_KIND_LEN, "_-", true); }
+bool js_label_valid(const char *s) { return charset_ok(s, JS_LABEL_LEN, "_.:+/-", false) && strcmp(s, "-"); }
+bool js_name_safe(const char *s)
+{
+	return charset_ok(s, 63, "_.-", false) && strcmp(s, ".") && strcmp(s, "..");
+}
+static bool tag_key_ok(const char *s) { return charset_ok(s, JS_TAG_KEY_LEN, "_.:+-", false); }
+static bool tag_val_ok(const char *s) { return charset_ok(s, JS_TAG_VAL_LEN, "_.:+-", false); }
+
+/* Strict number parsing: the whole string must be consumed. */
+static int parse_uint(const char *s, unsigned long long max, unsigned long long *out)
+{
+	if (!*s || !isdigit((unsigned char)*s))
+		return -EINVAL;
+	errno = 0;
+	char *end;
+	unsigned long long v = strtoull(s, &end, 10);
+	if (errno || *end || v > max)
+		return -EINVAL;
+	*out = v;
+	return 0;
+}
+
+static int parse_ratio(const char *s, double *out)
+{
+	if (!*s || !(isdigit((unsigned char)*s) || *s == '.'))
+		return -EINVAL;
+	errno = 0;
+	char *end;
+	double v = strtod(s, &end);
+	if (errno || *end || !isfinite(v) || v <= 0.0 || v > 1.0)
+		return -EINVAL;
+	*out = v;
+	return 0;
+}
+
+void js_conf_defaults(struct js_conf *c)
+{
+	memset(c, 0, sizeof(*c));
+	snprintf(c->spool, sizeof(c->spool), "/var/spool/joulestep");
+	snprintf(c->state, sizeof(c->state), "/var/lib/joulestep");
+	snprintf(c->sysfs, sizeof(c->sysfs), "/sys");
+	snprintf(c->socket_dir, sizeof(c->socket_dir), "/run/joulestep");
+	snprintf(c->backend, sizeof(c->backend), "powercap,papi,sysfs");
+	c->policies_mask = (1u << JS_POL_COUNT) - 1;
+	c->default_policy = JS_POL_MONITOR;
+	c->min_ratio = 0.5;
+	c->sample_ms = 1000;
+	c->max_phases = 10000;
+	c->max_depth = 4;
+	c->rate = 1000;
+}
+
+static int parse_policy_list(const char *v, unsigned *mask, char *err, size_t errlen)
+{
+	char buf[256];
+	if (strlen(v) >= sizeof(buf))
+		return fail(err, errlen, "policies=: value too long");
+	snprintf(buf, sizeof(buf), "%s", v);
+	unsigned m = 0;
+	char *save = NULL;
+	for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+		int found = -1;
+		for (int i = 0; i < JS_POL_COUNT; i++)
+			if (!strcmp(t, pol_names[i]))
+				found = i;
+		if (found < 0)
+			return fail(err, errlen,
+				    "policies=: unknown policy '%s' (allowed: monitor,io-dvfs,ckpt-dvfs,fixed,phase)",
+				    t);
+		m |= 1u << found;
+	}
+	if (!(m & (1u << JS_POL_MONITOR)))
+		return fail(err, errlen, "policies=: must include monitor");
+	*mask = m;
+	return 0;
+}
+
+static int set_path(char *dst, const char *key, const char *v, char *err, size_t errlen)
+{
+	if (v[0] != '/' || strlen(v) >= JS_PATH_MAX - 64 || strstr(v, "/../") ||
+	    strstr(v, "/./") || strchr(v, ' '))
+		return fail(err, errlen, "%s=: must be an absolute path without . or .. components, at most %d characters",
+			    key, JS_PATH_MAX - 65);
+	scopy(dst, JS_PATH_MAX, v);
+	size_t n = strlen(dst);
+	while (n > 1 && dst[n - 1] == '/')
+		dst[--n] = 0;
+	return 0;
+}
+
+int js_conf_parse(int ac, char **av, struct js_conf *c, char *err, size_t errlen)
+{
+	js_conf_defaults(c);
+	const char *default_pol = NULL;
+	for (int i = 0; i < ac; i++) {
+		const char *a = av[i];
+		const char *eq = strchr(a, '=');
+		if (!eq || eq == a)
+			return fail(err, errlen, "argument '%s' is not key=value", a);
+		size_t kl = (size_t)(eq - a);
+		const char *v = eq + 1;
+		unsigned long long u;
+#define KEY(k) (kl == strlen(k) && !strncmp(a, k, kl))
+		if (KEY("spool")) {
+			if (set_path(c->spool, "spool", v, err, errlen))
+				return -EINVAL;
+		} else if (KEY("state")) {
+			if (set_path(c->state, "state", v, err, errlen))
+				return -EINVAL;
+		} else if (KEY("sysfs")) {
+			if (set_path(c->sysfs, "sysfs", v, err, errlen))
+				return -EINVAL;
+		} else if (KEY("socket_dir")) {
+			if (set_path(c->socket_dir, "socket_dir", v, err, errlen))
+				return -EINVAL;
+			if (!strcmp(c->socket_dir, "/tmp") || !strncmp(c->socket_dir, "/tmp/", 5) ||
+			    !strcmp(c->socket_dir, "/var/tmp") || !strncmp(c->socket_dir, "/var/tmp/", 9) ||
+			    !strcmp(c->socket_dir, "/dev/shm") || !strncmp(c->socket_dir, "/dev/shm/", 9))
+				return fail(err, errlen, "socket_dir=: must not be under a world-writable directory (/tmp, /var/tmp, /dev/shm)");
+		} else if (KEY("cluster")) {
+			if (!js_name_safe(v))
+				return fail(err, errlen, "cluster=: allowed characters [A-Za-z0-9_.-], 1-63");
+			scopy(c->cluster, sizeof(c->cluster), v);
+		} else if (KEY("backend")) {
+			if (!charset_ok(v, sizeof(c->backend) - 1, ",", true))
+				return fail(err, errlen, "backend=: comma list of powercap,papi,sysfs");
+			scopy(c->backend, sizeof(c->backend), v);
+			char tmp[64], *save = NULL;
+			snprintf(tmp, sizeof(tmp), "%s", v);
+			for (char *t = strtok_r(tmp, ",", &save); t; t = strtok_r(NULL, ",", &save))
+				if (strcmp(t, "powercap") && strcmp(t, "papi") && strcmp(t, "sysfs"))
+					return fail(err, errlen, "backend=: unknown backend '%s' (allowed: powercap,papi,sysfs)", t);
+		} else if (KEY("policies")) {
+			if (parse_policy_list(v, &c->policies_mask, err, errlen))
+				return -EINVAL;
+		} else if (KEY("default_policy")) {
+			default_pol = v;
+		} else if (KEY("min_ratio")) {
+			if (parse_ratio(v, &c->min_ratio))
+				return fail(err, errlen, "min_ratio=: a number in (0, 1]");
+		} else if (KEY("sample_ms")) {
+			if (parse_uint(v, 3600000, &u) || u < 1)
+				return fail(err, errlen, "sample_ms=: an integer in [1, 3600000]");
+			c->sample_ms = (unsigned)u;
+		} else if (KEY("max_phases")) {
+			if (parse_uint(v, 1000000, &u) || u < 1)
+				return fail(err, errlen, "max_phases=: an integer in [1, 1000000]");
+			c->max_phases = (unsigned)u;
+		} else if (KEY("max_depth")) {
+			if (parse_uint(v, JS_DEPTH_LIMIT, &u) || u < 1)
+				return fail(err, errlen, "max_depth=: an integer in [1, %d]", JS_DEPTH_LIMIT);
+			c->max_depth = (unsigned)u;
+		} else if (KEY("rate")) {
+			if (parse_uint(v, 1000000, &u) || u < 1)
+				return fail(err, errlen, "rate=: an integer in [1, 1000000] (markers per second per step)");
+			c->rate = (unsigned)u;
+		} else {
+			return fail(err, errlen,
+				    "unknown key '%.*s' (allowed: spool state sysfs socket_dir cluster policies default_policy min_ratio sample_ms max_phases max_depth rate backend)",
+				    (int)(kl > 40 ? 40 : kl), a);
+		}
+#undef KEY
+	}
+	if (default_pol) {
+		struct js_policy p;
+		char e2[200];
+		if (js_policy_parse(default_pol, &p, e2, sizeof(e2)))
+			return fail(err, errlen, "default_policy=: %s", e2);
+		if (p.type != JS_POL_MONITOR && p.type != JS_POL_IO_DVFS && p.type != JS_POL_CKPT_DVFS)
+			return fail(err, errlen, "default_policy=: one of monitor, io-dvfs, ckpt-dvfs");
+		c->default_policy = p.type;
+	}
+	if (!(c->policies_mask & (1u << c->default_policy)))
+		return fail(err, errlen, "default_policy=%s is not in policies=", js_pol_name(c->default_policy));
+	return 0;
+}
+
+int js_policy_parse(const char *s, struct js_policy *p, char *err, size_t errlen)
+{
+	static const char allowed[] =
+		"allowed: monitor, io-dvfs, ckpt-dvfs, fixed:R or phase:KIND=R[,KIND=R...] with R a ratio of fmax in (0, 1]";
+	memset(p, 0, sizeof(*p));
+	if (!s || !*s)
+		return fail(err, errlen, "empty policy (%s)", allowed);
+	if (!strcmp(s, "monitor")) {
+		p->type = JS_POL_MONITOR;
+	} else if (!strcmp(s, "io-dvfs")) {
+		p->type = JS_POL_IO_DVFS;
+	} else if (!strcmp(s, "ckpt-dvfs")) {
+		p->type = JS_POL_CKPT_DVFS;
+	} else if (!strncmp(s, "fixed:", 6)) {
+		p->type = JS_POL_FIXED;
+		if (parse_ratio(s + 6, &p->fixed_ratio))
+			return fail(err, errlen, "fixed:R: R must be a number in (0, 1], got '%.20s'", s + 6);
+	} else if (!strncmp(s, "phase:", 6)) {
+		p->type = JS_POL_PHASE;
+		char buf[512];
+		if (strlen(s + 6) >= sizeof(buf))
+			return fail(err, errlen, "phase: map too long");
+		snprintf(buf, sizeof(buf), "%s", s + 6);
+		char *save = NULL;
+		for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+			char *eq = strchr(t, '=');
+			if (!eq)
+				return fail(err, errlen, "phase: '%.40s' is not KIND=R", t);
+			*eq = 0;
+			if (!js_kind_valid(t))
+				return fail(err, errlen, "phase: kind '%.40s' invalid (allowed [a-z0-9_-]{1,32})", t);
+			double r;
+			if (parse_ratio(eq + 1, &r))
+				return fail(err, errlen, "phase: %s=R: R must be a number in (0, 1]", t);
+			size_t i;
+			for (i = 0; i < p->nmap; i++)
+				if (!strcmp(p->map[i].kind, t))
+					break;
+			if (i == p->nmap) {
+				if (p->nmap == JS_MAX_MAP)
+					return fail(err, errlen, "phase: at most %d kinds", JS_MAX_MAP);
+				p->nmap++;
+			}
+			scopy(p->map[i].kind, sizeof(p->map[i].kind), t);
+			p->map[i].ratio = r;
+		}
+		if (p->nmap == 0)
+			return fail(err, errlen, "phase: needs at least one KIND=R");
+	} else {
+		return fail(err, errlen, "unknown policy '%.40s' (%s)", s, allowed);
+	}
+	return 0;
+}
+
+void js_policy_allowed(const struct js_conf *c, char *buf, size_t len)
+{
+	buf[0] = 0;
+	for (int i = 0; i < JS_POL_COUNT; i++)
+		if (c->policies_mask & (1u << i)) {
+			size_t n = strlen(buf);
+			snprintf(buf + n, len - n, "%s%s%s", n ? ", " : "", pol_names[i],
+				 i == JS_POL_FIXED ? ":R" : i == JS_POL_PHASE ? ":KIND=R,..." : "");
+		}
+}
+
+int js_policy_check(const struct js_policy *p, const struct js_conf *c, char *err, size_t errlen)
+{
+	char al[160];
+	js_policy_allowed(c, al, sizeof(al));
+	if (!(c->policies_mask & (1u << p->type)))
+		return fail(err, errlen, "policy %s is not allowed on this cluster (allowed: %s)",
+			    js_pol_name(p->type), al);
+	if (p->type == JS_POL_FIXED && p->fixed_ratio < c->min_ratio)
+		return fail(err, errlen, "fixed:%g is below the minimum ratio %g allowed on this cluster (R in [%g, 1])",
+			    p->fixed_ratio, c->min_ratio, c->min_ratio);
+	for (size_t i = 0; i < p->nmap; i++)
+		if (p->map[i].ratio < c->min_ratio)
+			return fail(err, errlen, "phase:%s=%g is below the minimum ratio %g allowed on this cluster (R in [%g, 1])",
+				    p->map[i].kind, p->map[i].ratio, c->min_ratio, c->min_ratio);
+	return 0;
+}
+
+int js_policy_enforce(struct js_policy *p, const struct js_conf *c, char *err, size_t errlen)
+{
+	int n = 0;
+	if (err && errlen)
+		err[0] = 0;
+	if (!(c->policies_mask & (1u << p->type))) {
+		fail(err, errlen, "policy %s not allowed; using %s", js_pol_name(p->type),
+		     js_pol_name(c->default_policy));
+		memset(p, 0, sizeof(*p));
+		p->type = c->default_policy;
+		return 1;
+	}
+	if (p->type == JS_POL_FIXED && p->fixed_ratio < c->min_ratio) {
+		fail(err, errlen, "fixed:%g clamped to min_ratio %g", p->fixed_ratio, c->min_ratio);
+		p->fixed_ratio = c->min_ratio;
+		n++;
+	}
+	if (p->type == JS_POL_FIXED && p->fixed_ratio > 1.0) {
+		p->fixed_ratio = 1.0;
+		n++;
+	}
+	for (size_t i = 0; i < p->nmap; i++) {
+		if (p->map[i].ratio < c->min_ratio) {
+			fail(err, errlen, "phase:%s=%g clamped to min_ratio %g", p->map[i].kind,
+			     p->map[i].ratio, c->min_ratio);
+			p->map[i].ratio = c->min_ratio;
+			n++;
+		}
+		if (p->map[i].ratio > 1.0) {
+			p->map[i].ratio = 1.0;
+			n++;
+		}
+	}
+	return n;
+}
+
+int js_policy_format(const struct js_policy *p, char *buf, size_t len)
+{
+	int n;
+	if (p->type == JS_POL_FIXED) {
+		n = snprintf(buf, len, "fixed:%g", p->fixed_ratio);
+	} else if (p->type == JS_POL_PHASE) {
+		n = snprintf(buf, len, "phase:");
+		for (size_t i = 0; i < p->nmap && n >= 0 && (size_t)n < len; i++)
+			n += snprintf(buf + n, len - (size_t)n, "%s%s=%g", i ? "," : "",
+				      p->map[i].kind, p->map[i].ratio);
+	} else {
+		n = snprintf(buf, len, "%s", js_pol_name(p->type));
+	}
+	return (n < 0 || (size_t)n >= len) ? -ENOSPC : 0;
+}
+
+double js_policy_kind_ratio(const struct js_policy *p, const struct js_conf *c, const char *kind)
+{
+	switch (p->type) {
+	case JS_POL_IO_DVFS:
+		if (!strcmp(kind, "compress"))
+			return 0.875 < c->min_ratio ? c->min_ratio : 0.875;
+		if (!strcmp(kind, "write"))
+			return 0.85 < c->min_ratio ? c->min_ratio : 0.85;
+		return JS_RATIO_INHERIT;
+	case JS_POL_CKPT_DVFS:
+		if (!strcmp(kind, "checkpoint"))
+			return c->min_ratio; /* lowest allowed; clamped up to fmin later */
+		if (!strcmp(kind, "flush"))
+			return JS_RATIO_BASE; /* never throttle the asynchronous part */
+		return JS_RATIO_INHERIT;
+	case JS_POL_PHASE:
+		for (size_t i = 0; i < p->nmap; i++)
+			if (!strcmp(p->map[i].kind, kind))
+				return p->map[i].ratio;
+		return JS_RATIO_INHERIT;
+	default:
+		return JS_RATIO_INHERIT;
+	}
+}
+
+double js_policy_base_ratio(const struct js_policy *p)
+{
+	return p->type == JS_POL_FIXED ? p->fixed_ratio : 1.0;
+}
+
+int js_tags_parse(const char *s, struct js_tags *tags, char *err, size_t errlen)
+{
+	static const char allowed[] =
+		"allowed: KEY=VALUE[,KEY=VALUE...], key 1-32 and value 1-64 characters of [A-Za-z0-9_.:+-], at most 16 tags";
+	char buf[JS_MAX_TAGS * (JS_TAG_KEY_LEN + JS_TAG_VAL_LEN + 2) + 1];
+	if (!s || !*s)
+		return fail(err, errlen, "empty tag list (%s)", allowed);
+	if (strlen(s) >= sizeof(buf))
+		return fail(err, errlen, "tag list too long (%s)", allowed);
+	snprintf(buf, sizeof(buf), "%s", s);
+	struct js_tags out = *tags;
+	char *p = buf;
+	for (;;) {
+		char *comma = strchr(p, ',');
+		if (comma)
+			*comma = 0;
+		char *eq = strchr(p, '=');
+		if (!eq)
+			return fail(err, errlen, "tag '%.40s' is not KEY=VALUE (%s)", p, allowed);
+		*eq = 0;
+		if (!tag_key_ok(p))
+			return fail(err, errlen, "tag key '%.40s' invalid (%s)", p, allowed);
+		if (!tag_val_ok(eq + 1))
+			return fail(err, errlen, "tag %s: value '%.70s' invalid (%s)", p, eq + 1, allowed);
+		size_t i;
+		for (i = 0; i < out.n; i++)
+			if (!strcmp(out.t[i].key, p))
+				break;
+		if (i == out.n) {
+			if (out.n == JS_MAX_TAGS)
+				return fail(err, errlen, "more than %d tags (%s)", JS_MAX_TAGS, allowed);
+			out.n++;
+		}
+		scopy(out.t[i].key, sizeof(out.t[i].key), p);
+		scopy(out.t[i].val, sizeof(out.t[i].val), eq + 1);
+		if (!comma)
+			break;
+		p = comma + 1;
+	}
+	*tags = out;
+	return 0;
+}
+
+/* ---- protocol ------------------------------------------------------------ */
+
+int js_msg_parse(const char *buf, size_t len, struct js_msg *m, const char **why)
+{
+	char tmp[JS_MSG_MAX + 1];
+	memset(m, 0, sizeof(*m));
+	m->bytes = -1;
+	m->rank = -1;
+	if (len > JS_MSG_MAX) {
+		*why = "message longer than 256 bytes";
+		return EMSGSIZE;
+	}
+	memcpy(tmp, buf, len);
+	tmp[len] = 0;
+	if (memchr(buf, 0, len)) {
+		*why = "NUL byte in message";
+		return EINVAL;
+	}
+	while (len && (tmp[len - 1] == '\n' || tmp[len - 1] == '\r'))
+		tmp[--len] = 0;
+	char *tok[12];
+	int nt = 0;
+	char *save = NULL;
+	for (char *t = strtok_r(tmp, " ", &save); t; t = strtok_r(NULL, " ", &save)) {
+		if (nt == 12) {
+			*why = "too many fields";
+			return EINVAL;
+		}
+		tok[nt++] = t;
+	}
+	/* sync is the last field when present: note it first so even a
+	 * malformed sync request is answered. */
+	if (nt && !strcmp(tok[nt - 1], "sync")) {
+		m->sync = true;
+		nt--;
+	}
+	if (nt < 2) {
+		*why = "expected 'JS1 BEGIN|END|PING ...'";
+		return EINVAL;
+	}
+	if (strcmp(tok[0], "JS1")) {
+		*why = "unsupported protocol version (this server speaks JS1)";
+		return EPROTO;
+	}
+	int i;
+	if (!strcmp(tok[1], "BEGIN")) {
+		m->op = JS_OP_BEGIN;
+		if (nt < 3 || !js_kind_valid(tok[2])) {
+			*why = "BEGIN needs a kind of [a-z0-9_-]{1,32}";
+			return EINVAL;
+		}
+		scopy(m->kind, sizeof(m->kind), tok[2]);
+		i = 3;
+		if (nt > 3 && !strchr(tok[3], '=')) {
+			if (strcmp(tok[3], "-")) {
+				if (!js_label_valid(tok[3])) {
+					*why = "label must be [A-Za-z0-9_.:+/-]{1,64} or -";
+					return EINVAL;
+				}
+				scopy(m->label, sizeof(m->label), tok[3]);
+			}
+			i = 4;
+		}
+	} else if (!strcmp(tok[1], "END")) {
+		m->op = JS_OP_END;
+		i = 2;
+	} else if (!strcmp(tok[1], "PING")) {
+		m->op = JS_OP_PING;
+		i = 2;
+	} else {
+		*why = "unknown request (BEGIN, END or PING)";
+		return EINVAL;
+	}
+	for (; i < nt; i++) {
+		char *eq = strchr(tok[i], '=');
+		if (!eq) {
+			*why = "unexpected field (expected key=value)";
+			return EINVAL;
+		}
+		*eq = 0;
+		const char *k = tok[i], *v = eq + 1;
+		unsigned long long u;
+		if (!strcmp(k, "rank")) {
+			if (parse_uint(v, 0x7fffffff, &u)) {
+				*why = "rank must be an integer in [0, 2^31)";
+				return EINVAL;
+			}
+			m->rank = (int)u;
+		} else if (!strcmp(k, "t")) {
+			if (parse_uint(v, UINT64_MAX, &u)) {
+				*why = "t must be CLOCK_MONOTONIC nanoseconds";
+				return EINVAL;
+			}
+			m->t_ns = u;
+		} else if (!strcmp(k, "bytes") && m->op == JS_OP_END) {
+			if (strcmp(v, "-")) {
+				if (parse_uint(v, (unsigned long long)INT64_MAX, &u)) {
+					*why = "bytes must be a non-negative integer or -";
+					return EINVAL;
+				}
+				m->bytes = (long long)u;
+			}
+		} else {
+			*why = "unknown field";
+			return EINVAL;
+		}
+	}
+	return 0;
+}
+
+void js_bucket_init(struct js_bucket *b, unsigned rate_per_s, uint64_t now_ns)
+{
+	b->capacity = rate_per_s;
+	b->tokens = rate_per_s;
+	b->per_ns = rate_per_s / 1e9;
+	b->last_ns = now_ns;
+}
+
+bool js_bucket_take(struct js_bucket *b, uint64_t now_ns)
+{
+	if (now_ns > b->last_ns) {
+		b->tokens += (double)(now_ns - b->last_ns) * b->per_ns;
+		if (b->tokens > b->capacity)
+			b->tokens = b->capacity;
+		b->last_ns = now_ns;
+	}
+	if (b->tokens >= 1.0) {
+		b->tokens -= 1.0;
+		return true;
+	}
+	return false;
+}

@@ -1,0 +1,75 @@
+/* joulestep SPANK plugin: phase bookkeeping (collective merging, nesting,
+ * clock level). No I/O: the frequency and the meter are reached through
+ * callbacks so that this logic is unit-tested on its own. Not thread-safe:
+ * the caller serialises (the plugin's server thread is the only user). */
+#ifndef JS_PHASE_H
+#define JS_PHASE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "js_parse.h"
+
+struct js_rank_timing {
+	int rank;
+	uint64_t start_ns, end_ns;   /* CLOCK_MONOTONIC, end 0 while open      */
+	long long bytes;             /* -1 unknown                             */
+};
+
+struct js_sphase {                   /* one step-level (collective) phase    */
+	uint32_t seq;
+	char kind[JS_KIND_LEN + 1];
+	char label[JS_LABEL_LEN + 1];
+	unsigned depth;
+	int parent_seq;              /* -1 for outermost                       */
+	uint32_t nth;                /* n-th phase of kind at depth, per rank  */
+	uint64_t start_ns, end_ns;   /* CLOCK_MONOTONIC: first begin, last end */
+	unsigned nopen;              /* ranks currently inside                 */
+	double eff_ratio;            /* JS_RATIO_BASE or a ratio of fmax       */
+	uint32_t freq_khz;           /* 0 = clock left at the step's base      */
+	uint64_t freq_change_ns;     /* time the apply took (0 if none)        */
+	uint64_t freq_lag_ns;        /* client marker t -> clock applied       */
+	int freq_err;                /* last apply error (-errno), 0 = fine    */
+	uint64_t e_cpu0_uj, e_dram0_uj, e_cpu1_uj, e_dram1_uj; /* meter totals */
+	bool uncertain;
+	bool closed_by_step_end;     /* a rank never sent END                  */
+	long long bytes;             /* sum over ranks, -1 when none gave one  */
+	size_t nranks, cap;
+	struct js_rank_timing *ranks;
+};
+
+struct js_phase_ops {
+	void *ctx;
+	/* Set the step's clock: ratio JS_RATIO_BASE = base clock. Reports the
+	 * kHz applied and how long it took. Returns 0 or -errno. */
+	int (*set_ratio)(void *ctx, double ratio, uint32_t *khz, uint64_t *took_ns);
+	/* Cumulative meter totals now. */
+	void (*snap)(void *ctx, uint64_t *cpu_uj, uint64_t *dram_uj, bool *uncertain);
+	uint64_t (*now_ns)(void *ctx); /* CLOCK_MONOTONIC */
+};
+
+struct js_phases;
+
+struct js_phases *js_phases_new(unsigned max_phases, unsigned max_depth,
+				const struct js_phase_ops *ops, uint64_t step_start_ns);
+void js_phases_free(struct js_phases *ps);
+
+/* own_ratio from js_policy_kind_ratio(). t_ns: the client's CLOCK_MONOTONIC
+ * (0 = now); clamped into [step start, now].
+ * Errors: -ERANGE nesting deeper than max_depth, -ENOSPC max_phases reached,
+ * -ENOMEM. */
+int js_phases_begin(struct js_phases *ps, int rank, const char *kind, const char *label,
+		    double own_ratio, uint64_t t_ns, uint32_t *seq, uint32_t *khz);
+/* -ENOENT when the rank has no open phase. */
+int js_phases_end(struct js_phases *ps, int rank, long long bytes, uint64_t t_ns,
+		  uint32_t *seq);
+/* End of step: close every open phase at t_ns (flagged), back to base. */
+void js_phases_close_all(struct js_phases *ps, uint64_t t_ns);
+
+size_t js_phases_count(const struct js_phases *ps);
+const struct js_sphase *js_phases_get(const struct js_phases *ps, size_t i);
+/* Current clock level (ratio; JS_RATIO_BASE when at the base clock). */
+double js_phases_level(const struct js_phases *ps);
+
+#endif

@@ -1,0 +1,278 @@
+/* joulestep SPANK plugin: the spool record (docs/record-format.md), built
+ * with jansson and written atomically: tmp (O_EXCL|O_NOFOLLOW) + fsync +
+ * rename + fsync(dir), in root-owned directories only. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <jansson.h>
+#include <slurm/spank.h>
+
+#include "js_step.h"
+
+static int check_dirfd(int fd)
+{
+	struct stat st;
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	if (!S_ISDIR(st.st_mode))
+		return -ENOTDIR;
+	if (st.st_uid != 0 || (st.st_mode & 022))
+		return -EPERM;
+	return 0;
+}
+
+/* Walk the path from / with O_NOFOLLOW, creating missing components (root,
+ * mode). Every existing component must be root-owned and not group/world
+ * writable: root never writes under a user-controlled directory. Returns an
+ * O_PATH-less directory fd (O_CLOEXEC) or -errno. */
+static int open_root_dir(const char *path, mode_t mode)
+{
+	if (path[0] != '/')
+		return -EINVAL;
+	int fd = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	char buf[JS_PATH_MAX * 2];
+	snprintf(buf, sizeof(buf), "%s", path);
+	char *save = NULL;
+	for (char *c = strtok_r(buf, "/", &save); c; c = strtok_r(NULL, "/", &save)) {
+		int nfd = openat(fd, c, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (nfd < 0 && errno == ENOENT) {
+			if (mkdirat(fd, c, mode) < 0 && errno != EEXIST) {
+				int e = -errno;
+				close(fd);
+				return e;
+			}
+			nfd = openat(fd, c, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+			if (nfd >= 0 && fchmod(nfd, mode) < 0) {
+				int e = -errno;
+				close(nfd);
+				close(fd);
+				return e;
+			}
+		}
+		if (nfd < 0) {
+			int e = errno == ELOOP ? -ELOOP : -errno;
+			close(fd);
+			return e;
+		}
+		close(fd);
+		fd = nfd;
+		int rc = check_dirfd(fd);
+		if (rc < 0) {
+			close(fd);
+			return rc;
+		}
+	}
+	return fd;
+}
+
+int js_root_dir(const char *path, mode_t mode)
+{
+	int fd = open_root_dir(path, mode);
+	if (fd < 0)
+		return fd;
+	close(fd);
+	return 0;
+}
+
+static json_t *jnum_or_null(long long v) { return v >= 0 ? json_integer(v) : json_null(); }
+static json_t *jstr_or_null(const char *s) { return s && *s ? json_string(s) : json_null(); }
+
+static json_t *build(struct js_step *s)
+{
+	json_t *root = json_object();
+	json_object_set_new(root, "format", json_string("joulestep-record"));
+	json_object_set_new(root, "version", json_integer(1));
+	json_object_set_new(root, "cluster", json_string(s->cluster));
+
+	json_t *tags = json_object();
+	for (size_t i = 0; i < s->tags.n; i++)
+		json_object_set_new(tags, s->tags.t[i].key, json_string(s->tags.t[i].val));
+	json_t *job = json_object();
+	json_object_set_new(job, "job_id", json_integer(s->job_id));
+	json_object_set_new(job, "submit_time_ns", json_integer((json_int_t)s->submit_ns));
+	json_object_set_new(job, "start_time_ns", json_integer((json_int_t)s->start_ns));
+	json_object_set_new(job, "name", jstr_or_null(s->job_name));
+	json_object_set_new(job, "user", jstr_or_null(s->user));
+	json_object_set_new(job, "uid", json_integer(s->uid));
+	json_object_set_new(job, "gid", json_integer(s->gid));
+	json_object_set_new(job, "account", jstr_or_null(s->account));
+	json_object_set_new(job, "partition", jstr_or_null(s->partition));
+	json_object_set_new(job, "tags", tags);
+	json_object_set_new(root, "job", job);
+
+	struct js_interval iv;
+	memset(&iv, 0, sizeof(iv));
+	if (s->energy && s->have_s0)
+		js_interval_of(s->energy, &s->s0, &s->s1, &iv);
+	char cpus[1024] = "";
+	js_cpuset_format(&s->cpus, cpus, sizeof(cpus));
+	char pol[600];
+	js_policy_format(&s->policy, pol, sizeof(pol));
+
+	json_t *step = json_object();
+	json_object_set_new(step, "step_id", json_string(s->step_id));
+	json_object_set_new(step, "het_component", json_integer(s->het));
+	json_object_set_new(step, "node", json_string(s->node));
+	json_object_set_new(step, "node_model", jstr_or_null(s->node_model));
+	json_object_set_new(step, "ntasks", json_integer(s->ntasks));
+	json_object_set_new(step, "nnodes", json_integer(s->nnodes));
+	json_object_set_new(step, "cpus", json_string(cpus));
+	json_object_set_new(step, "ncpus", json_integer(s->ncpus));
+	json_object_set_new(step, "exclusive", json_boolean(s->exclusive));
+	json_object_set_new(step, "policy", json_string(pol));
+	json_object_set_new(step, "base_freq_khz", s->base_khz ? json_integer(s->base_khz) : json_null());
+	json_object_set_new(step, "freq_min_ratio", json_real(s->conf.min_ratio));
+	json_object_set_new(step, "start_ns", json_integer((json_int_t)s->start_ns));
+	json_object_set_new(step, "end_ns", json_integer((json_int_t)s->end_ns));
+	json_object_set_new(step, "duration_ns", json_integer((json_int_t)(s->end_ns - s->start_ns)));
+	bool have_e = s->energy && s->have_s0;
+	json_object_set_new(step, "energy_cpu_uj", have_e ? json_integer((json_int_t)iv.energy_cpu_uj) : json_null());
+	json_object_set_new(step, "energy_dram_uj", have_e ? json_integer((json_int_t)iv.energy_dram_uj) : json_null());
+	json_object_set_new(step, "energy_total_uj", have_e ? json_integer((json_int_t)iv.energy_total_uj) : json_null());
+	json_object_set_new(step, "exit_code", s->exit_code >= 0 ? json_integer(s->exit_code) : json_null());
+	json_object_set_new(root, "step", step);
+
+	json_t *zones = json_array();
+	if (have_e) {
+		const struct js_zone_set *zs = js_energy_zones(s->energy);
+		for (size_t i = 0; i < zs->nzones && i < iv.nzones; i++) {
+			json_t *z = json_object();
+			json_object_set_new(z, "name", json_string(zs->zones[i].name));
+			json_object_set_new(z, "id", json_string(zs->zones[i].id));
+			json_object_set_new(z, "kind", json_string(zs->zones[i].kind == JS_ZONE_PACKAGE ? "package" : "dram"));
+			json_object_set_new(z, "energy_uj", json_integer((json_int_t)iv.energy_uj[i]));
+			json_object_set_new(z, "wraps", json_integer(iv.wraps[i]));
+			json_array_append_new(zones, z);
+		}
+	}
+	json_object_set_new(root, "zones", zones);
+
+	bool uncertain = iv.wrap_uncertain;
+	json_t *phases = json_array();
+	size_t np = s->phases ? js_phases_count(s->phases) : 0;
+	for (size_t i = 0; i < np; i++) {
+		const struct js_sphase *p = js_phases_get(s->phases, i);
+		json_t *o = json_object();
+		uint64_t st = (uint64_t)((int64_t)p->start_ns + s->mono_to_real_ns);
+		uint64_t en = (uint64_t)((int64_t)p->end_ns + s->mono_to_real_ns);
+		json_object_set_new(o, "seq", json_integer(p->seq));
+		json_object_set_new(o, "kind", json_string(p->kind));
+		json_object_set_new(o, "label", jstr_or_null(p->label));
+		json_object_set_new(o, "depth", json_integer(p->depth));
+		json_object_set_new(o, "parent_seq", p->parent_seq >= 0 ? json_integer(p->parent_seq) : json_null());
+		json_object_set_new(o, "start_ns", json_integer((json_int_t)st));
+		json_object_set_new(o, "end_ns", json_integer((json_int_t)en));
+		json_object_set_new(o, "duration_ns", json_integer((json_int_t)(p->end_ns - p->start_ns)));
+		json_object_set_new(o, "freq_khz", p->freq_khz ? json_integer(p->freq_khz) : json_null());
+		json_object_set_new(o, "freq_change_ns", p->freq_change_ns ? json_integer((json_int_t)p->freq_change_ns) : json_null());
+		json_object_set_new(o, "freq_lag_ns", p->freq_change_ns ? json_integer((json_int_t)p->freq_lag_ns) : json_null());
+		json_object_set_new(o, "energy_cpu_uj", have_e ? json_integer((json_int_t)(p->e_cpu1_uj - p->e_cpu0_uj)) : json_null());
+		json_object_set_new(o, "energy_dram_uj", have_e ? json_integer((json_int_t)(p->e_dram1_uj - p->e_dram0_uj)) : json_null());
+		json_object_set_new(o, "bytes", jnum_or_null(p->bytes));
+		json_object_set_new(o, "nranks", json_integer((json_int_t)p->nranks));
+		json_object_set_new(o, "open_at_step_end", json_boolean(p->closed_by_step_end));
+		json_t *ranks = json_array();
+		for (size_t r = 0; r < p->nranks; r++) {
+			const struct js_rank_timing *t = &p->ranks[r];
+			json_t *ro = json_object();
+			json_object_set_new(ro, "rank", json_integer(t->rank));
+			json_object_set_new(ro, "start_ns", json_integer((json_int_t)((int64_t)t->start_ns + s->mono_to_real_ns)));
+			json_object_set_new(ro, "end_ns", json_integer((json_int_t)((int64_t)t->end_ns + s->mono_to_real_ns)));
+			json_object_set_new(ro, "bytes", jnum_or_null(t->bytes));
+			json_array_append_new(ranks, ro);
+		}
+		json_object_set_new(o, "ranks", ranks);
+		json_array_append_new(phases, o);
+		uncertain = uncertain || p->uncertain;
+	}
+	json_object_set_new(root, "phases", phases);
+
+	json_t *prov = json_object();
+	json_object_set_new(prov, "backend", s->energy ? json_string(js_energy_backend_name(s->energy)) : json_null());
+	json_object_set_new(prov, "wrap_uncertain", json_boolean(uncertain));
+	json_object_set_new(prov, "sample_period_ns", s->meter ? json_integer((json_int_t)js_meter_period_ns(s->meter)) : json_null());
+	json_object_set_new(prov, "submit_time_source", json_string(s->submit_known ? "slurmctld" : "step_start"));
+	json_object_set_new(prov, "markers_rejected", json_integer((json_int_t)s->rejected));
+	json_object_set_new(prov, "markers_rate_dropped", json_integer((json_int_t)s->dropped_rate));
+	json_t *errs = json_array();
+	pthread_mutex_lock(&s->err_mu);
+	for (size_t i = 0; i < s->nerrors; i++)
+		json_array_append_new(errs, json_string(s->errors[i]));
+	pthread_mutex_unlock(&s->err_mu);
+	json_object_set_new(prov, "errors", errs);
+	json_object_set_new(prov, "plugin_version", json_string(JS_PLUGIN_VERSION));
+	json_object_set_new(root, "provenance", prov);
+	return root;
+}
+
+static int write_all(int fd, const char *p, size_t n)
+{
+	while (n) {
+		ssize_t w = write(fd, p, n);
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		p += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+int js_record_write(struct js_step *s)
+{
+	char dir[JS_PATH_MAX * 2];
+	snprintf(dir, sizeof(dir), "%s/%s/%u", s->conf.spool, s->cluster, s->job_id);
+	int dfd = open_root_dir(dir, 0755);
+	if (dfd < 0) {
+		slurm_error("joulestep: job %u step %s: spool directory %s: %s (must be root-owned, not group/world-writable); no record written",
+			    s->job_id, s->step_id, dir, strerror(-dfd));
+		return dfd;
+	}
+	json_t *root = build(s);
+	char *text = root ? json_dumps(root, JSON_INDENT(1) | JSON_SORT_KEYS | JSON_ENSURE_ASCII) : NULL;
+	json_decref(root);
+	if (!text) {
+		close(dfd);
+		slurm_error("joulestep: job %u step %s: cannot build the record (out of memory)",
+			    s->job_id, s->step_id);
+		return -ENOMEM;
+	}
+	char name[256], tmp[300];
+	snprintf(name, sizeof(name), "%u.%s.%u.%s.json", s->job_id, s->step_id, s->het, s->node);
+	snprintf(tmp, sizeof(tmp), "%s.tmp.%d", name, (int)getpid());
+	int rc = 0;
+	(void)unlinkat(dfd, tmp, 0);
+	int fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+	if (fd < 0) {
+		rc = -errno;
+	} else {
+		rc = write_all(fd, text, strlen(text));
+		if (!rc)
+			rc = write_all(fd, "\n", 1);
+		if (!rc && fsync(fd) < 0)
+			rc = -errno;
+		if (close(fd) < 0 && !rc)
+			rc = -errno;
+		if (!rc && renameat(dfd, tmp, dfd, name) < 0)
+			rc = -errno;
+		if (!rc && fsync(dfd) < 0)
+			rc = -errno;
+		if (rc)
+			(void)unlinkat(dfd, tmp, 0);
+	}
+	if (rc)
+		slurm_error("joulestep: job %u step %s: writing record %s/%s: %s", s->job_id,
+			    s->step_id, dir, name, strerror(-rc));
+	free(text);
+	close(dfd);
+	return rc;
+}

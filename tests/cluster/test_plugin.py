@@ -1,0 +1,652 @@
+"""The joulestep SPANK plugin on the live Slurm cluster, with fake RAPL/cpufreq in manual mode.
+
+Every job advances the fake hardware itself (`fakehw.py ctl SOCK advance S --util 1`) inside
+its phases, so the ground truth of a phase is the sum of the advance replies printed inside it
+("ADV <tag> <json>" lines in the job output). Nothing else moves the counters. Jobs run as the
+unprivileged user jsuser.
+"""
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import pwd
+import re
+import signal
+import subprocess
+import time
+
+import pytest
+
+import fakehw
+
+pytestmark = pytest.mark.cluster
+
+FMAX = 4000000  # 0.875·fmax and 0.85·fmax fall on the acpi 100 MHz steps
+FMIN = 800000
+USER = "jsuser"
+REPO = pathlib.Path(__file__).resolve().parents[2]
+
+
+class PluginEnv:
+    """Fake hardware + plugin configuration for the session cluster."""
+
+    def __init__(self, cluster, repo: pathlib.Path, build: pathlib.Path):
+        self.c = cluster
+        self.root = cluster.workdir / "jsplug"
+        self.root.mkdir(mode=0o755, exist_ok=True)
+        os.chmod(self.root, 0o755)
+        self.hw = self.root / "hw"
+        fakehw.create(str(self.hw), packages=2, cpus_per_package=max(1, cluster.cpus // 2),
+                      fmax_khz=FMAX, fmin_khz=FMIN)
+        self.ncpus = 2 * max(1, cluster.cpus // 2)
+        self.ctl = self.root / "fakehw.ctl"
+        self.server = fakehw.serve_background(str(self.hw), manual=True, ctl=str(self.ctl))
+        self.spool = self.root / "spool"
+        self.state = self.root / "state"
+        self.sock = self.root / "sock"
+        self.fakehw_py = cluster.public_path(repo / "tests" / "fakehw" / "fakehw.py")
+        self.build = cluster.public_path(build)
+        self.bin = self.build / "bin"
+        self.cli_src = cluster.public_path(repo / "cli" / "src")
+        self.so = build / "spank" / "joulestep.so"
+        self.configure()
+        self.orig = [self.cpufreq(i) for i in range(self.ncpus)]
+
+    def args(self, **extra):
+        a = {"spool": self.spool, "state": self.state, "sysfs": self.hw, "socket_dir": self.sock,
+             "backend": "sysfs", "sample_ms": 200}
+        a.update(extra)
+        return a
+
+    def configure(self, **extra):
+        self.c.write_plugstack(self.so, self.args(**extra))
+
+    def close(self):
+        self.server.terminate()
+        self.server.wait(10)
+
+    # --------------------------------------------------------------- helpers
+    def adv(self, tag: str, seconds: float = 1.0) -> str:
+        """Shell line: advance the fake hardware and print the reply tagged."""
+        return (f'echo "ADV {tag} $(python3 {self.fakehw_py} ctl {self.ctl} advance {seconds} '
+                f'--util 1 | tr -d "\\n")"')
+
+    def phase(self, *args) -> str:
+        return f"{self.bin}/joulestep-phase " + " ".join(str(a) for a in args)
+
+    def cat_freq(self, tag: str) -> str:
+        """Shell line printing every CPU's effective clock inputs."""
+        return "; ".join(
+            f'echo "FREQ {tag} {i} $(cat {self.hw}/devices/system/cpu/cpu{i}/cpufreq/scaling_governor) '
+            f'$(cat {self.hw}/devices/system/cpu/cpu{i}/cpufreq/scaling_setspeed)"'
+            for i in range(self.ncpus))
+
+    def cpufreq(self, cpu: int) -> dict:
+        return fakehw.read_cpufreq(str(self.hw), cpu)
+
+    def assert_restored(self):
+        for i in range(self.ncpus):
+            now = self.cpufreq(i)
+            # (scaling_setspeed only means something under the userspace governor; the
+            # kernel shows <unsupported> otherwise, the fake tree keeps the last value)
+            for k in ("scaling_governor", "scaling_max_freq", "scaling_min_freq", "effective_khz"):
+                assert now[k] == self.orig[i][k], (i, k, now[k], self.orig[i][k])
+
+    def records(self, job) -> dict:
+        d = self.spool / "jstest" / str(job)
+        out = {}
+        for f in sorted(d.glob("*.json")) if d.exists() else []:
+            r = json.loads(f.read_text())
+            out[r["step"]["step_id"]] = r
+        return out
+
+    def wait_records(self, job, steps, timeout=20):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            recs = self.records(job)
+            if set(steps) <= set(recs):
+                return recs
+            time.sleep(0.2)
+        raise AssertionError(f"job {job}: records {sorted(self.records(job))}, want {steps}\n"
+                             f"{self.c.logs()}")
+
+    def run_job(self, script: str, args=(), user=USER, timeout=90, state="COMPLETED"):
+        res, job = self.c.sbatch(script, user=user, args=args)
+        assert res.returncode == 0 and job, res.stderr
+        st = self.c.wait_job(job, timeout)
+        out = self.c.job_output(job)
+        assert st == state, f"job {job} {st}\n{out}\n{self.c.logs()}"
+        return job, out
+
+
+def adv_truth(out: str) -> dict:
+    """tag -> (cpu_uj, dram_uj) summed over the ADV lines with that tag; '*' = all."""
+    tot = {}
+    for m in re.finditer(r"^ADV (\S+) (\{.*\})$", out, re.M):
+        r = json.loads(m.group(2))
+        for tag in (m.group(1), "*"):
+            c, d = tot.get(tag, (0, 0))
+            tot[tag] = (c + r["energy_cpu_uj"], d + r["energy_dram_uj"])
+    return tot
+
+
+def close(measured, truth, rel=0.005):
+    return abs(measured - truth) <= rel * truth
+
+
+def freq_lines(out: str) -> dict:
+    """tag -> {cpu: (governor, setspeed)}"""
+    res = {}
+    for m in re.finditer(r"^FREQ (\S+) (\d+) (\S+) (\S+)$", out, re.M):
+        res.setdefault(m.group(1), {})[int(m.group(2))] = (m.group(3), m.group(4))
+    return res
+
+
+@pytest.fixture(scope="module")
+def js(cluster, repo, build_dir):
+    env = PluginEnv(cluster, repo, build_dir)
+    try:
+        yield env
+    finally:
+        env.close()
+
+
+@pytest.fixture
+def plug(js):
+    js.configure()
+    js.c.wait_idle()
+    yield js
+    js.c.wait_idle()
+    js.assert_restored()
+
+
+def queued_jobs(c, user=USER):
+    return c.run(["squeue", "-h", "-u", user, "-o", "%i"]).stdout.split()
+
+
+# ------------------------------------------------------------------ options
+@pytest.mark.parametrize("opt, msg", [
+    ("--energy-policy=turbo", "unknown policy 'turbo'"),
+    ("--energy-policy=fixed:0.3", "below the minimum ratio 0.5"),
+    ("--energy-policy=fixed:1.5", "R must be a number in (0, 1]"),
+    ("--energy-policy=phase:write", "is not KIND=R"),
+    ("--energy-tag=strategy=ve;loc", "allowed: KEY=VALUE"),
+    ("--energy-tag=nokey", "allowed: KEY=VALUE"),
+])
+def test_bad_sbatch_option_is_refused_and_not_queued(plug, opt, msg):
+    before = queued_jobs(plug.c)
+    res, job = plug.c.sbatch(f"#!/bin/sh\n#SBATCH {opt}\ntrue\n", user=USER)
+    assert res.returncode != 0 and job is None
+    assert msg in res.stderr and "allowed" in res.stderr, res.stderr
+    assert queued_jobs(plug.c) == before
+    # same on the command line, for srun and salloc
+    res = plug.c.srun([opt, "true"], user=USER)
+    assert res.returncode != 0 and msg in res.stderr
+    res = plug.c.run(["salloc", opt, "true"], user=USER, timeout=30)
+    assert res.returncode != 0 and msg in res.stderr
+
+
+def test_policy_not_allowed_by_admin_is_refused(plug):
+    plug.configure(policies="monitor,io-dvfs")
+    res, job = plug.c.sbatch("#!/bin/sh\n#SBATCH --energy-policy=fixed:0.8\ntrue\n", user=USER)
+    assert res.returncode != 0 and job is None
+    assert "not allowed on this cluster (allowed: monitor, io-dvfs)" in res.stderr
+
+
+def test_env_option_forms(plug):
+    env_name = "SLURM_SPANK__SLURM_SPANK_OPTION_joulestep_energy_policy"
+    res = plug.c.run(["env", f"{env_name}=turbo", "srun", "true"], user=USER)
+    assert res.returncode != 0 and "unknown policy 'turbo'" in res.stderr
+    res = plug.c.run(["env", f"{env_name}=fixed:0.75",
+                      "SLURM_SPANK__SLURM_SPANK_OPTION_joulestep_energy_tag=io=dc,k=1",
+                      "srun", "-n1", "sh", "-c", 'echo JOB $SLURM_JOB_ID; ' + plug.cat_freq("in")],
+                     user=USER)
+    assert res.returncode == 0, res.stderr
+    job = re.search(r"^JOB (\d+)$", res.stdout, re.M).group(1)
+    rec = plug.wait_records(job, ["0"])["0"]
+    assert rec["step"]["policy"] == "fixed:0.75"
+    assert rec["job"]["tags"] == {"io": "dc", "k": "1"}
+    fl = freq_lines(res.stdout)["in"]
+    for cpu in _expand(rec["step"]["cpus"]):
+        assert fl[cpu] == ("userspace", str(int(0.75 * FMAX)))
+
+
+def test_unknown_plugstack_key_disables_plugin_but_jobs_run(plug):
+    plug.configure(colour="blue")
+    job, out = plug.run_job("#!/bin/sh\necho ok\n")
+    assert "ok" in out
+    time.sleep(1)
+    assert plug.records(job) == {}
+    res = plug.c.sbatch("#!/bin/sh\ntrue\n", user=USER, args=["--energy-policy=monitor"])[0]
+    assert res.returncode != 0
+    assert "joulestep: plugstack.conf: unknown key 'colour'" in res.stderr
+
+
+# ------------------------------------------------------------------ records
+def test_batch_and_srun_steps_recorded_with_truth(plug):
+    script = f"""#!/bin/sh
+#SBATCH -n1 --job-name=recs
+#SBATCH --energy-tag=strategy=genericio
+{plug.adv("batch", 2)}
+srun -n1 sh -c '{plug.adv("step0", 3)}'
+"""
+    job, out = plug.run_job(script)
+    recs = plug.wait_records(job, ["batch", "0"])
+    truth = adv_truth(out)
+    b, s0 = recs["batch"], recs["0"]
+    for r in (b, s0):
+        assert r["format"] == "joulestep-record" and r["version"] == 1
+        assert r["cluster"] == "jstest"
+        assert r["job"]["user"] == USER and r["job"]["uid"] == pwd.getpwnam(USER).pw_uid
+        assert r["job"]["tags"] == {"strategy": "genericio"}
+        assert r["job"]["name"] == "recs"
+        assert r["job"]["partition"] == "debug"
+        assert r["step"]["policy"] == "monitor"
+        assert r["step"]["node"] == plug.c.node
+        assert r["provenance"]["backend"] == "sysfs"
+        assert r["provenance"]["errors"] == []
+        assert r["provenance"]["wrap_uncertain"] is False
+        assert r["step"]["ncpus"] >= 1
+        assert r["step"]["exit_code"] == 0
+    # the same job key on every step
+    assert b["job"]["submit_time_ns"] == s0["job"]["submit_time_ns"]
+    assert b["provenance"]["submit_time_source"] == "slurmctld"
+    # the batch step saw every advance; the srun step only its own
+    assert close(b["step"]["energy_cpu_uj"], truth["*"][0])
+    assert close(b["step"]["energy_dram_uj"], truth["*"][1])
+    assert close(s0["step"]["energy_cpu_uj"], truth["step0"][0])
+    assert close(s0["step"]["energy_dram_uj"], truth["step0"][1])
+    assert s0["step"]["energy_total_uj"] == s0["step"]["energy_cpu_uj"] + s0["step"]["energy_dram_uj"]
+    zsum = sum(z["energy_uj"] for z in s0["zones"])
+    assert zsum == s0["step"]["energy_total_uj"]
+    # record files are complete JSON only (no tmp leftovers), root-owned dirs
+    d = plug.spool / "jstest" / job
+    assert all(p.suffix == ".json" for p in d.iterdir())
+    assert os.stat(d).st_uid == 0 and not os.stat(d).st_mode & 0o022
+
+
+# ------------------------------------------------------------------ phases: clients
+C_PROG = r"""
+#include <stdio.h>
+#include <stdlib.h>
+#include <joulestep/client.h>
+int main(int argc, char **argv) {
+    int rc = js_phase_begin("compress", "c-lib");
+    printf("C begin %d\n", rc); fflush(stdout);
+    if (system(argv[1]) != 0) return 3;
+    rc = js_phase_end(4096);
+    printf("C end %d\n", rc);
+    return rc == 0 ? 0 : 4;
+}
+"""
+
+
+def test_phases_from_c_shell_and_python_match_truth(plug, tmp_path):
+    src = plug.root / "phase_c.c"
+    src.write_text(C_PROG)
+    exe = plug.root / "phase_c"
+    subprocess.run(["cc", "-std=c11", f"-I{REPO / 'spank' / 'client'}", str(src),
+                    "-o", str(exe), f"-L{plug.build / 'lib'}", "-ljoulestep-client",
+                    f"-Wl,-rpath,{plug.build / 'lib'}"], check=True)
+    os.chmod(exe, 0o755)
+    py = (f"import sys; sys.path.insert(0, '{plug.cli_src}'); import joulestep.phase as jsp, subprocess\n"
+          f"with jsp.phase('write', 'py-lib', nbytes=8192):\n"
+          f"    subprocess.run({plug.adv('python', 2)!r}, shell=True, check=True)\n")
+    (plug.root / "phase_py.py").write_text(py)
+    script = f"""#!/bin/sh
+#SBATCH -n1
+export JOULESTEP_SYNC=1
+{plug.phase("begin", "checkpoint", "shell-ckpt")}
+{plug.adv("shell", 1)}
+{plug.phase("end", "--bytes", 123)}
+{exe} '{plug.adv("c", 1.5)}'
+python3 {plug.root / "phase_py.py"}
+{plug.phase("begin", "restart")}
+{plug.adv("restart", 0.5)}
+{plug.phase("end")}
+"""
+    job, out = plug.run_job(script)
+    assert "C begin 0" in out and "C end 0" in out, out
+    rec = plug.wait_records(job, ["batch"])["batch"]
+    truth = adv_truth(out)
+    ph = rec["phases"]
+    assert [(p["kind"], p["label"], p["bytes"]) for p in ph] == [
+        ("checkpoint", "shell-ckpt", 123), ("compress", "c-lib", 4096),
+        ("write", "py-lib", 8192), ("restart", None, None)]
+    for p, tag in zip(ph, ("shell", "c", "python", "restart")):
+        assert close(p["energy_cpu_uj"], truth[tag][0]), (tag, p, truth[tag])
+        assert close(p["energy_dram_uj"], truth[tag][1]), (tag, p, truth[tag])
+        assert p["freq_khz"] is None  # monitor
+        assert p["nranks"] == 1 and p["ranks"][0]["rank"] == 0
+        assert p["depth"] == 0 and p["parent_seq"] is None
+        assert rec["step"]["start_ns"] <= p["start_ns"] < p["end_ns"] <= rec["step"]["end_ns"]
+    assert close(rec["step"]["energy_cpu_uj"], truth["*"][0])
+
+
+def test_done_when_io_dvfs_veloc(plug):
+    """The issue's acceptance scenario."""
+    script = f"""#!/bin/sh
+#SBATCH -n1
+#SBATCH --energy-policy=io-dvfs
+#SBATCH --energy-tag=strategy=veloc
+{plug.cat_freq("before")}
+{plug.adv("compute", 1)}
+{plug.phase("begin", "checkpoint", "ckpt-1")}
+{plug.adv("ckpt", 0.5)}
+{plug.phase("begin", "compress")}
+{plug.cat_freq("compress")}
+{plug.adv("compress", 2)}
+{plug.phase("end", "--bytes", 1000)}
+{plug.cat_freq("between")}
+{plug.phase("begin", "write")}
+{plug.cat_freq("write")}
+{plug.adv("write", 2)}
+{plug.phase("end", "--bytes", 500)}
+{plug.phase("end")}
+{plug.cat_freq("after")}
+"""
+    job, out = plug.run_job(script)
+    rec = plug.wait_records(job, ["batch"])["batch"]
+    truth = adv_truth(out)
+    fl = freq_lines(out)
+    cpus = sorted(int(c) for c in _expand(rec["step"]["cpus"]))
+    others = [i for i in range(plug.ncpus) if i not in cpus]
+    orig = {i: (plug.orig[i]["scaling_governor"], str(plug.orig[i]["scaling_setspeed"]))
+            for i in range(plug.ncpus)}
+    for cpu in cpus:
+        assert fl["compress"][cpu] == ("userspace", str(int(0.875 * FMAX)))
+        assert fl["write"][cpu] == ("userspace", str(int(0.85 * FMAX)))
+        assert fl["between"][cpu] == ("userspace", str(FMAX))   # the step's base clock
+        assert fl["after"][cpu] == ("userspace", str(FMAX))
+        assert fl["before"][cpu][0] == orig[cpu][0]
+    for cpu in others:  # never touch CPUs outside the step
+        for tag in ("compress", "write", "between", "after"):
+            assert fl[tag][cpu] == fl["before"][cpu]
+    assert rec["job"]["tags"] == {"strategy": "veloc"}
+    assert rec["step"]["policy"] == "io-dvfs"
+    assert rec["step"]["base_freq_khz"] == FMAX
+    ph = {p["kind"]: p for p in rec["phases"]}
+    assert ph["checkpoint"]["freq_khz"] is None
+    assert ph["compress"]["freq_khz"] == int(0.875 * FMAX)
+    assert ph["write"]["freq_khz"] == int(0.85 * FMAX)
+    assert ph["compress"]["parent_seq"] == ph["checkpoint"]["seq"] == ph["write"]["parent_seq"]
+    assert ph["compress"]["depth"] == 1
+    assert ph["compress"]["freq_change_ns"] > 0
+    assert ph["compress"]["bytes"] == 1000 and ph["write"]["bytes"] == 500
+    for kind, tags in (("compress", ["compress"]), ("write", ["write"]),
+                       ("checkpoint", ["ckpt", "compress", "write"])):
+        t_cpu = sum(truth[t][0] for t in tags)
+        t_dram = sum(truth[t][1] for t in tags)
+        assert close(ph[kind]["energy_cpu_uj"], t_cpu), (kind, ph[kind], t_cpu)
+        assert close(ph[kind]["energy_dram_uj"], t_dram)
+    assert close(rec["step"]["energy_cpu_uj"], truth["*"][0])
+    assert close(rec["step"]["energy_dram_uj"], truth["*"][1])
+    # lower clocks really cost less per second in the model: compress at 0.875 fmax
+    assert truth["compress"][0] / 2 < truth["compute"][0] / 1
+
+
+def _expand(cpus: str):
+    out = []
+    for part in cpus.split(","):
+        a, _, b = part.partition("-")
+        out += range(int(a), int(b or a) + 1)
+    return out
+
+
+def test_ckpt_dvfs_and_fixed(plug):
+    script = f"""#!/bin/sh
+#SBATCH -n1
+{plug.phase("begin", "checkpoint")}
+{plug.cat_freq("ckpt")}
+{plug.adv("ckpt", 1)}
+{plug.phase("end")}
+{plug.phase("begin", "flush")}
+{plug.cat_freq("flush")}
+{plug.phase("end")}
+"""
+    job, out = plug.run_job(script, args=["--energy-policy=ckpt-dvfs"])
+    rec = plug.wait_records(job, ["batch"])["batch"]
+    fl = freq_lines(out)
+    cpus = _expand(rec["step"]["cpus"])
+    for cpu in cpus:
+        assert fl["ckpt"][cpu] == ("userspace", str(int(0.5 * FMAX)))  # min_ratio·fmax >= fmin
+        assert fl["flush"][cpu] == ("userspace", str(FMAX))              # never throttled
+    ph = rec["phases"]
+    assert ph[0]["freq_khz"] == int(0.5 * FMAX) and ph[1]["freq_khz"] is None
+    plug.c.wait_idle()
+    plug.assert_restored()
+
+    # a stricter admin floor wins over the policy: ckpt at min_ratio=0.75
+    plug.configure(min_ratio=0.75)
+    job, out = plug.run_job(script, args=["--energy-policy=ckpt-dvfs"])
+    fl = freq_lines(out)
+    for cpu in _expand(plug.wait_records(job, ["batch"])["batch"]["step"]["cpus"]):
+        assert fl["ckpt"][cpu] == ("userspace", str(int(0.75 * FMAX)))
+    plug.c.wait_idle()
+    plug.assert_restored()
+    plug.configure()
+
+    script = f"""#!/bin/sh
+#SBATCH -n1
+{plug.cat_freq("start")}
+{plug.adv("all", 1)}
+"""
+    job, out = plug.run_job(script, args=["--energy-policy=fixed:0.6"])
+    rec = plug.wait_records(job, ["batch"])["batch"]
+    assert rec["step"]["base_freq_khz"] == int(0.6 * FMAX)
+    for cpu in _expand(rec["step"]["cpus"]):
+        assert freq_lines(out)["start"][cpu] == ("userspace", str(int(0.6 * FMAX)))
+
+
+# ------------------------------------------------------------------ security
+def test_other_user_cannot_connect(plug):
+    flag = plug.c.user_dir(USER) / "sockpath"
+    flag.unlink(missing_ok=True)
+    script = f"""#!/bin/sh
+#SBATCH -n1
+echo "$JOULESTEP_SOCKET" > {flag}.tmp && mv {flag}.tmp {flag}
+i=0; while [ ! -e {flag}.done ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done
+"""
+    res, job = plug.c.sbatch(script, user=USER)
+    assert res.returncode == 0
+    try:
+        deadline = time.monotonic() + 30
+        while not flag.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        path = flag.read_text().strip()
+        assert path.startswith(str(plug.sock) + "/") and path.endswith(f"{job}.batch.sock")
+        st = os.stat(plug.sock)
+        assert st.st_uid == 0 and not st.st_mode & 0o022
+        probe = ("import socket,sys; s=socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET); "
+                 "s.settimeout(5); s.connect(sys.argv[1])\n"
+                 "try: s.send(b'JS1 PING id=1 sync')\n"
+                 "except OSError as e: print('send failed', e.errno)\n"
+                 "print(s.recv(300).decode())")
+        other = plug.c.run(["python3", "-c", probe, path], user="jsother")
+        assert "JS1 ERR 13" in other.stdout and "permission denied" in other.stdout, other
+        mine = plug.c.run(["python3", "-c", probe, path], user=USER)
+        assert mine.stdout.startswith("JS1 OK id=1 PONG"), mine
+        root = plug.c.run(["python3", "-c", probe, path])
+        assert root.stdout.startswith("JS1 OK id=1 PONG")
+        # malformed and oversized messages get an error reply; the step goes on
+        bad = plug.c.run(["python3", "-c",
+                          "import socket,sys; s=socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET);"
+                          "s.settimeout(5); s.connect(sys.argv[1]);"
+                          "s.send(b'JS1 BEGIN Bad$ id=2 sync'); print(s.recv(300).decode());"
+                          "s.send(b'x'*1000); print(s.recv(300).decode());"
+                          "s.send(b'JS9 BEGIN write'); print(s.recv(300).decode());"
+                          "s.send(b'JS1 END id=3 sync'); print(s.recv(300).decode())", path], user=USER)
+        lines = bad.stdout.splitlines()
+        assert lines[0].startswith("JS1 ERR 22 id=2"), lines
+        assert lines[1].startswith("JS1 ERR 90"), lines
+        assert lines[2].startswith("JS1 ERR 71"), lines
+        assert lines[3].startswith("JS1 ERR 2 id=3 no open phase"), lines
+    finally:
+        (plug.c.user_dir(USER) / "sockpath.done").touch()
+    assert plug.c.wait_job(job) == "COMPLETED"
+    rec = plug.wait_records(job, ["batch"])["batch"]
+    assert rec["provenance"]["markers_rejected"] == 4
+    assert rec["phases"] == []
+    assert not pathlib.Path(path).exists()  # socket removed at step end
+
+
+def test_no_fd_leaks_into_tasks(plug):
+    script = f"""#!/bin/sh
+#SBATCH -n1
+for f in /proc/$$/fd/*; do echo "FD $f $(readlink $f)"; done
+srun -n1 sh -c 'for f in /proc/$$/fd/*; do echo "FD $f $(readlink $f)"; done'
+"""
+    job, out = plug.run_job(script)
+    fds = re.findall(r"^FD (\S+) (.*)$", out, re.M)
+    assert len(fds) >= 6, out
+    for fd, target in fds:
+        assert not any(x in target for x in ("jsplug", "socket:", "anon_inode", "powercap",
+                                                "cpufreq", "/spool/joulestep")), (fd, target)
+
+
+# ------------------------------------------------------------------ failure behaviour
+def _wait_file(p: pathlib.Path, timeout=30):
+    deadline = time.monotonic() + timeout
+    while not p.exists():
+        assert time.monotonic() < deadline, f"{p} never appeared"
+        time.sleep(0.1)
+
+
+def _in_write_phase_script(plug, flag):
+    return f"""#!/bin/sh
+#SBATCH -n1
+#SBATCH --energy-policy=io-dvfs
+{plug.phase("begin", "write")}
+touch {flag}
+sleep 300
+"""
+
+
+def test_scancel_in_a_phase_restores_the_clock(plug):
+    flag = plug.c.user_dir(USER) / "in-phase"
+    flag.unlink(missing_ok=True)
+    res, job = plug.c.sbatch(_in_write_phase_script(plug, flag), user=USER)
+    assert res.returncode == 0
+    _wait_file(flag)
+    changed = [i for i in range(plug.ncpus) if plug.cpufreq(i)["effective_khz"] == int(0.85 * FMAX)]
+    assert len(changed) == 1
+    plug.c.scancel(job)
+    assert plug.c.wait_job(job) == "CANCELLED"
+    rec = plug.wait_records(job, ["batch"])["batch"]
+    plug.assert_restored()
+    assert rec["phases"][0]["kind"] == "write" and rec["phases"][0]["open_at_step_end"] is True
+    assert rec["phases"][0]["freq_khz"] == int(0.85 * FMAX)
+
+
+def _job_pids(job):
+    pids = []
+    for d in pathlib.Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                env = (d / "environ").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if f"SLURM_JOB_ID={job}".encode() in env:
+                pids.append(int(d.name))
+    return pids
+
+
+def _cmdline(pid):
+    try:
+        return pathlib.Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
+
+
+def _stepd_pid(job, step="batch"):
+    """The step's main slurmstepd (not one of its forked helpers)."""
+    for d in pathlib.Path("/proc").iterdir():
+        if d.name.isdigit() and _cmdline(d.name).startswith(f"slurmstepd: [{job}.{step}]"):
+            try:
+                ppid = int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            if not _cmdline(ppid).startswith("slurmstepd:"):
+                return int(d.name)
+    return None
+
+
+def test_kill9_slurmstepd_then_next_step_restores(plug):
+    flag = plug.c.user_dir(USER) / "in-phase-k"
+    flag.unlink(missing_ok=True)
+    res, job = plug.c.sbatch(_in_write_phase_script(plug, flag), user=USER)
+    assert res.returncode == 0
+    _wait_file(flag)
+    pid = _stepd_pid(job)
+    assert pid
+    owners = list((plug.state).glob("cpu*.owners/*"))
+    assert [o.read_text().split()[0] for o in owners] == [str(pid)]  # slurmstepd owns the CPU
+    os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while _cmdline(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    # (slurmstepd may linger as a zombie of pid 1: the journal must treat it as dead)
+    for p in _job_pids(job):  # the orphaned script and its sleep
+        try:
+            os.kill(p, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    plug.c.scancel(job)
+    time.sleep(0.5)
+    changed = [i for i in range(plug.ncpus) if plug.cpufreq(i)["effective_khz"] == int(0.85 * FMAX)]
+    assert len(changed) == 1  # nobody restored it: slurmstepd died
+    assert (plug.state).exists()
+    # the next step on the node restores from the journal before anything else
+    plug.c.wait_job(job)
+    plug.c.wait_idle(60)
+    job2, out = plug.run_job(f"#!/bin/sh\n#SBATCH -n1\n{plug.cat_freq('next')}\n")
+    fl = freq_lines(out)["next"]
+    for i in range(plug.ncpus):
+        assert fl[i][0] == plug.orig[i]["scaling_governor"], fl
+    plug.assert_restored()
+
+
+def test_two_concurrent_steps_on_one_node(plug):
+    if plug.c.cpus < 2:
+        pytest.skip("needs 2 CPUs")
+    d = plug.c.user_dir(USER)
+    for n in ("a.in", "b.in"):
+        (d / n).unlink(missing_ok=True)
+    step = lambda me, other, kind: (
+        f"{plug.phase('begin', kind)}; touch {d}/{me}.in; "
+        f"i=0; while [ ! -e {d}/{other}.in ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done; "
+        f"{plug.cat_freq(me)}; sleep 1; {plug.phase('end')}")
+    script = f"""#!/bin/sh
+#SBATCH -n2 -c1
+#SBATCH --energy-policy=io-dvfs
+srun -n1 -c1 --exact sh -c '{step("a", "b", "write")}' > {d}/a.out &
+srun -n1 -c1 --exact sh -c '{step("b", "a", "compress")}' > {d}/b.out &
+wait
+cat {d}/a.out {d}/b.out
+"""
+    job, out = plug.run_job(script)
+    recs = plug.wait_records(job, ["batch", "0", "1"])
+    fl = freq_lines(out)
+    by_kind = {recs[s]["phases"][0]["kind"]: recs[s] for s in ("0", "1")}
+    ca = _expand(by_kind["write"]["step"]["cpus"])
+    cb = _expand(by_kind["compress"]["step"]["cpus"])
+    assert len(ca) == 1 and len(cb) == 1 and ca != cb
+    for view in ("a", "b"):  # both steps see each own clock on its own CPU only
+        assert fl[view][ca[0]] == ("userspace", str(int(0.85 * FMAX)))
+        assert fl[view][cb[0]] == ("userspace", str(int(0.875 * FMAX)))
+    assert by_kind["write"]["phases"][0]["freq_khz"] == int(0.85 * FMAX)
+    assert by_kind["compress"]["phases"][0]["freq_khz"] == int(0.875 * FMAX)
+
+
+def test_energy_report_printed_by_srun(plug):
+    res = plug.c.srun(["-n1", "--energy-report", "--energy-policy=fixed:0.75", "sh", "-c",
+                       plug.adv("rep", 1)], user=USER)
+    assert res.returncode == 0, res.stderr
+    truth = adv_truth(res.stdout)["rep"]
+    m = re.search(r"joulestep: step (\d+)\.0 on (\S+): [\d.]+ s, CPU ([\d.]+) J, DRAM ([\d.]+) J, "
+                  r"total [\d.]+ J \([\d.]+ W\), policy fixed:0.75, 0 phase\(s\)", res.stderr)
+    assert m, res.stderr
+    assert m.group(2) == plug.c.node
+    assert close(float(m.group(3)) * 1e6, truth[0], 0.01)
+    assert close(float(m.group(4)) * 1e6, truth[1], 0.01)

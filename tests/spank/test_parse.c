@@ -1,0 +1,336 @@
+/* Unit tests of the plugin's pure logic: plugstack keys, policies, tags,
+ * the phase protocol parser, the token bucket and the phase bookkeeping
+ * (collective merging, nesting, clock levels). Built and run by
+ * tests/spank/test_spank_unit.py. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "js_parse.h"
+#include "js_phase.h"
+
+static void conf_defaults_and_keys(void **st)
+{
+	(void)st;
+	struct js_conf c;
+	char err[400];
+	char *ok[] = {"spool=/var/spool/js", "state=/var/lib/js/", "sysfs=/sys", "socket_dir=/run/js",
+		      "cluster=c1", "policies=monitor,io-dvfs", "default_policy=io-dvfs",
+		      "min_ratio=0.6", "sample_ms=500", "max_phases=10", "max_depth=3", "rate=50",
+		      "backend=sysfs,powercap"};
+	assert_int_equal(js_conf_parse(13, ok, &c, err, sizeof(err)), 0);
+	assert_string_equal(c.state, "/var/lib/js");
+	assert_int_equal(c.default_policy, JS_POL_IO_DVFS);
+	assert_true(c.min_ratio > 0.59 && c.min_ratio < 0.61);
+	assert_int_equal(c.max_depth, 3);
+	assert_int_equal(c.policies_mask, (1u << JS_POL_MONITOR) | (1u << JS_POL_IO_DVFS));
+
+	assert_int_equal(js_conf_parse(0, NULL, &c, err, sizeof(err)), 0);
+	assert_string_equal(c.socket_dir, "/run/joulestep");
+	assert_int_equal(c.default_policy, JS_POL_MONITOR);
+	assert_int_equal(c.max_depth, 4);
+	assert_int_equal(c.rate, 1000);
+
+	char *unknown[] = {"spool=/x", "colour=blue"};
+	assert_int_equal(js_conf_parse(2, unknown, &c, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "unknown key 'colour'"));
+	assert_non_null(strstr(err, "allowed:"));
+	char *bad[][1] = {{"spool=relative"}, {"socket_dir=/tmp/js"}, {"min_ratio=1.5"},
+			  {"min_ratio=0"}, {"max_depth=99"}, {"rate=-1"}, {"policies=io-dvfs"},
+			  {"policies=monitor,turbo"}, {"backend=nvml"}, {"cluster=a/b"},
+			  {"noequals"}, {"default_policy=fixed:0.5"}, {"spool=/a/../b"}};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		assert_int_equal(js_conf_parse(1, bad[i], &c, err, sizeof(err)), -EINVAL);
+	char *dp[] = {"policies=monitor", "default_policy=io-dvfs"};
+	assert_int_equal(js_conf_parse(2, dp, &c, err, sizeof(err)), -EINVAL);
+}
+
+static void policies(void **st)
+{
+	(void)st;
+	struct js_conf c;
+	struct js_policy p;
+	char err[400], buf[200];
+	js_conf_defaults(&c);
+	assert_int_equal(js_policy_parse("io-dvfs", &p, err, sizeof(err)), 0);
+	assert_true(js_policy_kind_ratio(&p, &c, "compress") == 0.875);
+	assert_true(js_policy_kind_ratio(&p, &c, "write") == 0.85);
+	assert_true(js_policy_kind_ratio(&p, &c, "checkpoint") == JS_RATIO_INHERIT);
+	assert_true(js_policy_base_ratio(&p) == 1.0);
+
+	assert_int_equal(js_policy_parse("ckpt-dvfs", &p, err, sizeof(err)), 0);
+	assert_true(js_policy_kind_ratio(&p, &c, "checkpoint") == c.min_ratio);
+	assert_true(js_policy_kind_ratio(&p, &c, "flush") == JS_RATIO_BASE);
+	assert_true(js_policy_kind_ratio(&p, &c, "compute") == JS_RATIO_INHERIT);
+
+	assert_int_equal(js_policy_parse("fixed:0.75", &p, err, sizeof(err)), 0);
+	assert_true(js_policy_base_ratio(&p) == 0.75);
+	assert_int_equal(js_policy_parse("phase:write=0.8,compress=0.9,write=0.7", &p, err, sizeof(err)), 0);
+	assert_int_equal(p.nmap, 2);
+	assert_true(js_policy_kind_ratio(&p, &c, "write") == 0.7);
+	assert_int_equal(js_policy_format(&p, buf, sizeof(buf)), 0);
+	assert_string_equal(buf, "phase:write=0.7,compress=0.9");
+
+	const char *bad[] = {"", "turbo", "fixed:", "fixed:0", "fixed:1.2", "fixed:abc", "phase:",
+			     "phase:write", "phase:WRITE=0.8", "phase:write=2", "fixed:nan", "fixed:-0.5"};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		err[0] = 0;
+		assert_int_equal(js_policy_parse(bad[i], &p, err, sizeof(err)), -EINVAL);
+		assert_true(strlen(err) > 0);
+	}
+	/* admin bounds */
+	assert_int_equal(js_policy_parse("fixed:0.4", &p, err, sizeof(err)), 0);
+	assert_int_equal(js_policy_check(&p, &c, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "minimum ratio 0.5"));
+	assert_int_equal(js_policy_enforce(&p, &c, err, sizeof(err)), 1);
+	assert_true(p.fixed_ratio == 0.5);
+	c.policies_mask = 1u << JS_POL_MONITOR;
+	assert_int_equal(js_policy_parse("io-dvfs", &p, err, sizeof(err)), 0);
+	assert_int_equal(js_policy_check(&p, &c, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "allowed: monitor"));
+	assert_int_equal(js_policy_enforce(&p, &c, err, sizeof(err)), 1);
+	assert_int_equal(p.type, JS_POL_MONITOR);
+	/* io-dvfs under a stricter min_ratio never goes below it */
+	js_conf_defaults(&c);
+	c.min_ratio = 0.9;
+	assert_int_equal(js_policy_parse("io-dvfs", &p, err, sizeof(err)), 0);
+	assert_true(js_policy_kind_ratio(&p, &c, "write") == 0.9);
+}
+
+static void tags(void **st)
+{
+	(void)st;
+	struct js_tags t = {0};
+	char err[400];
+	assert_int_equal(js_tags_parse("strategy=veloc,tier=dram", &t, err, sizeof(err)), 0);
+	assert_int_equal(t.n, 2);
+	assert_string_equal(t.t[1].key, "tier");
+	assert_int_equal(js_tags_parse("dump=sz,eb=1e-3,tier=nvme", &t, err, sizeof(err)), 0);
+	assert_int_equal(t.n, 4);
+	assert_string_equal(t.t[1].val, "nvme");
+	const char *bad[] = {"", "novalue", "=v", "k=", "k=v w", "k=v;rm", "a=b,,c=d", "k=$(x)",
+			     "kkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkk=v"};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		struct js_tags u = {0};
+		assert_int_equal(js_tags_parse(bad[i], &u, err, sizeof(err)), -EINVAL);
+		assert_non_null(strstr(err, "allowed"));
+		assert_int_equal(u.n, 0);
+	}
+	struct js_tags many = {0};
+	char buf[400] = "";
+	for (int i = 0; i < 17; i++)
+		snprintf(buf + strlen(buf), sizeof(buf) - strlen(buf), "%sk%d=v", i ? "," : "", i);
+	assert_int_equal(js_tags_parse(buf, &many, err, sizeof(err)), -EINVAL);
+}
+
+static int P(const char *s, struct js_msg *m)
+{
+	const char *why = NULL;
+	return js_msg_parse(s, strlen(s), m, &why);
+}
+
+static void protocol(void **st)
+{
+	(void)st;
+	struct js_msg m;
+	assert_int_equal(P("JS1 BEGIN write out.h5 rank=3 t=12345 sync", &m), 0);
+	assert_int_equal(m.op, JS_OP_BEGIN);
+	assert_string_equal(m.kind, "write");
+	assert_string_equal(m.label, "out.h5");
+	assert_int_equal(m.rank, 3);
+	assert_true(m.t_ns == 12345);
+	assert_true(m.sync);
+	assert_int_equal(P("JS1 BEGIN compress - rank=0 t=1", &m), 0);
+	assert_string_equal(m.label, "");
+	assert_false(m.sync);
+	assert_int_equal(P("JS1 BEGIN compress", &m), 0);
+	assert_int_equal(m.rank, -1);
+	assert_int_equal(P("JS1 END bytes=1048576 rank=1 t=99", &m), 0);
+	assert_true(m.bytes == 1048576);
+	assert_int_equal(P("JS1 END bytes=- rank=1 t=99\n", &m), 0);
+	assert_true(m.bytes == -1);
+	assert_int_equal(P("JS1 PING sync", &m), 0);
+	assert_int_equal(m.op, JS_OP_PING);
+
+	assert_int_equal(P("JS2 BEGIN write", &m), EPROTO);
+	assert_int_equal(P("JS1 BEGIN Write", &m), EINVAL);
+	assert_int_equal(P("JS1 BEGIN write bad;label", &m), EINVAL);
+	assert_int_equal(P("JS1 BEGIN write - rank=-1", &m), EINVAL);
+	assert_int_equal(P("JS1 BEGIN write - rank=x sync", &m), EINVAL);
+	assert_true(m.sync); /* a malformed sync request still gets its reply */
+	assert_int_equal(P("JS1 END bytes=-5", &m), EINVAL);
+	assert_int_equal(P("JS1 BEGIN write - bytes=5", &m), EINVAL);
+	assert_int_equal(P("JS1 FOO", &m), EINVAL);
+	assert_int_equal(P("", &m), EINVAL);
+	assert_int_equal(P("JS1", &m), EINVAL);
+	char nul[] = "JS1 BEGIN a\0b";
+	const char *why;
+	assert_int_equal(js_msg_parse(nul, sizeof(nul) - 1, &m, &why), EINVAL);
+	char big[300];
+	memset(big, 'a', sizeof(big));
+	assert_int_equal(js_msg_parse(big, sizeof(big), &m, &why), EMSGSIZE);
+}
+
+static void bucket(void **st)
+{
+	(void)st;
+	struct js_bucket b;
+	js_bucket_init(&b, 10, 0);
+	int n = 0;
+	for (int i = 0; i < 100; i++)
+		n += js_bucket_take(&b, 0);
+	assert_int_equal(n, 10);
+	assert_false(js_bucket_take(&b, 50000000)); /* 0.5 token after 50 ms */
+	assert_true(js_bucket_take(&b, 100000000)); /* 1 token after 100 ms */
+	n = 0;
+	for (int i = 0; i < 100; i++)
+		n += js_bucket_take(&b, 10000000000ULL);
+	assert_int_equal(n, 10); /* refill is capped at the burst */
+}
+
+/* ---- phases with recorded callbacks ------------------------------------ */
+struct fake {
+	uint64_t now, cpu, dram;
+	int nset;
+	double ratios[64];
+};
+
+static int f_set(void *ctx, double ratio, uint32_t *khz, uint64_t *took)
+{
+	struct fake *f = ctx;
+	f->ratios[f->nset++] = ratio;
+	*khz = ratio == JS_RATIO_BASE ? 2400000 : (uint32_t)(ratio * 2400000);
+	*took = 1000;
+	return 0;
+}
+static void f_snap(void *ctx, uint64_t *c, uint64_t *d, bool *u)
+{
+	struct fake *f = ctx;
+	*c = f->cpu;
+	*d = f->dram;
+	*u = false;
+}
+static uint64_t f_now(void *ctx) { return ((struct fake *)ctx)->now; }
+
+static void phases_collective_and_nesting(void **st)
+{
+	(void)st;
+	struct fake f = {.now = 1000};
+	struct js_phase_ops ops = {&f, f_set, f_snap, f_now};
+	struct js_conf c;
+	struct js_policy p;
+	char err[100];
+	js_conf_defaults(&c);
+	js_policy_parse("io-dvfs", &p, err, sizeof(err));
+	struct js_phases *ps = js_phases_new(100, 2, &ops, 0);
+	uint32_t seq, khz;
+#define R(k) js_policy_kind_ratio(&p, &c, k)
+	/* rank 0 and 1 enter checkpoint #0 at t=1000/1100 */
+	f.cpu = 10;
+	assert_int_equal(js_phases_begin(ps, 0, "checkpoint", "c0", R("checkpoint"), 1000, &seq, &khz), 0);
+	assert_int_equal(seq, 0);
+	assert_int_equal(khz, 0); /* io-dvfs leaves checkpoints at the base clock */
+	f.now = 1100;
+	assert_int_equal(js_phases_begin(ps, 1, "checkpoint", "c0", R("checkpoint"), 1100, &seq, &khz), 0);
+	assert_int_equal(seq, 0);
+	assert_int_equal(f.nset, 0);
+	/* nested compress: the first rank in sets 0.875, same step phase for both */
+	f.now = 1200;
+	f.cpu = 20;
+	assert_int_equal(js_phases_begin(ps, 0, "compress", NULL, R("compress"), 1200, &seq, &khz), 0);
+	assert_int_equal(seq, 1);
+	assert_int_equal(khz, 2100000);
+	assert_int_equal(f.nset, 1);
+	assert_true(f.ratios[0] == 0.875);
+	assert_int_equal(js_phases_begin(ps, 1, "compress", NULL, R("compress"), 1250, &seq, &khz), 0);
+	assert_int_equal(seq, 1);
+	assert_int_equal(f.nset, 1);
+	/* depth limit 2 */
+	assert_int_equal(js_phases_begin(ps, 0, "write", NULL, R("write"), 1260, &seq, &khz), -ERANGE);
+	/* rank 0 leaves compress: clock stays until the last rank leaves */
+	f.now = 1300;
+	assert_int_equal(js_phases_end(ps, 0, 100, 1300, &seq), 0);
+	assert_int_equal(f.nset, 1);
+	f.now = 1400;
+	f.cpu = 50;
+	assert_int_equal(js_phases_end(ps, 1, 200, 1400, &seq), 0);
+	assert_int_equal(f.nset, 2);
+	assert_true(f.ratios[1] == JS_RATIO_BASE); /* back to the enclosing level */
+	const struct js_sphase *cp = js_phases_get(ps, 1);
+	assert_true(cp->start_ns == 1200 && cp->end_ns == 1400);
+	assert_true(cp->e_cpu1_uj - cp->e_cpu0_uj == 30);
+	assert_true(cp->bytes == 300);
+	assert_int_equal(cp->nranks, 2);
+	assert_int_equal(cp->parent_seq, 0);
+	assert_int_equal(cp->depth, 1);
+	/* write under checkpoint for rank 0 only */
+	f.now = 1900;
+	assert_int_equal(js_phases_begin(ps, 0, "write", NULL, R("write"), 1500, &seq, &khz), 0);
+	assert_int_equal(khz, 2040000);
+	assert_int_equal(js_phases_end(ps, 0, -1, 1600, &seq), 0);
+	assert_true(js_phases_get(ps, 2)->bytes == -1);
+	/* END without an open phase */
+	assert_int_equal(js_phases_end(ps, 7, -1, 1600, &seq), -ENOENT);
+	/* second checkpoint of rank 0 is a new step phase (n-th of kind) */
+	assert_int_equal(js_phases_end(ps, 0, -1, 1700, &seq), 0);
+	assert_int_equal(js_phases_begin(ps, 0, "checkpoint", NULL, R("checkpoint"), 1800, &seq, &khz), 0);
+	assert_int_equal(seq, 3);
+	/* rank 1 still in checkpoint #0; step end closes both */
+	js_phases_close_all(ps, 2000);
+	assert_true(js_phases_get(ps, 0)->closed_by_step_end);
+	assert_true(js_phases_get(ps, 0)->end_ns == 2000);
+	assert_true(js_phases_level(ps) == JS_RATIO_BASE);
+	/* client timestamps are clamped into [step start, now] */
+	assert_true(js_phases_get(ps, 3)->start_ns == 1800);
+	js_phases_free(ps);
+}
+
+static void phases_ckpt_and_limits(void **st)
+{
+	(void)st;
+	struct fake f = {.now = 10};
+	struct js_phase_ops ops = {&f, f_set, f_snap, f_now};
+	struct js_conf c;
+	struct js_policy p;
+	char err[100];
+	js_conf_defaults(&c);
+	js_policy_parse("ckpt-dvfs", &p, err, sizeof(err));
+	struct js_phases *ps = js_phases_new(3, 4, &ops, 5);
+	uint32_t seq, khz;
+	assert_int_equal(js_phases_begin(ps, 0, "checkpoint", NULL, R("checkpoint"), 999999, &seq, &khz), 0);
+	assert_true(js_phases_get(ps, 0)->start_ns == 10); /* future t clamped to now */
+	assert_int_equal(khz, 1200000);
+	/* compress inside inherits the lowered clock: no new apply */
+	assert_int_equal(js_phases_begin(ps, 0, "compress", NULL, R("compress"), 0, &seq, &khz), 0);
+	assert_int_equal(khz, 1200000);
+	assert_int_equal(f.nset, 1);
+	/* flush is never throttled, even nested */
+	assert_int_equal(js_phases_begin(ps, 0, "flush", NULL, R("flush"), 0, &seq, &khz), 0);
+	assert_int_equal(khz, 0);
+	assert_true(f.ratios[1] == JS_RATIO_BASE);
+	/* max_phases=3 */
+	assert_int_equal(js_phases_begin(ps, 0, "write", NULL, R("write"), 0, &seq, &khz), -ENOSPC);
+	assert_int_equal(js_phases_end(ps, 0, -1, 0, &seq), 0);
+	assert_true(f.ratios[2] == 0.5); /* back to the checkpoint's clock */
+	js_phases_free(ps);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(conf_defaults_and_keys),
+		cmocka_unit_test(policies),
+		cmocka_unit_test(tags),
+		cmocka_unit_test(protocol),
+		cmocka_unit_test(bucket),
+		cmocka_unit_test(phases_collective_and_nesting),
+		cmocka_unit_test(phases_ckpt_and_limits),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
