@@ -1,0 +1,346 @@
+#!/usr/bin/env python3
+"""Benchmarks of the joulestep CLI core (run by `make bench`, or directly).
+
+Figures (each the median of several runs, beside a baseline measured in the
+same run):
+
+1. ingest rate, N steps x 10 phases (default N = 1,000,000; set
+   JOULESTEP_BENCH_STEPS to scale down).  What is timed: the ingest core
+   (store.ingest_records: validation of each decoded record, natural-key
+   lookups/inserts of node, job and step, buffered executemany of phases,
+   zones and tags, one transaction per 1,000 records) on records already
+   decoded in memory -- writing and re-reading 1M JSON files is a file-system
+   benchmark, so it is measured separately (figure 2).  Baseline: a bare
+   executemany of exactly the same rows (keys precomputed) into the same
+   schema, one transaction per 1,000 steps.  Record generation is outside
+   both timings.  Goal >= 0.5x the baseline.
+2. ingest of a real spool of JOULESTEP_BENCH_FILES files (default 5,000)
+   through `joulestep ingest` (read, json.loads, validate, insert), beside
+   a baseline that only reads and decodes the same files.
+3. `joulestep job ID` latency on the big database: a fresh process
+   (console script, interpreter start-up included) and in-process.
+   Goal <= 100 ms.
+4. `report --by user` over one month (the big database spans 30 days) vs
+   the same aggregate as one bare SQL statement.  Goal <= 2x.
+
+The big database is built once by figure 1's ingest and reused by 3 and 4.
+The default run takes about 5 minutes on 2 cores and needs ~4 GB of disk
+under JOULESTEP_BENCH_DIR (default /var/tmp); JOULESTEP_BENCH_STEPS=200000
+gives the same figures in about a minute.
+JOULESTEP_BENCH_RUNS (default 5) splits figure 1's ingest into that many
+consecutive runs of N/RUNS steps into the growing database, each timed
+beside its baseline; the figure is the median over runs.  Queries run 7
+times.
+"""
+from __future__ import annotations
+
+import gc
+import json
+import os
+import pathlib
+import shutil
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "cli" / "src"))
+sys.path.insert(0, str(REPO / "tests" / "cli"))
+
+from joulestep import config, report, store  # noqa: E402
+
+S = 1_000_000_000
+T0 = 1_761_955_200 * S            # 2025-11-01T00:00:00Z
+MONTH_S = 30 * 86400
+BATCH = 1000
+PHASES = 10
+STEPS_PER_JOB = 4
+USERS = 100
+NODES = 200
+
+
+def make_records(first: int, count: int, total: int) -> list[dict]:
+    """Decoded v1 records for steps first..first+count-1 (deterministic),
+    spread evenly over a 30-day month."""
+    out = []
+    for i in range(first, first + count):
+        job = i // STEPS_PER_JOB
+        step = i % STEPS_PER_JOB
+        st = T0 + (i * MONTH_S // max(total, 1)) * S + step
+        dur = 60 * S
+        phases = []
+        pst = st
+        for k in range(PHASES):
+            d = dur // (PHASES + 1)
+            phases.append({
+                "seq": k, "kind": ("compute", "checkpoint", "flush", "write")[k % 4],
+                "label": f"it{k}", "depth": 0, "parent_seq": None,
+                "start_ns": pst, "end_ns": pst + d, "duration_ns": d,
+                "freq_khz": 1_800_000 if k % 4 else None,
+                "freq_change_ns": 30_000 if k % 4 else None,
+                "energy_cpu_uj": 1_000_000 + k, "energy_dram_uj": 200_000 + k,
+                "bytes": (1 << 30) if k % 4 else None, "nranks": 4})
+            pst += d
+        out.append({
+            "format": "joulestep-record", "version": 1, "cluster": "bench",
+            "job": {"job_id": job, "submit_time_ns": T0 + job * S,
+                    "start_time_ns": st, "name": "bench", "user": f"u{job % USERS:03d}",
+                    "uid": 2000 + job % USERS, "gid": 2000,
+                    "account": f"acct{job % 10}", "partition": "batch",
+                    "tags": {"strategy": ("veloc", "genericio")[job % 2],
+                             "size": str(job % 3)}},
+            "step": {"step_id": str(step), "het_component": 0,
+                     "node": f"n{(job * STEPS_PER_JOB + step) % NODES:04d}",
+                     "node_model": "bench-2x16", "ntasks": 4, "nnodes": 1,
+                     "cpus": "0-3", "ncpus": 4, "exclusive": True,
+                     "policy": ("monitor", "io-dvfs")[job % 2],
+                     "base_freq_khz": 2_400_000, "freq_min_ratio": 0.5,
+                     "start_ns": st, "end_ns": st + dur, "duration_ns": dur,
+                     "energy_cpu_uj": 12_000_000 + i % 1000,
+                     "energy_dram_uj": 2_000_000, "energy_total_uj": 14_000_000 + i % 1000,
+                     "exit_code": 0},
+            "zones": [{"name": "package-0", "id": "intel-rapl:0", "kind": "package",
+                       "energy_uj": 6_000_000, "wraps": 0},
+                      {"name": "package-1", "id": "intel-rapl:1", "kind": "package",
+                       "energy_uj": 6_000_000 + i % 1000, "wraps": 0},
+                      {"name": "dram", "id": "intel-rapl:0:0", "kind": "dram",
+                       "energy_uj": 2_000_000, "wraps": 0}],
+            "phases": phases,
+            "provenance": {"backend": "sysfs", "wrap_uncertain": False,
+                           "sample_period_ns": S, "errors": [],
+                           "plugin_version": "0.1.0"}})
+    return out
+
+
+class Baseline:
+    """The same rows as store.Ingester writes, keys precomputed, inserted
+    with bare executemany."""
+
+    def __init__(self, conn):
+        self.conn = conn
+        self.nodes: dict = {}
+        self.jobs: dict = {}
+        self.step_pk = 0
+
+    def rows(self, recs):
+        nodes, jobs, steps, tags, zones, phases = [], [], [], [], [], []
+        for r in recs:
+            p = store.parse_record(r)      # untimed: the baseline gets clean rows
+            nk = (p.cluster, p.node)
+            if nk not in self.nodes:
+                self.nodes[nk] = len(self.nodes) + 1
+                nodes.append((self.nodes[nk],) + nk)
+            jk = p.job[:3]
+            if jk not in self.jobs:
+                self.jobs[jk] = len(self.jobs) + 1
+                jobs.append((self.jobs[jk],) + p.job)
+            self.step_pk += 1
+            spk = self.step_pk
+            steps.append((spk, self.jobs[jk], self.nodes[nk]) + p.step)
+            tags.extend((spk, k, v) for k, v in p.tags)
+            zones.extend((spk,) + z for z in p.zones)
+            phases.extend((spk,) + ph for ph in p.phases)
+        return nodes, jobs, steps, tags, zones, phases
+
+    def insert(self, rows):
+        nodes, jobs, steps, tags, zones, phases = rows
+        c = self.conn
+        c.execute("BEGIN IMMEDIATE")
+        c.executemany("INSERT INTO nodes (node_pk, cluster, name) VALUES (?,?,?)", nodes)
+        c.executemany("INSERT INTO jobs (job_pk, cluster, job_id, submit_time_ns, "
+                      "start_time_ns, name, user_name, uid, gid, account, partition) "
+                      "VALUES (?,?,?,?,?,?,?,?,?,?,?)", jobs)
+        c.executemany(
+            "INSERT INTO steps (step_pk, job_pk, node_pk, step_id, het_component, "
+            "node_model, ntasks, nnodes, cpus, ncpus, exclusive, policy, "
+            "policy_active, base_freq_khz, freq_min_ratio, start_ns, end_ns, duration_ns, "
+            "energy_cpu_uj, energy_dram_uj, energy_total_uj, exit_code, backend, "
+            "wrap_uncertain, sample_period_ns, errors_json, plugin_version) VALUES "
+            "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", steps)
+        c.executemany(store._TAG_INSERT, tags)
+        c.executemany(store._ZONE_INSERT, zones)
+        c.executemany(store._PHASE_INSERT, phases)
+        c.execute("COMMIT")
+
+
+def bench_ingest(n: int, segments: int, workdir: pathlib.Path,
+                 keep: pathlib.Path) -> list[tuple[int, float, float]]:
+    """Ingest n steps in `segments` consecutive runs into one growing
+    database (joulestep) and one baseline database.  Returns per run
+    (steps, joulestep seconds, baseline seconds); the joulestep database is
+    moved to `keep` for the query figures."""
+    ours_db, base_db = workdir / "ours.db", workdir / "base.db"
+    for p in (ours_db, base_db):
+        if p.exists():
+            p.unlink()
+    oc = store.connect(ours_db)
+    bc = store.connect(base_db)
+    base = Baseline(bc)
+    # generating millions of small dicts is faster without the cyclic GC
+    # (store.ingest_records pauses it the same way); both timings see the same
+    gc.disable()
+    t_ours = t_base = 0.0
+    out = []
+    seg = -(-n // segments // BATCH) * BATCH      # whole batches per run
+    seg_start = 0
+    for first in range(0, n, BATCH):
+        cnt = min(BATCH, n - first)
+        recs = make_records(first, cnt, n)
+        rows = base.rows(recs)
+        # alternate which one goes first so caches favour neither
+        if (first // BATCH) % 2:
+            t = time.perf_counter()
+            base.insert(rows)
+            t_base += time.perf_counter() - t
+            t = time.perf_counter()
+            res = store.ingest_records(oc, recs, batch=BATCH)
+            t_ours += time.perf_counter() - t
+        else:
+            t = time.perf_counter()
+            res = store.ingest_records(oc, recs, batch=BATCH)
+            t_ours += time.perf_counter() - t
+            t = time.perf_counter()
+            base.insert(rows)
+            t_base += time.perf_counter() - t
+        assert res.new_steps == cnt and not res.errors, res.errors[:3]
+        done = first + cnt
+        if done - seg_start >= seg or done == n:
+            out.append((done - seg_start, t_ours, t_base))
+            print(f"   run {len(out)}: steps {seg_start:,}-{done - 1:,}: joulestep "
+                  f"{(done - seg_start) / t_ours:,.0f} steps/s, bare executemany "
+                  f"{(done - seg_start) / t_base:,.0f} steps/s", flush=True)
+            seg_start, t_ours, t_base = done, 0.0, 0.0
+    for table in ("steps", "phases"):
+        a = oc.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+        b = bc.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+        assert a == b, (table, a, b)
+    gc.enable()
+    oc.close()
+    bc.close()
+    base_db.unlink()
+    shutil.move(str(ours_db), str(keep))
+    return out
+
+
+def bench_spool(nfiles: int, workdir: pathlib.Path, runs: int) -> tuple[list, list]:
+    from recgen import write
+    spool = workdir / "spool"
+    for r in make_records(0, nfiles, nfiles):
+        write(spool, r)
+    files = sorted(store.spool_files(spool))
+    ours, base = [], []
+    for _ in range(runs):
+        db = workdir / "spool.db"
+        if db.exists():
+            db.unlink()
+        conn = store.connect(db)
+        t = time.perf_counter()
+        res = store.ingest_paths(conn, [spool])
+        ours.append(time.perf_counter() - t)
+        assert res.new_steps == nfiles, res.as_dict()
+        conn.close()
+        t = time.perf_counter()
+        for f in files:
+            json.loads(store.read_file(f)[0])
+        base.append(time.perf_counter() - t)
+    shutil.rmtree(spool)
+    return ours, base
+
+
+def median(xs):
+    return statistics.median(xs)
+
+
+def main() -> int:
+    n = int(os.environ.get("JOULESTEP_BENCH_STEPS", "1000000"))
+    nfiles = int(os.environ.get("JOULESTEP_BENCH_FILES", "5000"))
+    runs = int(os.environ.get("JOULESTEP_BENCH_RUNS", "5"))
+    qruns = 7
+    work = pathlib.Path(tempfile.mkdtemp(prefix="joulestep-bench-", dir=os.environ.get(
+        "JOULESTEP_BENCH_DIR", "/var/tmp")))
+    big = work / "big.db"
+    try:
+        print(f"== joulestep CLI bench: {n:,} steps x {PHASES} phases, ingested in "
+              f"{runs} runs (JOULESTEP_BENCH_STEPS / _RUNS to change)")
+        segs = bench_ingest(n, runs, work, big)
+        ro = median([k / o for k, o, _ in segs])
+        rb = median([k / b for k, _, b in segs])
+        ratio = median([b / o for _, o, b in segs])
+        print(f"ingest core   : {ro:10,.0f} steps/s ({ro * (PHASES + 1):,.0f} rows/s)"
+              f"  baseline {rb:10,.0f} steps/s  ratio {ratio:.2f}x  (goal >= 0.5x)")
+
+        so, sb = bench_spool(nfiles, work, 3)
+        print(f"spool ingest  : {nfiles / median(so):12,.0f} files/s"
+              f"  baseline read+json.loads {nfiles / median(sb):,.0f} files/s"
+              f"  ({nfiles} files)")
+
+        # ---- job latency
+        conn = sqlite3.connect(big)
+        jid = conn.execute("SELECT job_id FROM jobs ORDER BY job_pk LIMIT 1 OFFSET "
+                           "(SELECT count(*) / 2 FROM jobs)").fetchone()[0]
+        conn.close()
+        exe = shutil.which("joulestep") or str(REPO / ".venv" / "bin" / "joulestep")
+        # as installed: bytecode cached (kept out of the source tree)
+        env = dict(os.environ, JOULESTEP_DB=str(big), JOULESTEP_CONFIG="/dev/null",
+                   PYTHONPYCACHEPREFIX=str(work / "pycache"))
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        subprocess.run([exe, "job", str(jid)], env=env, capture_output=True)  # warm
+        proc = []
+        for _ in range(qruns):
+            t = time.perf_counter()
+            p = subprocess.run([exe, "job", str(jid)], env=env, capture_output=True)
+            proc.append(time.perf_counter() - t)
+            assert p.returncode == 0, p.stderr
+        start = []
+        for _ in range(qruns):
+            t = time.perf_counter()
+            subprocess.run([sys.executable, "-c", "pass"], capture_output=True, env=env)
+            start.append(time.perf_counter() - t)
+        from click.testing import CliRunner
+        from joulestep.cli import cli
+        inproc = []
+        runner = CliRunner()
+        for _ in range(qruns):
+            t = time.perf_counter()
+            r = runner.invoke(cli, ["--db", str(big), "--config", "/dev/null", "job",
+                                    str(jid)])
+            inproc.append(time.perf_counter() - t)
+            assert r.exit_code == 0, r.output
+        print(f"job latency   : {median(proc) * 1e3:8.1f} ms (new process)  "
+              f"{median(inproc) * 1e3:6.1f} ms (in-process)  baseline: bare "
+              f"`python -c pass` {median(start) * 1e3:.1f} ms  (goal <= 100 ms)")
+
+        # ---- report --by user over a month
+        settings = config.Settings()
+        since, until = T0, T0 + MONTH_S * S
+        conn = store.connect(big, write=False)
+        sql = ("SELECT j.user_name, sum(s.energy_total_uj) FROM steps s JOIN jobs j "
+               "ON j.job_pk = s.job_pk WHERE s.start_ns >= ? AND s.start_ns < ? "
+               "GROUP BY j.user_name")
+        ro_, rb_ = [], []
+        for i in range(qruns):
+            for which in ((0, 1) if i % 2 else (1, 0)):
+                t = time.perf_counter()
+                if which:
+                    r = report.report(conn, settings, "user", since, until)
+                    ro_.append(time.perf_counter() - t)
+                else:
+                    b = conn.execute(sql, (since, until)).fetchall()
+                    rb_.append(time.perf_counter() - t)
+        assert len(r["groups"]) == len(b) == min(USERS, n // STEPS_PER_JOB or 1)
+        assert abs(sum(g["energy_total_j"] for g in r["groups"])
+                   - sum(x[1] for x in b) / 1e6) < 1e-3
+        conn.close()
+        print(f"report --by user (month): {median(ro_) * 1e3:8.1f} ms  bare SQL "
+              f"{median(rb_) * 1e3:8.1f} ms  ratio {median(ro_) / median(rb_):.2f}x"
+              f"  (goal <= 2x)")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

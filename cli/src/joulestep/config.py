@@ -1,0 +1,120 @@
+"""Site settings (INI file) and default paths.
+
+Lookup order for the config file: ``--config PATH``, ``$JOULESTEP_CONFIG``,
+``/etc/joulestep/joulestep.conf``; a missing default file means built-in
+defaults.  See etc/joulestep.conf.example for every key.
+"""
+from __future__ import annotations
+
+import configparser
+import dataclasses
+import os
+import pathlib
+
+SYSTEM_CONFIG = pathlib.Path("/etc/joulestep/joulestep.conf")
+SYSTEM_DB = pathlib.Path("/var/lib/joulestep/joulestep.db")
+SYSTEM_SPOOL = pathlib.Path("/var/spool/joulestep")
+
+
+class ConfigError(Exception):
+    """A config file that exists but cannot be used."""
+
+
+@dataclasses.dataclass
+class Settings:
+    cluster: str | None = None        # default cluster for queries (None: any)
+    co2_g_per_kwh: float = 300.0
+    price_per_kwh: float = 0.20
+    currency: str = "EUR"
+    spool: pathlib.Path = SYSTEM_SPOOL
+    db: pathlib.Path | None = None    # None: the default chain in resolve_db
+    quarantine: pathlib.Path | None = None  # None: <spool>/.quarantine
+    source: str = "built-in defaults"
+
+
+def _float(cp: configparser.ConfigParser, sect: str, key: str, default: float,
+           path: str) -> float:
+    raw = cp.get(sect, key, fallback=None)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        val = float(raw)
+    except ValueError:
+        raise ConfigError(f"{path}: [{sect}] {key} = {raw!r}: expected a number") from None
+    if val < 0:
+        raise ConfigError(f"{path}: [{sect}] {key} = {raw!r}: must be >= 0")
+    return val
+
+
+def load(path: str | os.PathLike | None = None) -> Settings:
+    """Read settings; ``path`` None means $JOULESTEP_CONFIG or the system file."""
+    explicit = path is not None or "JOULESTEP_CONFIG" in os.environ
+    p = pathlib.Path(path if path is not None
+                     else os.environ.get("JOULESTEP_CONFIG", SYSTEM_CONFIG))
+    s = Settings()
+    if not p.exists():
+        if explicit:
+            raise ConfigError(f"config file {p} does not exist")
+        return s
+    cp = configparser.ConfigParser(interpolation=None)
+    try:
+        with open(p, encoding="utf-8") as fh:
+            cp.read_file(fh)
+    except (OSError, configparser.Error, UnicodeDecodeError) as e:
+        raise ConfigError(f"cannot read config {p}: {e}") from None
+    known = {"site": {"cluster", "co2_g_per_kwh", "price_per_kwh", "currency"},
+             "paths": {"spool", "db", "quarantine"}}
+    for sect in cp.sections():
+        if sect not in known:
+            raise ConfigError(f"{p}: unknown section [{sect}] (allowed: site, paths)")
+        for key in cp[sect]:
+            if key not in known[sect]:
+                raise ConfigError(f"{p}: unknown key {key!r} in [{sect}] "
+                                  f"(allowed: {', '.join(sorted(known[sect]))})")
+    s.cluster = cp.get("site", "cluster", fallback=None) or None
+    s.co2_g_per_kwh = _float(cp, "site", "co2_g_per_kwh", s.co2_g_per_kwh, str(p))
+    s.price_per_kwh = _float(cp, "site", "price_per_kwh", s.price_per_kwh, str(p))
+    s.currency = cp.get("site", "currency", fallback=s.currency) or s.currency
+    if cp.get("paths", "spool", fallback=""):
+        s.spool = pathlib.Path(cp.get("paths", "spool"))
+    if cp.get("paths", "db", fallback=""):
+        s.db = pathlib.Path(cp.get("paths", "db"))
+    if cp.get("paths", "quarantine", fallback=""):
+        s.quarantine = pathlib.Path(cp.get("paths", "quarantine"))
+    s.source = str(p)
+    return s
+
+
+def user_db_path() -> pathlib.Path:
+    base = os.environ.get("XDG_DATA_HOME") or os.path.join(
+        os.path.expanduser("~"), ".local", "share")
+    return pathlib.Path(base) / "joulestep" / "joulestep.db"
+
+
+def _writable(db: pathlib.Path) -> bool:
+    if db.exists():
+        return os.access(db, os.W_OK) and os.access(db.parent, os.W_OK)
+    return db.parent.is_dir() and os.access(db.parent, os.W_OK)
+
+
+def resolve_db(explicit: str | os.PathLike | None, settings: Settings,
+               write: bool) -> pathlib.Path:
+    """Pick the database file.
+
+    ``--db``, then $JOULESTEP_DB, then ``[paths] db`` from the config, then
+    /var/lib/joulestep/joulestep.db: used when writable, or (for read-only
+    commands) when it exists and is readable; otherwise the per-user
+    ``$XDG_DATA_HOME/joulestep/joulestep.db``.
+    """
+    if explicit:
+        return pathlib.Path(explicit)
+    env = os.environ.get("JOULESTEP_DB")
+    if env:
+        return pathlib.Path(env)
+    if settings.db is not None:
+        return settings.db
+    if _writable(SYSTEM_DB):
+        return SYSTEM_DB
+    if not write and SYSTEM_DB.exists() and os.access(SYSTEM_DB, os.R_OK):
+        return SYSTEM_DB
+    return user_db_path()

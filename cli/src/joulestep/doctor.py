@@ -1,0 +1,196 @@
+"""`joulestep doctor`: what a node can measure and control, read straight
+from a sysfs tree (default /sys; tests point it at tests/fakehw trees).
+
+Zone rules follow the accounting library (docs): zones are identified by
+their `name` file; package-N / package-N-die-M and dram are counted; psys,
+core and uncore are not (core/uncore are inside a package); the
+intel-rapl-mmio control type duplicates intel-rapl:0 and is skipped.
+"""
+from __future__ import annotations
+
+import os
+import pathlib
+import re
+
+PKG = re.compile(r"^package-\d+(-die-\d+)?$")
+
+
+def _read(p: pathlib.Path):
+    try:
+        return p.read_text().strip(), None
+    except OSError as e:
+        return None, e.strerror or str(e)
+
+
+def zones(root: pathlib.Path) -> list[dict]:
+    base = root / "class" / "powercap"
+    out = []
+    if not base.is_dir():
+        return out
+    for entry in sorted(base.iterdir()):
+        name_f = entry / "name"
+        if not name_f.exists():
+            continue  # a control type (intel-rapl), not a zone
+        name, _ = _read(name_f)
+        z = {"id": entry.name, "name": name, "kind": None, "counted": False,
+             "reason": None,
+             "readable": False, "error": None, "max_energy_range_uj": None,
+             "max_power_uw": None, "wrap_period_s": None}
+        if entry.name.startswith("intel-rapl-mmio"):
+            z["reason"] = "mmio duplicate"
+        elif name and PKG.match(name):
+            z["counted"], z["kind"] = True, "package"
+        elif name == "dram":
+            z["counted"], z["kind"] = True, "dram"
+        elif name in ("core", "uncore"):
+            z["reason"] = "inside its package"
+        elif name == "psys":
+            z["reason"] = "platform, overlaps"
+        else:
+            z["reason"] = f"unknown name"
+        v, err = _read(entry / "energy_uj")
+        z["readable"] = v is not None and v.isdigit()
+        if err:
+            z["error"] = err
+        rng, _ = _read(entry / "max_energy_range_uj")
+        if rng and rng.isdigit():
+            z["max_energy_range_uj"] = int(rng)
+        mp = None
+        for c in sorted(entry.glob("constraint_*_max_power_uw")):
+            v, _ = _read(c)
+            if v and v.isdigit() and int(v) > 0:
+                mp = max(mp or 0, int(v))
+        z["max_power_uw"] = mp
+        if mp and z["max_energy_range_uj"]:
+            z["wrap_period_s"] = z["max_energy_range_uj"] / mp
+        out.append(z)
+    return out
+
+
+def cpufreq(root: pathlib.Path) -> dict:
+    cpus = sorted((p for p in (root / "devices" / "system" / "cpu").glob("cpu[0-9]*")),
+                  key=lambda p: int(p.name[3:]))
+    drivers, govs, cur, avail = set(), set(), set(), None
+    fmin = fmax = None
+    n = 0
+    writable = True
+    for c in cpus:
+        d = c / "cpufreq"
+        if not d.is_dir():
+            continue
+        n += 1
+        v, _ = _read(d / "scaling_driver")
+        if v:
+            drivers.add(v)
+        v, _ = _read(d / "scaling_available_governors")
+        if v:
+            govs.update(v.split())
+        v, _ = _read(d / "scaling_governor")
+        if v:
+            cur.add(v)
+        v, _ = _read(d / "cpuinfo_min_freq")
+        if v and v.isdigit():
+            fmin = int(v) if fmin is None else min(fmin, int(v))
+        v, _ = _read(d / "cpuinfo_max_freq")
+        if v and v.isdigit():
+            fmax = int(v) if fmax is None else max(fmax, int(v))
+        if avail is None:
+            v, _ = _read(d / "scaling_available_frequencies")
+            if v:
+                avail = sorted({int(x) for x in v.split() if x.isdigit()})
+        if not os.access(d / "scaling_max_freq", os.W_OK):
+            writable = False
+    return {"cpus": n, "drivers": sorted(drivers), "governors": sorted(govs),
+            "current_governors": sorted(cur), "cpuinfo_min_khz": fmin,
+            "cpuinfo_max_khz": fmax, "available_khz": avail or [],
+            "control": ("userspace governor + scaling_setspeed"
+                        if "userspace" in govs else "cap scaling_max_freq")
+            if n else None,
+            "writable_by_this_user": bool(n) and writable}
+
+
+def write_test(root: pathlib.Path, cpu: int = 0) -> dict:
+    """Write a lower scaling_max_freq on one CPU, read it back, restore it.
+    Root only (the caller checks).  Returns what happened."""
+    d = root / "devices" / "system" / "cpu" / f"cpu{cpu}" / "cpufreq"
+    f = d / "scaling_max_freq"
+    orig, err = _read(f)
+    if orig is None:
+        return {"cpu": cpu, "ok": False, "detail": f"cannot read {f}: {err}"}
+    lo, _ = _read(d / "cpuinfo_min_freq")
+    av, _ = _read(d / "scaling_available_frequencies")
+    steps = sorted(int(x) for x in (av or "").split() if x.isdigit())
+    lower = [s for s in steps if s < int(orig)]
+    target = lower[len(lower) // 2] if lower else int(lo or orig)
+    res = {"cpu": cpu, "original_khz": int(orig), "written_khz": target}
+    try:
+        try:
+            f.write_text(f"{target}\n")
+        except OSError as e:
+            res.update(ok=False, detail=f"write refused: {e.strerror}")
+            return res
+        back, _ = _read(f)
+        res["read_back_khz"] = int(back) if back and back.isdigit() else None
+        res["ok"] = res["read_back_khz"] == target
+        res["detail"] = ("the written frequency sticks" if res["ok"] else
+                         f"the driver kept {back} kHz: frequency control will "
+                         "not take effect")
+    finally:
+        try:
+            f.write_text(f"{orig}\n")
+        except OSError as e:
+            res["restore_error"] = e.strerror
+        now, _ = _read(f)
+        res["restored"] = now == orig
+    return res
+
+
+def plugstack_line(root: pathlib.Path, zl: list[dict], libdir: str) -> str:
+    counted = [z for z in zl if z["counted"]]
+    backend = "powercap,papi,sysfs"
+    if str(root) != "/sys":
+        backend = "sysfs"
+    elif counted and not all(z["readable"] for z in counted):
+        backend = "powercap,papi,sysfs"
+    args = [f"{libdir}/joulestep.so", "spool=/var/spool/joulestep",
+            "state=/var/lib/joulestep"]
+    if str(root) != "/sys":
+        args.append(f"sysfs={root}")
+    args += [f"backend={backend}", "default_policy=monitor"]
+    return "optional " + " ".join(args)
+
+
+def diagnose(root: str = "/sys", do_write: bool = False,
+             libdir: str = "/usr/local/lib/slurm") -> dict:
+    r = pathlib.Path(os.path.abspath(root))
+    zl = zones(r)
+    cf = cpufreq(r)
+    counted = [z for z in zl if z["counted"]]
+    problems = []
+    if not counted:
+        problems.append("no RAPL package or dram zone: energy cannot be measured")
+    elif not all(z["readable"] for z in counted):
+        problems.append("energy_uj is not readable by this user (root-only since "
+                        "the PLATYPUS fix); slurmstepd runs as root, so the "
+                        "plugin still can")
+    if not any(z["kind"] == "dram" for z in counted if "kind" in z):
+        problems.append("no dram zone: DRAM energy will be reported as absent")
+    if not cf["cpus"]:
+        problems.append("no cpufreq: frequency policies will only monitor")
+    wt = None
+    if do_write:
+        if os.geteuid() != 0:
+            wt = {"ok": False, "detail": "--write-test needs root"}
+        elif not cf["cpus"]:
+            wt = {"ok": False, "detail": "no cpufreq directory"}
+        else:
+            wt = write_test(r)
+        if not wt.get("ok"):
+            problems.append(f"write test: {wt['detail']}")
+    wraps = [z["wrap_period_s"] for z in counted if z["wrap_period_s"]]
+    return {"sysfs": str(r), "zones": zl,
+            "counted": {"package": sum(1 for z in counted if z.get("kind") == "package"),
+                        "dram": sum(1 for z in counted if z.get("kind") == "dram")},
+            "min_wrap_period_s": min(wraps) if wraps else None,
+            "cpufreq": cf, "write_test": wt, "problems": problems,
+            "plugstack": plugstack_line(r, zl, libdir)}

@@ -1,0 +1,190 @@
+"""Load steps and phases from the database as pandas DataFrames for the
+analysis/model/plot/export commands, with one ``tag:KEY`` column per job tag.
+Column names follow docs/record-format.md (job_id, node, step_id, kind,
+energy_cpu_uj, ...); ``user`` is the job's user."""
+from __future__ import annotations
+
+import sqlite3
+
+import numpy as np
+import pandas as pd
+
+STEP_COLS = (
+    "j.job_pk, j.cluster, j.job_id, j.submit_time_ns, j.name AS job_name, "
+    "j.user_name AS user, j.account, j.partition, s.step_pk, s.step_id, "
+    "s.het_component, n.name AS node, s.node_model, s.ntasks, s.nnodes, s.ncpus, "
+    "s.exclusive, s.policy, s.base_freq_khz, s.start_ns, s.end_ns, "
+    "s.duration_ns, s.energy_cpu_uj, s.energy_dram_uj, s.energy_total_uj, "
+    "s.exit_code, s.wrap_uncertain")
+PHASE_COLS = (
+    "p.seq, p.kind, p.label, p.depth, p.parent_seq, p.start_ns AS phase_start_ns,"
+    " p.end_ns AS phase_end_ns, p.duration_ns AS phase_duration_ns, p.freq_khz, "
+    "p.energy_cpu_uj AS phase_energy_cpu_uj, "
+    "p.energy_dram_uj AS phase_energy_dram_uj, p.bytes, p.nranks")
+FROM = ("FROM steps s JOIN jobs j ON j.job_pk = s.job_pk "
+        "JOIN nodes n ON n.node_pk = s.node_pk")
+
+
+class FilterError(ValueError):
+    pass
+
+
+def _where(since_ns, until_ns, cluster):
+    w, a = [], []
+    if since_ns is not None:
+        w.append("s.start_ns >= ?")
+        a.append(since_ns)
+    if until_ns is not None:
+        w.append("s.start_ns < ?")
+        a.append(until_ns)
+    if cluster:
+        w.append("j.cluster = ?")
+        a.append(cluster)
+    return (" WHERE " + " AND ".join(w)) if w else "", a
+
+
+def _tags(conn, df: pd.DataFrame) -> pd.DataFrame:
+    if df.empty:
+        return df
+    t = pd.read_sql_query("SELECT step_pk, key, value FROM step_tags", conn)
+    t = t[t["step_pk"].isin(df["step_pk"].unique())]
+    if t.empty:
+        return df
+    wide = t.pivot(index="step_pk", columns="key", values="value")
+    wide.columns = [f"tag:{c}" for c in wide.columns]
+    return df.merge(wide, left_on="step_pk", right_index=True, how="left")
+
+
+def steps(conn: sqlite3.Connection, since_ns=None, until_ns=None,
+          cluster=None) -> pd.DataFrame:
+    w, a = _where(since_ns, until_ns, cluster)
+    df = pd.read_sql_query(f"SELECT {STEP_COLS} {FROM}{w}", conn, params=a)
+    return _tags(conn, df)
+
+
+def phases(conn: sqlite3.Connection, since_ns=None, until_ns=None,
+           cluster=None) -> pd.DataFrame:
+    """One row per phase, with its step's and job's columns.  The phase's
+    own energy/duration/time columns replace the step's (energy_cpu_uj,
+    energy_dram_uj, duration_ns, start_ns, end_ns are the phase's)."""
+    w, a = _where(since_ns, until_ns, cluster)
+    df = pd.read_sql_query(
+        f"SELECT {STEP_COLS}, {PHASE_COLS} {FROM} "
+        f"JOIN phases p ON p.step_pk = s.step_pk{w}", conn, params=a)
+    df = df.drop(columns=["energy_cpu_uj", "energy_dram_uj", "energy_total_uj",
+                          "duration_ns", "start_ns", "end_ns"])
+    df = df.rename(columns={"phase_energy_cpu_uj": "energy_cpu_uj",
+                            "phase_energy_dram_uj": "energy_dram_uj",
+                            "phase_duration_ns": "duration_ns",
+                            "phase_start_ns": "start_ns",
+                            "phase_end_ns": "end_ns"})
+    return _tags(conn, df)
+
+
+def parse_where(items) -> list[tuple[str, str]]:
+    out = []
+    for it in items or ():
+        if "=" not in it or it.startswith("="):
+            raise FilterError(f"--where {it!r}: expected KEY=VALUE, e.g. tier=dram "
+                              "or policy=io-dvfs")
+        k, v = it.split("=", 1)
+        out.append((k.strip(), v))
+    return out
+
+
+def apply_where(df: pd.DataFrame, where: list[tuple[str, str]]) -> pd.DataFrame:
+    """Keep rows where column KEY (or tag:KEY) equals VALUE (as text)."""
+    for k, v in where:
+        col = k if k in df.columns else f"tag:{k}" if f"tag:{k}" in df.columns else None
+        if col is None:
+            if df.empty:
+                continue
+            tags = sorted(c[4:] for c in df.columns if c.startswith("tag:"))
+            raise FilterError(f"--where {k}={v}: no column or tag {k!r} (tags present:"
+                              f" {', '.join(tags) or 'none'})")
+        df = df[df[col].astype(str) == v]
+    return df
+
+
+def column(df: pd.DataFrame, by: str) -> str:
+    """Resolve a --by value (a column or tag:KEY) to a column of df."""
+    if by in df.columns:
+        return by
+    if not by.startswith("tag:") and f"tag:{by}" in df.columns:
+        return f"tag:{by}"
+    tags = sorted(c for c in df.columns if c.startswith("tag:"))
+    raise FilterError(f"--by {by}: not recorded here; use one of: "
+                      f"{', '.join(tags + ['policy', 'user', 'node', 'node_model'])}")
+
+
+def records(df: pd.DataFrame) -> list[dict]:
+    """JSON-ready rows: NaN/NA -> None, numpy scalars -> Python."""
+    out = []
+    for row in df.to_dict(orient="records"):
+        r = {}
+        for k, v in row.items():
+            if isinstance(v, (np.integer,)):
+                v = int(v)
+            elif isinstance(v, (np.floating, float)):
+                v = None if not np.isfinite(v) else float(v)
+            elif isinstance(v, np.bool_):
+                v = bool(v)
+            elif v is pd.NA or v is pd.NaT:
+                v = None
+            r[str(k)] = v
+        out.append(r)
+    return out
+
+
+_ALIAS = {"throughput_gibs": "gib/s", "gib_per_rank": "gib/rank",
+          "compute_nodes": "c_nodes", "cores_per_node": "cores/node"}
+
+
+def header(col: str) -> str:
+    """Short table header for a column (JSON/CSV keep the full name):
+    tag:KEY -> KEY, throughput_gibs -> gib/s, *_std -> *_sd, *_ratio -> *_x."""
+    c = str(col)
+    c = c[4:] if c.startswith("tag:") else c
+    for k, v in _ALIAS.items():
+        c = c.replace(k, v)
+    if c.endswith("_std"):
+        c = c[:-4] + "_sd"
+    if c.endswith("_ratio"):
+        c = c[:-6] + "_x"
+    return c
+
+
+def frame_table(df: pd.DataFrame, prefer: list[str] | None = None,
+                width: int = 80) -> str:
+    """Render a DataFrame in <= width columns: the preferred columns first,
+    as many as fit; the rest are named in a footnote."""
+    from .output import num, table
+    cols = list(dict.fromkeys(c for c in (prefer or list(df.columns))
+                              if c in df.columns))
+    recs = records(df)
+
+    def cell(v):
+        if v is None:
+            return "-"
+        if isinstance(v, bool):
+            return "yes" if v else ""
+        if isinstance(v, (int, float)):
+            return num(v)
+        return str(v)
+    chosen, used = [], 0
+    for c in cols:
+        w = max([len(header(c))] + [len(cell(r[c])) for r in recs]) + 1
+        if used + w > width and chosen:
+            continue
+        chosen.append(c)
+        used += w
+    text = table([header(c) for c in chosen],
+                 [[cell(r[c]) for c in chosen] for r in recs],
+                 right={i for i, c in enumerate(chosen)
+                        if df[c].dtype.kind in "iuf"}, width=width)
+    rest = [c for c in df.columns if c not in chosen]
+    if rest:
+        import textwrap
+        text += "\n" + textwrap.fill("more columns with --format json|csv: "
+                                     + ", ".join(map(str, rest)), width)
+    return text

@@ -1,0 +1,79 @@
+"""Rendering: 80-column tables, stable JSON and CSV."""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+
+WIDTH = 80
+
+
+def num(x, digits: int = 3) -> str:
+    """Compact human number for tables: 3 significant digits, k/M/G/T."""
+    if x is None:
+        return "-"
+    if isinstance(x, float) and math.isnan(x):
+        return "-"
+    ax = abs(x)
+    if ax == 0:
+        return "0"
+    if isinstance(x, int) or (isinstance(x, float) and x.is_integer()):
+        if ax < 1e7:
+            return str(int(x))
+    for lim, div, suf in ((1e12, 1e12, "T"), (1e9, 1e9, "G"), (1e6, 1e6, "M"),
+                          (1e4, 1e3, "k")):
+        if ax >= lim:
+            v = x / div
+            return f"{v:.{max(digits - len(str(int(abs(v)))), 0)}f}{suf}"
+    if ax >= 100:
+        return f"{x:.0f}"
+    if ax >= 0.01:
+        return f"{x:.{max(digits - len(str(int(ax))), 0)}f}" if ax >= 1 else f"{x:.3f}"
+    return f"{x:.2e}"
+
+
+def table(headers: list[str], rows: list[list], right: set[int] | None = None,
+          width: int = WIDTH) -> str:
+    """Plain-text table; cells are str already.  Columns after the first are
+    right-aligned unless listed otherwise; the widest text column is cut to
+    keep the line within ``width``."""
+    if right is None:
+        right = set(range(1, len(headers)))
+    cells = [[str(c) for c in r] for r in rows]
+    widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(headers)]
+    sep = 2
+    total = sum(widths) + sep * (len(widths) - 1)
+    if total > width:
+        sep = 1
+        total = sum(widths) + sep * (len(widths) - 1)
+    if total > width:
+        left = [i for i in range(len(headers)) if i not in right]
+        if left:
+            i = max(left, key=lambda k: widths[k])
+            widths[i] = max(len(headers[i]), widths[i] - (total - width), 4)
+    out = []
+    for r in [headers] + cells:
+        parts = []
+        for i, c in enumerate(r):
+            w = widths[i]
+            if len(c) > w:
+                c = c[: w - 1] + "~"
+            parts.append(c.rjust(w) if i in right else c.ljust(w))
+        out.append((" " * sep).join(parts).rstrip())
+    return "\n".join(out)
+
+
+def to_json(obj) -> str:
+    return json.dumps(obj, indent=2, sort_keys=False, allow_nan=False,
+                      default=str) + "\n"
+
+
+def to_csv(columns: list[str], rows: list[dict]) -> str:
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=columns, extrasaction="ignore",
+                       lineterminator="\n")
+    w.writeheader()
+    for r in rows:
+        w.writerow({k: ("" if r.get(k) is None else r.get(k)) for k in columns})
+    return buf.getvalue()

@@ -1,0 +1,116 @@
+"""Text renderings (80 columns) of the dicts built in report.py."""
+from __future__ import annotations
+
+import textwrap
+
+from .output import WIDTH, num, table
+
+
+def _wrap(text: str, indent: str = "") -> list[str]:
+    return textwrap.wrap(text, WIDTH, subsequent_indent=indent + "  ",
+                         initial_indent=indent, break_on_hyphens=False)
+
+
+def _saving(d: dict) -> str:
+    st = d.get("saving_status")
+    if st is None or st in ("base clock", "not measured"):
+        return "-"
+    if d.get("saving_j") is None:
+        return "n/est"
+    pct = d.get("saving_pct")
+    return f"{num(d['saving_j'])}J" + (f" {pct:.0f}%" if pct is not None else "")
+
+
+def job_text(s: dict) -> str:
+    j, site, t = s["job"], s["site"], s["totals"]
+    cur = site["currency"]
+    tags = " ".join(f"{k}={v}" for k, v in j["tags"].items())
+    lines = [
+        f"Job {j['job_id']} ({j['name'] or '-'}) on {j['cluster']}: user "
+        f"{j['user'] or '-'}, account {j['account'] or '-'}, partition "
+        f"{j['partition'] or '-'}",
+        f"Submitted {j['submit_time']}" + (f"; tags: {tags}" if tags else ""),
+        "",
+        f"Energy {num(t['energy_total_j'])} J (CPU {num(t['energy_cpu_j'])} J, "
+        f"DRAM {num(t['energy_dram_j'])} J)",
+        f"     = {t['kwh']:.4g} kWh, {t['co2_g']:.3g} g CO2, "
+        f"{t['cost']:.3g} {cur}",
+    ]
+    if t.get("steps_unmeasured"):
+        lines.append(f"({t['steps_unmeasured']} step(s) without an energy "
+                     "measurement are not in these totals)")
+    if t["saving_status"] == "estimated":
+        lines.append(f"Estimated saving vs base clock: {num(t['saving_j'])} J")
+    elif t["saving_status"] == "not estimated":
+        lines += _wrap("Saving vs base clock: not estimated (no fitted power "
+                       "model; see `joulestep model dvfs --save`)")
+    lines.append("")
+    rows = []
+    for st in s["steps"]:
+        name = st["step_id"] if not st["het_component"] else \
+            f"{st['step_id']}+{st['het_component']}"
+        rows.append([name, st["node"], st["policy"] or "-",
+                     num(st["duration_s"]), num(st["energy_cpu_j"]),
+                     num(st["energy_dram_j"]), num(st["energy_total_j"]),
+                     num(st["avg_power_w"]), num(st["freq_mhz"]),
+                     num(None if st["kwh"] is None else st["kwh"] * 1000),
+                     _saving(st)])
+    lines.append(table(["STEP", "NODE", "POLICY", "TIME_S", "CPU_J", "DRAM_J",
+                        "TOTAL_J", "AVG_W", "MHZ", "WH", "SAVING"], rows,
+                       right={3, 4, 5, 6, 7, 8, 9, 10}))
+    for st in s["steps"]:
+        if not st["phases"]:
+            continue
+        lines += ["", f"Phases of step {st['step_id']} on {st['node']}:"]
+        rows = []
+        for p in st["phases"]:
+            kind = "  " * p["depth"] + p["kind"] + (
+                f":{p['label']}" if p["label"] else "")
+            rows.append([str(p["seq"]), kind, num(p["duration_s"]),
+                         num(p["energy_cpu_j"]), num(p["energy_dram_j"]),
+                         num(p["avg_power_w"]),
+                         num(None if p["bytes"] is None else p["bytes"] / 2**30),
+                         num(p["gib_per_s"]), num(p["j_per_gib"]),
+                         num(p["freq_mhz"]), _saving(p)])
+        lines.append(table(["SEQ", "PHASE", "TIME_S", "CPU_J", "DRAM_J", "AVG_W",
+                            "GIB", "GIB/S", "J/GIB", "MHZ", "SAVING"], rows,
+                           right={0, 2, 3, 4, 5, 6, 7, 8, 9, 10}))
+    if s["caveats"]:
+        lines += ["", "Caveats:"]
+        for c in s["caveats"]:
+            lines += _wrap(f"- {c}", "  ")
+    lines += ["", "Per-phase kWh, CO2 and cost: --format json or csv."]
+    return "\n".join(lines) + "\n"
+
+
+def report_text(r: dict) -> str:
+    t = r["totals"]
+    span = f"{r['since'] or 'start'} .. {r['until'] or 'now'}"
+    lines = [
+        f"Energy report by {r['by']}, {span}"
+        + (f", cluster {r['cluster']}" if r["cluster"] else ""),
+        f"Total {num(t['energy_total_j'])} J = {t['kwh']:.4g} kWh, "
+        f"{t['co2_g']:.4g} g CO2, {t['cost']:.4g} {r['currency']}",
+        f"{t['jobs']} jobs, {t['steps']} steps. Frequency policy adoption: "
+        f"{t['policy_steps_pct']:.1f} % of steps,",
+        f"{t['policy_energy_pct']:.1f} % of energy",
+        "",
+    ]
+    rows = []
+    for g in r["top"]:
+        rows.append([str(g["key"]), str(g["jobs"]), str(g["steps"]),
+                     num(g["energy_total_j"]), f"{g['share_pct']:.1f}",
+                     num(g["kwh"]), num(g["cost"]), num(g["avg_power_w"]),
+                     f"{g['policy_steps_pct']:.0f}"])
+    rest = r["groups"][len(r["top"]):]
+    if rest:
+        e = sum(g["energy_total_j"] for g in rest)
+        rows.append([f"({len(rest)} others)", str(sum(g["jobs"] for g in rest)),
+                     str(sum(g["steps"] for g in rest)), num(e),
+                     f"{sum(g['share_pct'] for g in rest):.1f}",
+                     num(sum(g["kwh"] for g in rest)),
+                     num(sum(g["cost"] for g in rest)), "-",
+                     "-"])
+    lines.append(table([r["by"].upper(), "JOBS", "STEPS", "ENERGY_J", "SHARE%",
+                        "KWH", "COST", "AVG_W", "POLICY%"], rows))
+    return "\n".join(lines) + "\n"

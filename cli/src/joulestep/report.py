@@ -1,0 +1,417 @@
+"""Queries behind `joulestep job` and `joulestep report` (plain functions)."""
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+import sqlite3
+import time
+
+from .config import Settings
+
+GIB = float(1 << 30)
+
+
+class QueryError(Exception):
+    """A query the user asked for cannot be answered (message says why)."""
+
+
+# --------------------------------------------------------------------------
+# derived figures
+
+def derive(cpu_uj, dram_uj, dur_ns, nbytes, settings: Settings) -> dict:
+    """Energy/power/throughput/cost figures from raw counters.  All keys are
+    always present; a figure that cannot be computed (e.g. energy not
+    measured: cpu_uj None) is None."""
+    dur = dur_ns / 1e9
+    gib = None if nbytes is None else nbytes / GIB
+    if cpu_uj is None:
+        return {"duration_s": dur, "energy_cpu_j": None, "energy_dram_j": None,
+                "energy_total_j": None, "avg_power_w": None, "bytes": nbytes,
+                "gib_per_s": gib / dur if gib is not None and dur > 0 else None,
+                "j_per_gib": None, "kwh": None, "co2_g": None, "cost": None}
+    cpu = cpu_uj / 1e6
+    dram = None if dram_uj is None else dram_uj / 1e6
+    total = cpu + (dram or 0.0)
+    kwh = total / 3.6e6
+    return {
+        "duration_s": dur,
+        "energy_cpu_j": cpu,
+        "energy_dram_j": dram,
+        "energy_total_j": total,
+        "avg_power_w": total / dur if dur > 0 else None,
+        "bytes": nbytes,
+        "gib_per_s": gib / dur if gib is not None and dur > 0 else None,
+        "j_per_gib": total / gib if gib else None,
+        "kwh": kwh,
+        "co2_g": kwh * settings.co2_g_per_kwh,
+        "cost": kwh * settings.price_per_kwh,
+    }
+
+
+def power_ratio(model: dict, f_khz: float) -> float:
+    """Model power at f, scaled by power at fmax: a*f^b + c, f in GHz."""
+    return model["a"] * (f_khz / 1e6) ** model["b"] + model["c"]
+
+
+def time_ratio(model: dict, f_khz: float) -> float:
+    a = model.get("slowdown_alpha")
+    if a is None:
+        return 1.0
+    return a * model["fmax_khz"] / f_khz + (1.0 - a)
+
+
+def find_model(models: dict, node_model, kind):
+    for key in ((node_model, kind), (node_model, "*"), ("*", kind), ("*", "*")):
+        if key in models:
+            return key, models[key]
+    return None, None
+
+
+def estimate_saving(cpu_uj, dram_uj, freq_khz, base_khz, node_model, kind,
+                    models: dict) -> dict:
+    """Saving of running at freq_khz instead of base_khz.
+
+    E_base_cpu = E_cpu * P(base)/P(f) * T(base)/T(f);  E_base_dram = E_dram *
+    T(base)/T(f).  Without a slowdown term the duration is taken as unchanged
+    (an upper bound on the saving for compute-bound phases; noted).
+    """
+    if cpu_uj is None:
+        return {"saving_status": "not measured", "saving_j": None,
+                "saving_pct": None, "saving_model": None}
+    if freq_khz is None or base_khz is None or freq_khz >= base_khz:
+        return {"saving_status": "base clock", "saving_j": None,
+                "saving_pct": None, "saving_model": None}
+    key, m = find_model(models, node_model, kind)
+    if m is None:
+        return {"saving_status": "not estimated", "saving_j": None,
+                "saving_pct": None, "saving_model": None}
+    rt = time_ratio(m, base_khz) / time_ratio(m, freq_khz)
+    rp = power_ratio(m, base_khz) / power_ratio(m, freq_khz)
+    cpu, dram = cpu_uj / 1e6, (dram_uj or 0) / 1e6
+    base = cpu * rp * rt + dram * rt
+    saving = base - (cpu + dram)
+    return {"saving_status": "estimated" if m.get("slowdown_alpha") is not None
+            else "estimated (same duration assumed)",
+            "saving_j": saving,
+            "saving_pct": 100.0 * saving / base if base > 0 else None,
+            "saving_model": f"{key[0]}/{key[1]}"}
+
+
+def load_models(conn: sqlite3.Connection) -> dict:
+    conn.row_factory = sqlite3.Row
+    try:
+        return {(r["node_model"], r["phase_kind"]): dict(r)
+                for r in conn.execute("SELECT * FROM power_models")}
+    finally:
+        conn.row_factory = None
+
+
+# --------------------------------------------------------------------------
+# job summary
+
+def _step_order(step_id: str):
+    return (0, int(step_id), "") if step_id.isdigit() else (1, 0, step_id)
+
+
+def _iso(ns):
+    if ns is None:
+        return None
+    return dt.datetime.fromtimestamp(ns / 1e9, dt.timezone.utc).isoformat(
+        timespec="seconds")
+
+
+def job_summary(conn: sqlite3.Connection, job_id: int, settings: Settings,
+                cluster: str | None = None,
+                submit_time_ns: int | None = None) -> dict:
+    """Everything `joulestep job` shows, as one JSON-ready dict."""
+    q = ("SELECT job_pk, cluster, job_id, submit_time_ns, start_time_ns, name, "
+         "user_name, uid, gid, account, partition FROM jobs WHERE job_id = ?")
+    args: list = [job_id]
+    if cluster:
+        q += " AND cluster = ?"
+        args.append(cluster)
+    rows = conn.execute(q + " ORDER BY submit_time_ns DESC, cluster", args).fetchall()
+    if submit_time_ns is not None:
+        pick = [r for r in rows if r[3] == submit_time_ns]
+        if not pick and rows:
+            raise QueryError(f"job {job_id} has no submission at {submit_time_ns} "
+                             "ns; known: " + ", ".join(str(r[3]) for r in rows))
+        rows = pick + [r for r in rows if r[3] != submit_time_ns]
+    if not rows:
+        where = f" on cluster {cluster}" if cluster else ""
+        raise QueryError(f"no job {job_id}{where} in the database")
+    cols = ["job_pk", "cluster", "job_id", "submit_time_ns", "start_time_ns",
+            "name", "user", "uid", "gid", "account", "partition"]
+    job = dict(zip(cols, rows[0]))
+    others = [{"cluster": r[1], "submit_time_ns": r[3],
+               "submit_time": _iso(r[3])} for r in rows[1:]]
+    job_pk = job.pop("job_pk")
+    job["submit_time"] = _iso(job["submit_time_ns"])
+    job["tags"] = dict(conn.execute(
+        "SELECT DISTINCT t.key, t.value FROM step_tags t JOIN steps s "
+        "ON s.step_pk = t.step_pk WHERE s.job_pk = ? ORDER BY t.key, t.value",
+        (job_pk,)))
+    models = load_models(conn)
+
+    steps_sql = (
+        "SELECT s.step_pk, s.step_id, s.het_component, n.name, s.node_model, "
+        "s.ntasks, s.ncpus, s.exclusive, s.policy, s.base_freq_khz, s.start_ns, "
+        "s.end_ns, s.duration_ns, s.energy_cpu_uj, s.energy_dram_uj, "
+        "s.energy_total_uj, s.exit_code, s.wrap_uncertain, s.errors_json, "
+        "s.backend FROM steps s JOIN nodes n ON n.node_pk = s.node_pk "
+        "WHERE s.job_pk = ?")
+    phases_sql = (
+        "SELECT p.step_pk, p.seq, p.kind, p.label, p.depth, p.parent_seq, "
+        "p.duration_ns, p.freq_khz, p.energy_cpu_uj, p.energy_dram_uj, p.bytes, "
+        "p.nranks FROM phases p JOIN steps s ON s.step_pk = p.step_pk "
+        "WHERE s.job_pk = ? ORDER BY p.step_pk, p.seq")
+    phases_by_step: dict = {}
+    for r in conn.execute(phases_sql, (job_pk,)):
+        phases_by_step.setdefault(r[0], []).append(r)
+
+    steps, caveats = [], []
+    tot_cpu = tot_dram = tot_saving = 0.0
+    unmeasured = 0
+    have_dram = False
+    not_est = 0
+    for r in sorted(conn.execute(steps_sql, (job_pk,)).fetchall(),
+                    key=lambda r: (r[2], _step_order(r[1]), r[3])):
+        (spk, step_id, het, node, node_model, ntasks, ncpus, excl, policy, base,
+         st, en, dur, cpu, dram, total, exit_code, wrapu, errs, backend) = r
+        d = {"step_id": step_id, "het_component": het, "node": node,
+             "node_model": node_model, "policy": policy, "exclusive":
+             None if excl is None else bool(excl), "ntasks": ntasks,
+             "ncpus": ncpus, "start_time": _iso(st), "exit_code": exit_code,
+             "freq_mhz": None if base is None else base / 1000}
+        d.update(derive(cpu, dram, dur, None, settings))
+        if total is not None:
+            d["energy_total_j"] = total / 1e6
+        if cpu is None:
+            unmeasured += 1
+        else:
+            tot_cpu += cpu
+        if dram is not None:
+            tot_dram += dram
+            have_dram = True
+        phases, lowered = [], {}
+        step_saving, step_status = 0.0, "base clock"
+        for pr in phases_by_step.get(spk, []):
+            (_, seq, kind, label, depth, parent, pdur, freq, pcpu, pdram,
+             pbytes, nranks) = pr
+            pd = {"seq": seq, "kind": kind, "label": label, "depth": depth,
+                  "parent_seq": parent, "nranks": nranks,
+                  "freq_mhz": (freq if freq is not None else base) / 1000
+                  if (freq or base) else None,
+                  "freq_lowered": freq is not None and base is not None
+                  and freq < base}
+            pd.update(derive(pcpu, pdram, pdur, pbytes, settings))
+            pd.update(estimate_saving(pcpu, pdram, freq, base, node_model, kind,
+                                      models))
+            phases.append(pd)
+            if pd["freq_lowered"]:
+                lowered[seq] = parent
+                # count only the outermost lowered phase (nested energy is
+                # inside its parent's)
+                anc, nested = parent, False
+                while anc is not None:
+                    if anc in lowered:
+                        nested = True
+                        break
+                    anc = next((x[5] for x in phases_by_step[spk] if x[1] == anc), None)
+                if not nested:
+                    if pd["saving_j"] is None:
+                        step_status = "not estimated"
+                    else:
+                        step_saving += pd["saving_j"]
+                        if step_status == "base clock":
+                            step_status = "estimated"
+        if step_status == "not estimated":
+            not_est += 1
+        d["saving_status"] = step_status
+        d["saving_j"] = step_saving if step_status == "estimated" else None
+        if step_status == "estimated":
+            tot_saving += step_saving
+        d["phases"] = phases
+        errors = json.loads(errs)
+        d["wrap_uncertain"] = bool(wrapu)
+        d["errors"] = errors
+        steps.append(d)
+        label = f"step {step_id} on {node}"
+        if excl is not None and not excl:
+            caveats.append(f"{label}: node shared with other jobs; RAPL "
+                           "measures whole packages, so energy includes theirs")
+        if cpu is None:
+            caveats.append(f"{label}: energy not measured (see the errors)")
+        if wrapu:
+            caveats.append(f"{label}: a counter may have wrapped unseen; "
+                           "energies are lower bounds")
+        for e in errors:
+            caveats.append(f"{label}: {e}")
+    if not steps:
+        raise QueryError(f"job {job_id} has no steps in the database")
+    totals = derive(tot_cpu, tot_dram if have_dram else None,
+                    sum(s["duration_s"] for s in steps) * 1e9, None, settings)
+    totals.pop("duration_s")
+    totals.pop("avg_power_w")
+    totals.pop("bytes"), totals.pop("gib_per_s"), totals.pop("j_per_gib")
+    totals["steps_unmeasured"] = unmeasured
+    totals["saving_j"] = tot_saving if not not_est else None
+    totals["saving_status"] = ("not estimated" if not_est else
+                               "estimated" if tot_saving else "base clock")
+    if others:
+        caveats.append(f"job ID {job_id} was used {len(others)} more time(s) "
+                       "(ID wraparound); pick one with --submit-time "
+                       + ", ".join(str(o["submit_time_ns"]) for o in others))
+    return {"job": job, "site": {"cluster": settings.cluster,
+                                 "co2_g_per_kwh": settings.co2_g_per_kwh,
+                                 "price_per_kwh": settings.price_per_kwh,
+                                 "currency": settings.currency},
+            "totals": totals, "steps": steps, "other_submissions": others,
+            "caveats": caveats}
+
+
+JOB_CSV_COLUMNS = [
+    "level", "step_id", "het_component", "node", "policy", "seq", "kind",
+    "label", "depth", "duration_s", "energy_cpu_j", "energy_dram_j",
+    "energy_total_j", "avg_power_w", "bytes", "gib_per_s", "j_per_gib",
+    "freq_mhz", "kwh", "co2_g", "cost", "saving_j", "saving_pct",
+    "saving_status"]
+
+
+def job_rows(summary: dict) -> list[dict]:
+    """Flat rows (one per step, then its phases) for CSV."""
+    out = []
+    for s in summary["steps"]:
+        base = {"step_id": s["step_id"], "het_component": s["het_component"],
+                "node": s["node"], "policy": s["policy"]}
+        out.append({**s, "level": "step"})
+        for p in s["phases"]:
+            out.append({**p, **base, "level": "phase"})
+    return out
+
+
+# --------------------------------------------------------------------------
+# admin report
+
+_REL = re.compile(r"^(\d+)([smhdw])$")
+
+
+def parse_time(text: str | None, now: float | None = None) -> int | None:
+    """ISO date/datetime (local time unless it has an offset), 'now', or a
+    relative age such as 30d, 12h, 2w.  Returns ns since the epoch."""
+    if text is None:
+        return None
+    now = time.time() if now is None else now
+    t = text.strip()
+    if t == "now":
+        return int(now * 1e9)
+    m = _REL.match(t)
+    if m:
+        mult = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}[m.group(2)]
+        return int((now - int(m.group(1)) * mult) * 1e9)
+    try:
+        d = dt.datetime.fromisoformat(t)
+    except ValueError:
+        raise QueryError(f"cannot read time {text!r}: use an ISO date "
+                         "(2025-11-01, 2025-11-01T08:00, with optional +HH:MM),"
+                         " 'now', or an age like 30d, 12h, 2w") from None
+    return int(d.timestamp() * 1e9)
+
+
+GROUPS = {
+    "user": "j.user_name",
+    "account": "j.account",
+    "partition": "j.partition",
+    "node": "n.name",
+    "policy": "s.policy",
+}
+
+
+def report(conn: sqlite3.Connection, settings: Settings, by: str = "user",
+           since_ns: int | None = None, until_ns: int | None = None,
+           cluster: str | None = None, top: int = 10) -> dict:
+    """Totals, shares, top consumers and policy adoption over a period.
+
+    One scan of the steps in the period grouped by the key; a step belongs to
+    the period when it started in [since, until).
+    """
+    joins = "JOIN jobs j ON j.job_pk = s.job_pk"
+    args: list = []
+    if by.startswith("tag:"):
+        key = by[4:]
+        if not key:
+            raise QueryError("--by tag:KEY needs a tag name, e.g. tag:strategy")
+        gexpr = "t.value"
+        joins += " LEFT JOIN step_tags t ON t.step_pk = s.step_pk AND t.key = ?"
+        args.append(key)
+    elif by in GROUPS:
+        gexpr = GROUPS[by]
+        if by == "node":
+            joins += " JOIN nodes n ON n.node_pk = s.node_pk"
+    else:
+        raise QueryError(f"cannot group by {by!r}: use user, account, partition,"
+                         " node, policy or tag:KEY")
+    where, wargs = [], []
+    if since_ns is not None:
+        where.append("s.start_ns >= ?")
+        wargs.append(since_ns)
+    if until_ns is not None:
+        where.append("s.start_ns < ?")
+        wargs.append(until_ns)
+    if cluster:
+        where.append("j.cluster = ?")
+        wargs.append(cluster)
+    sql = (f"SELECT {gexpr} AS g, count(DISTINCT s.job_pk), count(*), "
+           "sum(s.energy_cpu_uj), sum(s.energy_dram_uj), sum(s.energy_total_uj), "
+           "sum(s.duration_ns), sum(s.policy_active), "
+           "sum(s.energy_total_uj * s.policy_active) "
+           f"FROM steps s {joins} "
+           + (f"WHERE {' AND '.join(where)} " if where else "")
+           + "GROUP BY g")
+    rows = conn.execute(sql, args + wargs).fetchall()
+    grand = sum(r[5] or 0 for r in rows)
+    groups = []
+    for g, jobs, steps, cpu, dram, tot, dur, pol_steps, pol_uj in rows:
+        d = {"key": "(none)" if g is None else g, "jobs": jobs, "steps": steps}
+        tot, pol_uj = tot or 0, pol_uj or 0
+        d.update(derive(cpu or 0, dram, dur or 0, None, settings))
+        d["energy_total_j"] = tot / 1e6
+        d["step_seconds"] = d.pop("duration_s")
+        for k in ("bytes", "gib_per_s", "j_per_gib"):
+            d.pop(k)
+        d["share_pct"] = 100.0 * tot / grand if grand else 0.0
+        d["policy_steps_pct"] = 100.0 * pol_steps / steps if steps else 0.0
+        d["policy_energy_pct"] = 100.0 * pol_uj / tot if tot else 0.0
+        groups.append(d)
+    groups.sort(key=lambda d: (-d["energy_total_j"], str(d["key"])))
+    if by in ("node", "policy") or by.startswith("tag:"):
+        # a job can span groups: count it once
+        jq = (f"SELECT count(DISTINCT s.job_pk) FROM steps s {joins} "
+              + (f"WHERE {' AND '.join(where)}" if where else ""))
+        njobs = conn.execute(jq, args + wargs).fetchone()[0]
+    else:
+        njobs = sum(r[1] for r in rows)
+    steps_n = sum(r[2] for r in rows)
+    dram_all = [r[4] for r in rows if r[4] is not None]
+    totals = derive(sum(r[3] or 0 for r in rows), sum(dram_all) if dram_all else None,
+                    sum(r[6] or 0 for r in rows), None, settings)
+    totals["energy_total_j"] = grand / 1e6
+    totals["step_seconds"] = totals.pop("duration_s")
+    for k in ("bytes", "gib_per_s", "j_per_gib"):
+        totals.pop(k)
+    totals.update({
+        "jobs": njobs, "steps": steps_n, "groups": len(groups),
+        "policy_steps_pct": 100.0 * sum(r[7] for r in rows) / steps_n
+        if steps_n else 0.0,
+        "policy_energy_pct": 100.0 * sum(r[8] or 0 for r in rows) / grand
+        if grand else 0.0})
+    return {"by": by, "since": _iso(since_ns), "until": _iso(until_ns),
+            "cluster": cluster, "currency": settings.currency,
+            "totals": totals, "top": groups[:top], "groups": groups}
+
+
+REPORT_CSV_COLUMNS = [
+    "key", "jobs", "steps", "energy_cpu_j", "energy_dram_j", "energy_total_j",
+    "share_pct", "step_seconds", "avg_power_w", "kwh", "co2_g", "cost",
+    "policy_steps_pct", "policy_energy_pct"]

@@ -1,0 +1,239 @@
+"""Glue between the database and analysis.py / models.py / plot.py: pick
+the rows, call the pure functions, return DataFrames for the CLI to render.
+"""
+from __future__ import annotations
+
+import re
+import time
+
+import numpy as np
+import pandas as pd
+
+from . import analysis, frames, models
+
+CKPT_KINDS = {"checkpoint", "flush"}
+DUMP_KINDS = {"compress"}
+WHATS = ("auto", "checkpoint", "io", "dump", "steps", "phases")
+
+
+class StudyError(ValueError):
+    pass
+
+
+def _filtered(df, where):
+    try:
+        return frames.apply_where(df, where)
+    except frames.FilterError as e:
+        raise StudyError(str(e)) from None
+
+
+def _col(df, by):
+    try:
+        return frames.column(df, by)
+    except frames.FilterError as e:
+        raise StudyError(str(e)) from None
+
+
+def compare(conn, by: str, where=(), what: str = "auto", scaling: str = "weak",
+            baseline=None, since_ns=None, until_ns=None, cluster=None,
+            error_bound: str = "tag:error_bound") -> dict:
+    """Returns {"what", "by", "table": DataFrame, "ratios": DataFrame|None,
+    "policy_saving": DataFrame|None}."""
+    if what not in WHATS:
+        raise StudyError(f"--what {what}: allowed {', '.join(WHATS)}")
+    ph = _filtered(frames.phases(conn, since_ns, until_ns, cluster), where)
+    if what == "auto":
+        kinds = set(ph["kind"]) if not ph.empty else set()
+        what = ("checkpoint" if kinds & CKPT_KINDS else
+                "dump" if kinds & DUMP_KINDS else "io")
+    out = {"what": what, "by": by, "ratios": None, "policy_saving": None}
+    try:
+        if what == "checkpoint":
+            if ph.empty:
+                raise StudyError("no phases match: nothing to compare")
+            col = _col(ph, by)
+            t = analysis.compare_checkpointing(ph, by=col, scaling=scaling)
+            out["table"] = t
+            vals = sorted(set(t[col].dropna().astype(str)))
+            if len(vals) > 1:
+                base = baseline if baseline is not None else vals[0]
+                out["ratios"] = analysis.strategy_ratios(t, by=col, baseline=base)
+                out["baseline"] = base
+        elif what == "dump":
+            if ph.empty:
+                raise StudyError("no phases match: nothing to compare")
+            col = _col(ph, by)
+            eb = error_bound if error_bound in ph.columns else None
+            if eb is None:
+                ph = ph.assign(**{"tag:error_bound": None})
+                eb = "tag:error_bound"
+            t = analysis.compare_dumps(ph, compressor=col, error_bound=eb)
+            out["table"] = t
+            pols = set(t["policy"].dropna()) if "policy" in t.columns else set()
+            base = baseline or "monitor"
+            if len(pols) > 1 and base in pols:
+                out["policy_saving"] = analysis.policy_saving(t, base_policy=base)
+                out["baseline"] = base
+        elif what == "io":
+            st = _filtered(frames.steps(conn, since_ns, until_ns, cluster), where)
+            if st.empty:
+                raise StudyError("no steps match: nothing to compare")
+            out["table"] = analysis.compare_io_approaches(st, by=_col(st, by))
+        else:
+            df = ph if what == "phases" else _filtered(
+                frames.steps(conn, since_ns, until_ns, cluster), where)
+            if df.empty:
+                raise StudyError(f"no {what} match: nothing to compare")
+            col = _col(df, by)
+            out["table"] = analysis.compare_generic(df, by=col, baseline=baseline)
+    except ValueError as e:
+        if isinstance(e, StudyError):
+            raise
+        raise StudyError(f"{what} comparison: {e}") from None
+    return out
+
+
+# ------------------------------------------------------------------ DVFS
+
+_FIXED = re.compile(r"^fixed:([0-9.]+)$")
+
+
+def sweep_rows(conn, where=(), kind=None, level="phases", since_ns=None,
+               until_ns=None, cluster=None) -> pd.DataFrame:
+    """Rows of a frequency sweep: phases (or whole steps, kind 'step') with
+    the frequency they ran at: the phase's freq_khz, else the step's
+    tag:freq_khz (written by `joulestep tune`), else R*base_freq_khz for a
+    fixed:R policy."""
+    if level == "steps":
+        df = frames.steps(conn, since_ns, until_ns, cluster)
+        df["kind"] = "step"
+        df["freq_khz"] = np.nan
+    else:
+        df = frames.phases(conn, since_ns, until_ns, cluster)
+    df = _filtered(df, where)
+    if kind:
+        df = df[df["kind"] == kind]
+    if df.empty:
+        raise StudyError("no sweep rows match (check --where/--kind/--level)")
+    f = pd.to_numeric(df["freq_khz"], errors="coerce")
+    if "tag:freq_khz" in df.columns:
+        f = f.fillna(pd.to_numeric(df["tag:freq_khz"], errors="coerce"))
+    fixed = df["policy"].astype(str).str.extract(_FIXED)[0].astype(float)
+    f = f.fillna(fixed * pd.to_numeric(df["base_freq_khz"], errors="coerce"))
+    df = df.assign(freq_khz=f.round())
+    df = df[df["freq_khz"].notna() & (df["duration_ns"] > 0)]
+    if df.empty:
+        raise StudyError("no row with a known frequency: sweep steps need a "
+                         "phase freq_khz, a freq_khz tag or a fixed:R policy")
+    df["node_model"] = df["node_model"].fillna("unknown")
+    return df
+
+
+def model_dvfs(conn, where=(), kind=None, level="phases", max_slowdown=0.10,
+               since_ns=None, until_ns=None, cluster=None) -> pd.DataFrame:
+    df = sweep_rows(conn, where, kind, level, since_ns, until_ns, cluster)
+    try:
+        return models.fit_dvfs_groups(df, by=("node_model", "kind"),
+                                      max_slowdown=max_slowdown)
+    except ValueError as e:
+        raise StudyError(str(e)) from None
+
+
+def save_dvfs(conn, fits: pd.DataFrame, path, max_slowdown: float,
+              node_model=None) -> str:
+    """Write the policy file (models.policy_file) for one node model and
+    store the fits in power_models (used by `joulestep job`)."""
+    ok = fits[fits["error"].isna()]
+    if ok.empty:
+        raise StudyError("no successful fit to save")
+    nms = sorted(set(ok["node_model"]))
+    if node_model is None:
+        if len(nms) > 1:
+            raise StudyError("fits for several node models (" + ", ".join(nms) +
+                             "): pick one with --node-model")
+        node_model = nms[0]
+    sel = ok[ok["node_model"] == node_model]
+    if sel.empty:
+        raise StudyError(f"no fit for node model {node_model!r} (have: {', '.join(nms)})")
+    recs = {r["kind"]: models.Recommendation(
+        freq_khz=int(r["rec_freq_khz"]), ratio=float(r["rec_ratio"]),
+        power_saving=float(r["power_saving"]), slowdown=float(r["slowdown"]),
+        energy_saving=float(r["energy_saving"]), max_slowdown=float(max_slowdown))
+        for r in frames.records(sel) if r.get("rec_freq_khz") is not None}
+    text = models.policy_file(recs, node_model=node_model, path=str(path))
+    now = time.time_ns()
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        for r in frames.records(sel):
+            conn.execute(
+                "INSERT OR REPLACE INTO power_models (node_model, phase_kind, a, b, c, "
+                "fmax_khz, slowdown_alpha, sse, rmse, r2, n_points, fitted_ns) "
+                "VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                (node_model, r["kind"], r["a"], r["b"], r["c"],
+                 int(round(r["fmax_ghz"] * 1e6)), r["alpha"], r["sse"], r["rmse"],
+                 r["r2"], r["n"], now))
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    return text
+
+
+# ------------------------------------------------------------------ Damaris
+
+def parse_table(text: str, name: str) -> dict:
+    """'1:1,2:0.98,4:0.95' -> {1: 1.0, 2: 0.98, 4: 0.95}."""
+    out = {}
+    for part in (text or "").split(","):
+        part = part.strip()
+        if not part:
+            continue
+        try:
+            n, s = part.split(":")
+            out[int(n)] = float(s)
+        except ValueError:
+            raise StudyError(f"{name}: {part!r} is not N:S (e.g. 1:1,2:0.98,4:0.95)") \
+                from None
+    if not out:
+        raise StudyError(f"{name}: give at least one N:S pair")
+    return out
+
+
+def measured_runs(conn, by="tag:approach", where=(), since_ns=None, until_ns=None,
+                  cluster=None) -> pd.DataFrame:
+    """Energy of each recorded run (job) per I/O configuration: config is
+    the `by` column (e.g. tag:approach = DC(1), DN(15:1)); energy_j = sum of
+    the job's numbered steps (batch/extern left out when numbered ones
+    exist).  Runs whose config is not DC(k)/DN(c:d) are skipped."""
+    st = _filtered(frames.steps(conn, since_ns, until_ns, cluster), where)
+    if st.empty or by not in st.columns:
+        return pd.DataFrame(columns=["config", "energy_j", "job_id"])
+    num = ~st["step_id"].astype(str).isin(["batch", "extern", "interactive"])
+    has = num.groupby(st["job_pk"]).transform("any")
+    st = st[num | ~has]
+    e = (st["energy_cpu_uj"].astype(float) + st["energy_dram_uj"].astype(float)
+         .fillna(0)) / 1e6
+    g = st.assign(energy_j=e).groupby(["job_pk", by], dropna=True)
+    runs = g["energy_j"].sum().reset_index().rename(columns={by: "config"})
+    ok = []
+    for c in runs["config"]:
+        try:
+            models.parse_config(c)
+            ok.append(True)
+        except ValueError:
+            ok.append(False)
+    return runs[ok]
+
+
+def model_damaris(cal, approaches, nodes, cores_per_node, measured=None) -> dict:
+    try:
+        pred = models.predict_damaris(cal, approaches, nodes, cores_per_node)
+        acc = None
+        if measured is not None and not measured.empty:
+            acc = models.damaris_accuracy(pred, measured)
+            if acc.empty:
+                acc = None
+    except ValueError as e:
+        raise StudyError(str(e)) from None
+    return {"prediction": pred, "accuracy": acc,
+            "pick": pred.loc[pred["best"], "config"].iloc[0]}

@@ -1,0 +1,183 @@
+"""Generate valid joulestep spool records (format v1, docs/record-format.md).
+
+Numbers are chosen so test expectations can be checked by hand: energies are
+whole joules (x 1e6 uJ), durations whole seconds.
+"""
+from __future__ import annotations
+
+import copy
+import json
+import os
+import pathlib
+
+S = 1_000_000_000          # ns per second
+J = 1_000_000              # uJ per joule
+T0 = 1_763_769_600 * S     # 2025-11-22T00:00:00Z
+GIB = 1 << 30
+
+
+def phase(seq, kind, start_s, dur_s, cpu_j, dram_j, *, label=None, freq_khz=None,
+          nbytes=None, depth=0, parent=None, t0=T0, nranks=None, ranks=None):
+    st = t0 + int(start_s * S)
+    p = {"seq": seq, "kind": kind, "label": label, "depth": depth,
+         "parent_seq": parent, "start_ns": st, "end_ns": st + int(dur_s * S),
+         "duration_ns": int(dur_s * S), "freq_khz": freq_khz,
+         "freq_change_ns": 35000 if freq_khz else None,
+         "energy_cpu_uj": int(cpu_j * J), "energy_dram_uj": int(dram_j * J),
+         "bytes": nbytes, "nranks": nranks}
+    if ranks is not None:
+        p["ranks"] = ranks
+    return p
+
+
+def record(job_id=42, step_id="0", node="node01", *, cluster="demo",
+           submit_s=0, start_s=1, dur_s=10, cpu_j=100, dram_j=20, user="alice",
+           account="physics", partition="debug", name="ckpt", tags=None,
+           policy="io-dvfs", base_khz=2_400_000, exclusive=True, het=0,
+           node_model="fake-acpi-2x2", phases=(), errors=(), wrap_uncertain=False,
+           t0=T0):
+    """One record: job submitted at t0+submit_s, step from t0+start_s."""
+    st = t0 + int(start_s * S)
+    return {
+        "format": "joulestep-record", "version": 1, "cluster": cluster,
+        "job": {"job_id": job_id, "submit_time_ns": t0 + int(submit_s * S),
+                "start_time_ns": st, "name": name, "user": user, "uid": 1001,
+                "gid": 1001, "account": account, "partition": partition,
+                "tags": dict(tags or {})},
+        "step": {"step_id": step_id, "het_component": het, "node": node,
+                 "node_model": node_model, "ntasks": 2, "nnodes": 1,
+                 "cpus": "0-1", "ncpus": 2, "exclusive": exclusive,
+                 "policy": policy, "base_freq_khz": base_khz,
+                 "freq_min_ratio": 0.5, "start_ns": st,
+                 "end_ns": st + int(dur_s * S), "duration_ns": int(dur_s * S),
+                 "energy_cpu_uj": int(cpu_j * J), "energy_dram_uj": int(dram_j * J),
+                 "energy_total_uj": int((cpu_j + dram_j) * J), "exit_code": 0},
+        "zones": [
+            {"name": "package-0", "id": "intel-rapl:0", "kind": "package",
+             "energy_uj": int(cpu_j * J) // 2, "wraps": 0},
+            {"name": "package-1", "id": "intel-rapl:1", "kind": "package",
+             "energy_uj": int(cpu_j * J) - int(cpu_j * J) // 2, "wraps": 1},
+            {"name": "dram", "id": "intel-rapl:0:0", "kind": "dram",
+             "energy_uj": int(dram_j * J), "wraps": 0}],
+        "phases": [copy.deepcopy(p) for p in phases],
+        "provenance": {"backend": "sysfs", "wrap_uncertain": wrap_uncertain,
+                       "sample_period_ns": S, "errors": list(errors),
+                       "plugin_version": "0.1.0"},
+    }
+
+
+def path_for(spool, rec) -> pathlib.Path:
+    j, s = rec["job"], rec["step"]
+    return (pathlib.Path(spool) / rec["cluster"] / str(j["job_id"]) /
+            f"{j['job_id']}.{s['step_id']}.{s['het_component']}.{s['node']}.json")
+
+
+def write(spool, rec, name=None) -> pathlib.Path:
+    """Write like the plugin: tmp file, then rename into place."""
+    p = path_for(spool, rec) if name is None else pathlib.Path(spool) / name
+    p.parent.mkdir(parents=True, exist_ok=True)
+    tmp = p.with_name(p.name + f".tmp.{os.getpid()}")
+    tmp.write_text(json.dumps(rec))
+    os.rename(tmp, p)
+    return p
+
+
+def fixture_records():
+    """The hand-checked fixture used across tests/cli.
+
+    job 42 (alice, physics, strategy=veloc): step 0 on node01 with a
+      checkpoint (freq lowered to 1.2 GHz, 1 GiB, 2 s, 20+4 J) nested flush
+      and a compute phase; step batch on node01, shared node.
+    job 43 (bob, chem, strategy=genericio): step 0 on node02, 2 phases.
+    job 42 again, submitted a day later (ID wraparound): carol.
+    """
+    ph42 = [
+        phase(0, "compute", 1, 4, 40, 8, label="iter", t0=T0),
+        phase(1, "checkpoint", 5, 2, 20, 4, label="ckpt-1", freq_khz=1_200_000,
+              nbytes=GIB, nranks=2,
+              ranks=[{"rank": 0, "start_ns": T0 + 5 * S, "end_ns": T0 + 7 * S,
+                      "bytes": GIB // 2},
+                     {"rank": 1, "start_ns": T0 + 5 * S, "end_ns": T0 + 7 * S,
+                      "bytes": GIB // 2}]),
+        phase(2, "flush", 5, 1, 6, 2, label="ckpt-1", depth=1, parent=1,
+              freq_khz=1_200_000, nbytes=GIB),
+    ]
+    ph43 = [
+        phase(0, "compute", 2, 3, 60, 6),
+        phase(1, "checkpoint", 5, 4, 80, 8, label="sync", nbytes=2 * GIB),
+    ]
+    return [
+        record(42, "0", "node01", start_s=1, dur_s=10, cpu_j=100, dram_j=20,
+               tags={"strategy": "veloc", "tier": "dram"}, phases=ph42),
+        record(42, "batch", "node01", start_s=1, dur_s=12, cpu_j=30, dram_j=6,
+               tags={"strategy": "veloc", "tier": "dram"}, exclusive=False,
+               policy="none"),
+        record(43, "0", "node02", user="bob", account="chem", name="gio",
+               start_s=2, dur_s=10, cpu_j=200, dram_j=20,
+               tags={"strategy": "genericio"}, policy=None, phases=ph43),
+        record(42, "0", "node02", user="carol", account="bio", name="wrapped",
+               submit_s=86400, start_s=86401, dur_s=5, cpu_j=50, dram_j=10,
+               policy=None, tags={}),
+    ]
+
+
+# --------------------------------------------------------------------------
+# experiment-shaped records for compare / model / plot tests
+
+def checkpoint_study(reps=3, ranks=(1, 2, 4), gib_per_rank=1):
+    """VELOC-style (checkpoint + flush) vs GenericIO-style (one checkpoint
+    phase) runs.  Per rank and GiB: veloc local 2 J/GiB CPU + 0.5 DRAM in
+    0.5 s, flush 1 J/GiB + 0.5 in 1 s; genericio 6 J/GiB + 1 in 2 s.  Each
+    repetition r adds r J to every phase's CPU energy (spread)."""
+    recs, job = [], 5000
+    for strat in ("veloc", "genericio"):
+        for n in ranks:
+            for r in range(reps):
+                job += 1
+                g = n * gib_per_rank
+                if strat == "veloc":
+                    ph = [phase(0, "checkpoint", 1, 0.5 * g, 2 * g + r, 0.5 * g,
+                                nbytes=g * GIB, nranks=n, label="c1"),
+                          phase(1, "flush", 1 + 0.5 * g, 1.0 * g, 1 * g + r, 0.5 * g,
+                                nbytes=g * GIB, nranks=n, label="c1")]
+                else:
+                    ph = [phase(0, "checkpoint", 1, 2.0 * g, 6 * g + r, 1 * g,
+                                nbytes=g * GIB, nranks=n, label="c1")]
+                recs.append(record(job, "0", "node01", name="ckpt", start_s=job,
+                                   submit_s=job, dur_s=10, cpu_j=50, dram_j=5,
+                                   tags={"strategy": strat, "study": "ckpt"},
+                                   phases=ph))
+    return recs
+
+
+def io_study(reps=2):
+    """TP / DC(1) / DN(3:1) on 4 nodes; energy per node given."""
+    recs, job = [], 6000
+    per_node = {"TP": [100, 110, 90, 100], "DC(1)": [80, 80, 80, 80],
+                "DN(3:1)": [85, 85, 85, 40]}
+    for appr, energies in per_node.items():
+        for r in range(reps):
+            job += 1
+            for i, e in enumerate(energies):
+                recs.append(record(job, "0", f"node{i + 1:02d}", start_s=job,
+                                   submit_s=job, dur_s=10, cpu_j=e + r, dram_j=0,
+                                   tags={"approach": appr, "study": "io"}))
+    return recs
+
+
+def sweep_study(a=0.0133, b=3.379, c=0.7985, fmax_ghz=2.4, alpha=0.3, reps=3):
+    """A noiseless frequency sweep as the plugin would record it: one job per
+    frequency and repetition, one 'write' phase at that frequency."""
+    recs, job = [], 7000
+    freqs = [round(0.8 + 0.1 * i, 3) for i in range(int(round((fmax_ghz - 0.8) / 0.1)) + 1)]
+    for fr in freqs:
+        for r in range(reps):
+            job += 1
+            p = 40.0 * (a * fr ** b + c)
+            t = 10.0 * (alpha * fmax_ghz / fr + 1 - alpha)
+            ph = [phase(0, "write", 1, t, p * t, 0, freq_khz=int(round(fr * 1e6)))]
+            recs.append(record(job, "0", "node01", start_s=job, submit_s=job,
+                               dur_s=t + 2, cpu_j=p * t + 10, dram_j=0,
+                               policy=f"fixed:{fr / fmax_ghz:.4f}",
+                               tags={"sweep": "s1"}, phases=ph))
+    return recs

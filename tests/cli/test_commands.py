@@ -1,0 +1,237 @@
+"""compare, model, tune, plot, export, doctor, restore, phase (CLI wiring)."""
+import csv
+import io
+import json
+import os
+import sqlite3
+import subprocess
+
+import pytest
+
+import recgen
+from conftest import jrun
+
+
+@pytest.fixture
+def study(run, tmp_path):
+    sp = tmp_path / "study"
+    for r in recgen.checkpoint_study() + recgen.io_study() + recgen.sweep_study():
+        recgen.write(sp, r)
+    run("ingest", sp)
+    return run
+
+
+def test_compare_checkpoint(study):
+    r = jrun(study, "compare", "--by", "tag:strategy", "--where", "study=ckpt")
+    assert r["what"] == "checkpoint" and r["baseline"] == "genericio"
+    rows = {(x["tag:strategy"], x["part"], x["nranks"]): x for x in r["table"]}
+    # veloc, 2 ranks x 1 GiB: local 2*2 J CPU + 1 J DRAM, +0/1/2 J per rep
+    loc = rows[("veloc", "local", 2)]
+    assert loc["runs"] == 3 and loc["energy_j"] == pytest.approx(6.0)
+    assert loc["energy_j_std"] == pytest.approx(1.0)
+    assert loc["throughput_gibs"] == pytest.approx(2.0)       # 2 GiB in 1 s
+    tot = rows[("veloc", "total", 4)]
+    assert tot["energy_j"] == pytest.approx(18.0)           # 11 + 7
+    gio = rows[("genericio", "total", 4)]
+    assert gio["energy_j"] == pytest.approx(29.0)           # 24 + 4 + 1
+    rat = {(x["part"], x["nranks"]): x for x in r["ratios"]}
+    assert rat[("total", 4)]["energy_j_ratio"] == pytest.approx(18 / 29)
+    assert rat[("local", 1)]["throughput_gibs_ratio"] == pytest.approx(4.0)
+    out = study("compare", "--by", "tag:strategy", "--where", "study=ckpt").stdout
+    assert "ratios to genericio" in out
+    assert max(len(l) for l in out.splitlines()) <= 80
+
+
+def test_compare_io_and_csv(study):
+    r = jrun(study, "compare", "--by", "tag:approach", "--where", "study=io")
+    assert r["what"] == "io"
+    rows = {x["tag:approach"]: x for x in r["table"]}
+    assert rows["DC(1)"]["energy_j"] == pytest.approx(322.0)   # 4*80 + mean(0,4)
+    assert rows["TP"]["node_max_j"] == pytest.approx(110.5)
+    assert rows["DN(3:1)"]["node_min_j"] == pytest.approx(40.5)
+    text = study("compare", "--by", "tag:approach", "--where", "study=io",
+                 "--format", "csv").stdout
+    got = list(csv.DictReader(io.StringIO(text)))
+    assert [g["tag:approach"] for g in got] == ["DC(1)", "DN(3:1)", "TP"]
+
+
+def test_compare_errors(study):
+    r = study("compare", "--by", "tag:colour", "--where", "study=io", ok=False)
+    assert "tag:approach" in r.output
+    r = study("compare", "--by", "tag:approach", "--where", "nope", ok=False)
+    assert "KEY=VALUE" in r.output
+
+
+def test_model_dvfs_fit_save_and_job_saving(study, tmp_path, db):
+    pol = tmp_path / "tuned.json"
+    r = jrun(study, "model", "dvfs", "--where", "sweep=s1", "--save", pol)
+    (fit,) = r["fits"]
+    # sweep generated from Table 2.5 'Total'; power scaled by P(2.4 GHz)
+    scale = 0.0133 * 2.4 ** 3.379 + 0.7985
+    assert fit["b"] == pytest.approx(3.379, rel=1e-3)
+    assert fit["a"] == pytest.approx(0.0133 / scale, rel=1e-3)
+    assert fit["c"] == pytest.approx(0.7985 / scale, rel=1e-3)
+    assert fit["alpha"] == pytest.approx(0.3, rel=1e-6)
+    doc = json.loads(pol.read_text())
+    assert doc["format"] == "joulestep-policy"
+    assert doc["policy"].startswith("phase:write=")
+    row = sqlite3.connect(db).execute(
+        "SELECT node_model, phase_kind, fmax_khz, slowdown_alpha FROM power_models"
+    ).fetchall()
+    assert row == [("fake-acpi-2x2", "write", 2400000, pytest.approx(0.3))]
+    # a write phase at 1.2 GHz of a 2.4 GHz node now gets an estimate
+    rec = recgen.record(8000, "0", "node01", phases=[recgen.phase(
+        0, "write", 1, 2, 20, 4, freq_khz=1_200_000)])
+    recgen.write(tmp_path / "sp2", rec)
+    study("ingest", tmp_path / "sp2")
+    s = jrun(study, "job", 8000)
+    p = s["steps"][0]["phases"][0]
+    assert p["saving_status"] == "estimated" and p["saving_model"] == "fake-acpi-2x2/write"
+    a, b, c, al = fit["a"], fit["b"], fit["c"], fit["alpha"]
+    P = lambda f: a * f ** b + c  # noqa: E731
+    T = lambda f: al * 2.4 / f + 1 - al  # noqa: E731
+    base = 20 * P(2.4) / P(1.2) * T(2.4) / T(1.2) + 4 * T(2.4) / T(1.2)
+    assert p["saving_j"] == pytest.approx(base - 24)
+
+
+def test_model_damaris_prediction_and_accuracy(study):
+    r = jrun(study, "model", "damaris", "--t-base", 1000, "--s-cores", "1:1,4:0.9",
+             "--s-nodes", "1:1,4:0.95", "--p-idle", 50, "--p-max", 100,
+             "--nodes", 4, "--cores-per-node", 4, "--approach", "DC(1)",
+             "--approach", "DN(3:1)", "--where", "study=io")
+    pred = {x["config"]: x for x in r["prediction"]}
+    # DC(1): 3 cores, s_cores(3) = 0.9 + (1-0.9)/3 ... interpolated 1->4
+    s3 = 1 + (0.9 - 1) * (3 - 1) / (4 - 1)
+    t_dc = 1000 / ((3 * s3) * (4 * 0.95))
+    assert pred["DC(1)"]["t_sim_s"] == pytest.approx(t_dc)
+    assert pred["DC(1)"]["energy_j"] == pytest.approx(t_dc * 100 * 4)
+    # DN(3:1): 3 compute nodes, s_nodes(3) interpolated, P = (3*100 + 75)/4
+    sn3 = 1 + (0.95 - 1) * (3 - 1) / (4 - 1)
+    t_dn = 1000 / ((4 * 0.9) * (3 * sn3))
+    assert pred["DN(3:1)"]["energy_j"] == pytest.approx(t_dn * 93.75 * 4)
+    assert r["pick"] == min(pred, key=lambda k: pred[k]["energy_j"])
+    acc = {x["config"]: x for x in r["accuracy"]}
+    assert acc["DC(1)"]["measured_j"] == pytest.approx(322.0)
+    r = study("model", "damaris", "--nodes", 4, "--cores-per-node", 4,
+              "--approach", "DC(1)", ok=False)
+    assert "--t-base" in r.output
+
+
+def test_tune_writes_a_valid_script(run, tmp_path):
+    hw = tmp_path / "hw"
+    subprocess.run(["python3", str(recgen.pathlib.Path(__file__).resolve().parents[1]
+                                   / "fakehw" / "fakehw.py"), "create", str(hw)],
+                   check=True)
+    out = tmp_path / "sweep.sh"
+    r = run("tune", "--sysfs", hw, "--reps", 2, "--kind", "write", "-o", out,
+            "--", "dd", "if=/dev/zero", "of=/dev/null", "bs=1M", "count=10")
+    assert "17 frequencies" in r.output
+    text = out.read_text()
+    assert "FREQS=(2400000 2300000" in text and " 800000)" in text
+    assert "--energy-policy=fixed:$ratio" in text
+    assert "joulestep-phase begin write sweep; dd if=/dev/zero" in text
+    assert os.access(out, os.X_OK)
+    subprocess.run(["bash", "-n", str(out)], check=True)
+    r = run("tune", "--freqs", "1000,2000", "-o", out, "--", "true", ok=False)
+    assert "at least 4" in r.output
+
+
+def test_plot_files(study, tmp_path):
+    for fig, args in (("power", ["--where", "sweep=s1"]),
+                      ("scaling", ["--where", "study=ckpt"]),
+                      ("io", ["--where", "study=io"])):
+        p = tmp_path / f"{fig}.svg"
+        study("plot", fig, p, *args)
+        assert p.read_text().lstrip().startswith("<?xml")
+    r = study("plot", "io", tmp_path / "x.gif", "--where", "study=io", ok=False)
+    assert ".png or .svg" in r.output
+
+
+def test_export_formats(loaded, tmp_path):
+    out = loaded("export", "steps").stdout
+    rows = list(csv.DictReader(io.StringIO(out)))
+    assert len(rows) == 4 and "energy_total_uj" in rows[0]
+    js = json.loads(loaded("export", "phases_full", "--format", "json").stdout)
+    assert len(js) == 5 and {"tag:strategy", "kind", "energy_cpu_uj"} <= set(js[0])
+    d = tmp_path / "pq"
+    loaded("export", "jobs", "steps", "--format", "parquet", "-o", d)
+    import pandas as pd
+    df = pd.read_parquet(d / "steps.parquet")
+    assert int(df["energy_total_uj"].sum()) == 436_000_000
+    r = loaded("export", "secrets", ok=False)
+    assert "allowed" in r.output
+
+
+def test_doctor_on_fake_tree(run, tmp_path):
+    hw = tmp_path / "hw"
+    subprocess.run(["python3", str(recgen.pathlib.Path(__file__).resolve().parents[1]
+                                   / "fakehw" / "fakehw.py"), "create", str(hw),
+                    "--variant", "pstate"], check=True)
+    r = jrun(run, "doctor", "--sysfs", hw)
+    assert r["counted"] == {"package": 2, "dram": 2}
+    names = {z["id"]: z for z in r["zones"]}
+    assert names["intel-rapl-mmio:0"]["counted"] is False
+    assert names["intel-rapl:2"]["name"] == "psys" and not names["intel-rapl:2"]["counted"]
+    assert r["cpufreq"]["drivers"] == ["intel_pstate"]
+    assert r["cpufreq"]["control"] == "cap scaling_max_freq"
+    assert f"sysfs={hw}" in r["plugstack"]
+    assert r["min_wrap_period_s"] > 0
+    text = run("doctor", "--sysfs", hw).stdout
+    assert "plugstack.conf:" in text
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the write test needs root")
+def test_doctor_write_test_restores(run, tmp_path):
+    hw = tmp_path / "hw"
+    subprocess.run(["python3", str(recgen.pathlib.Path(__file__).resolve().parents[1]
+                                   / "fakehw" / "fakehw.py"), "create", str(hw)],
+                   check=True)
+    f = hw / "devices/system/cpu/cpu0/cpufreq/scaling_max_freq"
+    before = f.read_text()
+    r = jrun(run, "doctor", "--sysfs", hw, "--write-test")
+    assert r["write_test"]["ok"] is True and r["write_test"]["restored"] is True
+    assert r["write_test"]["written_khz"] < r["write_test"]["original_khz"]
+    assert f.read_text() == before
+
+
+def test_phase_commands_outside_a_step(run, monkeypatch):
+    monkeypatch.delenv("JOULESTEP_SOCKET", raising=False)
+    run("phase", "begin", "checkpoint", "c1")
+    run("phase", "end", "--bytes", 10)
+    r = run("phase", "begin", "Bad Kind", ok=False)
+    assert "allowed" in r.output
+    import joulestep
+    with joulestep.phase("write") as p:
+        p["nbytes"] = 5
+
+
+def test_mail_wrapper_appends_summary(loaded, repo, db, tmp_path):
+    sent = tmp_path / "sent"
+    fake_mail = tmp_path / "mail"
+    fake_mail.write_text(f'#!/bin/sh\nprintf "%s|" "$@" > {sent}\necho >> {sent}\n'
+                         f'cat >> {sent}\n')
+    fake_mail.chmod(0o755)
+    env = dict(os.environ, JOULESTEP_MAIL=str(fake_mail), JOULESTEP_DB=str(db),
+               JOULESTEP_BIN=str(repo / ".venv" / "bin" / "joulestep"),
+               JOULESTEP_INGEST_WAIT="0")
+    prog = str(repo / "etc" / "mail" / "joulestep-mail")
+    subj = "Slurm Job_id=43 Name=gio Ended, Run time 00:00:10, COMPLETED, ExitCode 0"
+    subprocess.run([prog, "-s", subj, "bob@example.org"], input="body\n",
+                   text=True, env=env, check=True)
+    out = sent.read_text()
+    assert out.startswith(f"-s|{subj}|bob@example.org|")
+    assert "body\n" in out and "--- energy (joulestep) ---" in out
+    assert "Job 43 (gio)" in out and "220 J" in out
+    # a Began mail passes through untouched
+    subprocess.run([prog, "-s", "Slurm Job_id=43 Name=gio Began", "bob"],
+                   input="body\n", text=True, env=env, check=True)
+    assert "joulestep" not in sent.read_text()
+
+
+def test_config_example_is_valid(repo):
+    from joulestep import config
+    s = config.load(repo / "etc" / "joulestep.conf.example")
+    d = config.Settings()
+    assert (s.co2_g_per_kwh, s.price_per_kwh, s.currency, s.cluster, s.db) == \
+        (d.co2_g_per_kwh, d.price_per_kwh, d.currency, None, None)
+    assert str(s.spool) == "/var/spool/joulestep"
