@@ -141,6 +141,24 @@ def test_ingest_records_reports_invalid(tmp_path):
     assert any("phases[1].seq: 0 appears twice" in r for r in reasons)
 
 
+def test_zones_are_told_apart_by_id(tmp_path):
+    """Every package has a DRAM zone named "dram", as the kernel names them."""
+    from joulestep import store
+    conn = store.connect(tmp_path / "x.db")
+    rec = recgen.record(70, "0", "node03")
+    rec["zones"].append({"name": "dram", "id": "intel-rapl:1:0", "kind": "dram",
+                         "energy_uj": 5 * J, "wraps": 0})
+    bad = recgen.record(71, "0", "node03")
+    bad["zones"].append(dict(bad["zones"][0]))
+    res = store.ingest_records(conn, [rec, bad])
+    assert res.new_steps == 1
+    assert [r for _, r in res.errors] == ["zones[3].id: zone 'intel-rapl:0' appears twice"]
+    rows = conn.execute("SELECT z.zone_id, z.name FROM step_zones z JOIN steps s USING (step_pk) "
+                        "JOIN jobs j USING (job_pk) WHERE j.job_id = 70 "
+                        "AND z.name = 'dram' ORDER BY zone_id").fetchall()
+    assert [tuple(r) for r in rows] == [("intel-rapl:0:0", "dram"), ("intel-rapl:1:0", "dram")]
+
+
 def test_large_spool_in_batches(run, tmp_path, db):
     sp = tmp_path / "big"
     for i in range(1200):

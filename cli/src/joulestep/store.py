@@ -312,11 +312,12 @@ def parse_record(rec) -> Parsed:
         if not isinstance(z, dict):
             raise RecordError(f"{w}: expected an object")
         name = _str(_get(z, "name", w), f"{w}.name")
-        if name in seen:
-            raise RecordError(f"{w}.name: zone {name!r} appears twice")
-        seen.add(name)
-        zones.append((name, _str(z.get("id"), f"{w}.id", null=True),
-                      _str(z.get("kind"), f"{w}.kind", null=True),
+        # zones are told apart by id: every package has a zone named "dram"
+        zid = _str(_get(z, "id", w), f"{w}.id")
+        if zid in seen:
+            raise RecordError(f"{w}.id: zone {zid!r} appears twice")
+        seen.add(zid)
+        zones.append((name, zid, _str(z.get("kind"), f"{w}.kind", null=True),
                       _int(_get(z, "energy_uj", w), f"{w}.energy_uj", minimum=0),
                       _int(z.get("wraps", 0), f"{w}.wraps", minimum=0)))
 

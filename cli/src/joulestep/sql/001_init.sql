@@ -90,12 +90,12 @@ CREATE INDEX step_tags_by_key ON step_tags (key, value);
 -- Energy of each RAPL zone over the step.
 CREATE TABLE step_zones (
     step_pk    INTEGER NOT NULL REFERENCES steps (step_pk) ON DELETE CASCADE,
-    name       TEXT NOT NULL,            -- "package-0", "dram", ...
-    zone_id    TEXT,                     -- "intel-rapl:0"
+    zone_id    TEXT NOT NULL,            -- "intel-rapl:0": unique per node
+    name       TEXT NOT NULL,            -- "package-0", "dram" (one per package)
     kind       TEXT,                     -- "package" | "dram"
     energy_uj  INTEGER NOT NULL CHECK (energy_uj >= 0),
     wraps      INTEGER NOT NULL DEFAULT 0,
-    PRIMARY KEY (step_pk, name)
+    PRIMARY KEY (step_pk, zone_id)
 ) WITHOUT ROWID;
 
 -- Phases marked inside a step (checkpoint, flush, compress, write, ...).
