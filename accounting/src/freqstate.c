@@ -311,7 +311,7 @@ static bool owner_alive(int odfd, const char *name)
  * ones (or all with force). */
 static int count_owners(int odfd, bool prune, bool force)
 {
-	int fd = dup(odfd);
+	int fd = fcntl(odfd, F_DUPFD_CLOEXEC, 0);
 	DIR *d;
 	struct dirent *de;
 	int n = 0;
@@ -527,7 +527,7 @@ int js_freq_recover(const char *state_dir, const char *sysfs_root, bool force,
 		return lfd;
 	}
 	js_cpuset_zero(&backups);
-	fd = dup(dfd);
+	fd = fcntl(dfd, F_DUPFD_CLOEXEC, 0);
 	d = fd >= 0 ? fdopendir(fd) : NULL;
 	if (!d) {
 		rc = -errno;
