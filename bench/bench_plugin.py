@@ -1,14 +1,25 @@
 #!/usr/bin/env python3
 """Benchmarks of the joulestep SPANK plugin (figures, not tests). Run as root:
 
-    python3 bench/bench_plugin.py [--launches 30] [--markers 20000] [--phases 300]
+    python3 bench/bench_plugin.py [--allocs 8] [--steps 25] [--launches 30] [--markers 20000] [--phases 300]
+                                  [--launch-only]
 
 Starts its own single-node Slurm cluster (tests/cluster/harness.py) with fake RAPL/cpufreq
 and prints, each with the same-run baseline:
   1. srun step launch time with the plugin vs without            goal <= 1.05x
+     a. step launch: `srun -n1 true` inside an existing allocation (salloc), timed by a
+        driver in the allocation with a monotonic clock; jobs with and without the plugin
+        alternate (plugstack.conf is re-read per job and per step). Steps 2..N of each
+        allocation are the figure (the job's submit time comes from the plugin's job cache);
+        step 1 pays the slurmctld lookup and is shown apart.
+     b. whole job: `srun -n1 true` outside an allocation (allocation + first step + job
+        end), alternating per launch.
   2. marker cost seen by the app vs a bare send on a UNIX socket  goal <= 2x
   3. lag from a marker to the clock being written (freq_lag_ns)   goal p99 <= 1 ms
   4. sampler CPU use (the library's js_meter at the plugin's period) goal <= 0.1 % of a core
+slurmd is restarted once with the plugin in plugstack.conf, as in production (slurmd
+decides at start whether a plugin has a job epilog, which removes the job cache file);
+the baselines then differ only by plugstack.conf.
 """
 from __future__ import annotations
 
@@ -79,6 +90,21 @@ int main(int argc,char**argv){
 """
 
 
+# Runs inside the allocation as the job user: times N step launches with a monotonic clock.
+STEP_DRIVER = """
+import os, subprocess, sys, time
+ts = []
+for i in range(int(sys.argv[1])):
+    t0 = time.monotonic()
+    r = subprocess.run(["srun", "-n1", "true"])
+    ts.append(time.monotonic() - t0)
+    if r.returncode:
+        sys.exit(f"srun step {i} failed: {r.returncode}")
+print("T", " ".join(f"{t:.6f}" for t in ts))
+print("J", os.environ["SLURM_JOB_ID"])
+"""
+
+
 def pct(xs, p):
     xs = sorted(xs)
     return xs[min(len(xs) - 1, int(round(p / 100 * (len(xs) - 1))))]
@@ -89,12 +115,36 @@ def line(name, xs, unit, scale=1.0):
             f"p99 {pct(xs, 99) / scale:10.3f} {unit}   (n={len(xs)})")
 
 
+def print_launch(a, steps, first, sources, t_with, t_without):
+    print("joulestep SPANK plugin benchmarks (same run, same node)")
+    print(f"step launch in an allocation (salloc -n1; srun -n1 true, steps 2..{a.steps} "
+          f"of {a.allocs} allocations each):")
+    print(line("  srun step, with plugin", steps[True], "ms", 1e-3))
+    print(line("  srun step, without plugin", steps[False], "ms", 1e-3))
+    ratio = statistics.median(steps[True]) / statistics.median(steps[False])
+    r99 = pct(steps[True], 99) / pct(steps[False], 99)
+    print(f"{'  step launch ratio (median)':<34} {ratio:.3f}x   (p99 {r99:.3f}x)   goal <= 1.05x   "
+          f"{'OK' if ratio <= 1.05 else 'MISSED'}")
+    print(line("  first step, with plugin", first[True], "ms", 1e-3))
+    print(line("  first step, without plugin", first[False], "ms", 1e-3))
+    print(f"  submit_time_source of the plugin steps: "
+          + ", ".join(f"{k[0]} {k[1]} x{v}" for k, v in sorted(sources.items())))
+    print("whole job (srun -n1 true outside an allocation: allocation, first step, job end):")
+    print(line("  srun -n1 true, with plugin", t_with, "ms", 1e-3))
+    print(line("  srun -n1 true, without plugin", t_without, "ms", 1e-3))
+    wr = statistics.median(t_with) / statistics.median(t_without)
+    print(f"{'  whole-job ratio (median)':<34} {wr:.3f}x   (p99 {pct(t_with, 99) / pct(t_without, 99):.3f}x)")
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--launches", type=int, default=30)
+    ap.add_argument("--launches", type=int, default=30, help="whole-job launches per variant")
+    ap.add_argument("--allocs", type=int, default=8, help="allocations per variant (step launch)")
+    ap.add_argument("--steps", type=int, default=25, help="srun steps per allocation")
     ap.add_argument("--markers", type=int, default=20000)
     ap.add_argument("--phases", type=int, default=300)
     ap.add_argument("--sampler-seconds", type=float, default=20.0)
+    ap.add_argument("--launch-only", action="store_true", help="only figure 1 (step and job launch)")
     a = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit("bench_plugin.py must run as root (it starts a private Slurm cluster)")
@@ -128,17 +178,48 @@ def main():
                             "-ljansson"], check=True)
         os.chmod(exe, 0o755)
 
-        # 1. launch time, alternating so both see the same conditions
+        so = build / "spank/joulestep.so"
+        c.write_plugstack(so, args)
+        c.restart_slurmd()
+
+        # 1a. step launch inside an allocation: alternate whole allocations
+        steps = {True: [], False: []}   # steps 2..N
+        first = {True: [], False: []}   # step 1
+        jobs_with = []
+        for i in range(a.allocs):
+            for plugged in ((True, False) if i % 2 == 0 else (False, True)):
+                c.write_plugstack(so if plugged else None, args)
+                r = c.run(["salloc", "-n1", "python3", "-c", STEP_DRIVER, str(a.steps)], user="jsuser",
+                          timeout=300)
+                assert r.returncode == 0, r.stderr
+                out = dict(l.split(None, 1) for l in r.stdout.splitlines() if l[:2] in ("T ", "J "))
+                ts = [float(x) for x in out["T"].split()]
+                first[plugged].append(ts[0])
+                steps[plugged] += ts[1:]
+                if plugged:
+                    jobs_with.append(out["J"].strip())
+        # 1b. whole job (srun outside an allocation), alternating per launch
         t_with, t_without = [], []
         for i in range(a.launches):
             for plugged, acc in ((True, t_with), (False, t_without)):
-                c.write_plugstack(build / "spank/joulestep.so" if plugged else None, args)
+                c.write_plugstack(so if plugged else None, args)
                 t0 = time.monotonic()
                 r = c.srun(["-n1", "true"], user="jsuser")
                 acc.append(time.monotonic() - t0)
                 assert r.returncode == 0, r.stderr
-        c.write_plugstack(build / "spank/joulestep.so", args)
+        c.write_plugstack(so, args)
+        # what 1a measured: steps 2..N took the submit time from the job cache
+        sources = {}
+        for job in jobs_with:
+            for f in (root / "spool").glob(f"*/{job}/{job}.*.json"):
+                rec = json.loads(f.read_text())
+                k = ("step1" if rec["step"]["step_id"] == "0" else "later",
+                     rec["provenance"]["submit_time_source"])
+                sources[k] = sources.get(k, 0) + 1
 
+        if a.launch_only:
+            print_launch(a, steps, first, sources, t_with, t_without)
+            return
         # 2. marker cost
         r = c.srun(["-n1", str(exe), str(a.markers)], user="jsuser", timeout=600)
         assert r.returncode == 0, r.stderr
@@ -170,11 +251,7 @@ def main():
         cpu_s, secs, period = r.stdout.split()
         cpu_pct = 100 * float(cpu_s) / float(secs)
 
-        print("joulestep SPANK plugin benchmarks (same run, same node)")
-        print(line("srun -n1 true, with plugin", t_with, "ms", 1e-3))
-        print(line("srun -n1 true, without plugin", t_without, "ms", 1e-3))
-        ratio = statistics.median(t_with) / statistics.median(t_without)
-        print(f"{'  launch ratio (median)':<34} {ratio:.3f}x   goal <= 1.05x   {'OK' if ratio <= 1.05 else 'MISSED'}")
+        print_launch(a, steps, first, sources, t_with, t_without)
         print(line("bare send, UNIX SEQPACKET", bare, "us", 1e3))
         print(line("js_phase_begin/end (async)", mark, "us", 1e3))
         mr = statistics.median(mark) / statistics.median(bare)

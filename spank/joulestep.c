@@ -28,6 +28,7 @@
 #include <slurm/slurm.h>
 #include <slurm/spank.h>
 
+#include "js_jobcache.h"
 #include "js_step.h"
 
 /* The spank_* API lives in the host process (srun, sbatch, slurmstepd link
@@ -57,6 +58,7 @@ static uint32_t g_local_job, g_local_step;
 static bool g_local_known;
 
 static int opt_cb(int val, const char *optarg, int remote);
+static void meta_start(spank_t sp);
 
 static struct spank_option g_options[] = {
 	{"energy-policy", "NAME",
@@ -148,6 +150,8 @@ int slurm_spank_init(spank_t sp, int ac, char **av)
 		if (rc != ESPANK_SUCCESS)
 			slurm_error("joulestep: cannot register --%s: %s", o->name, spank_strerror(rc));
 	}
+	if (ctx == S_CTX_REMOTE)
+		meta_start(sp);
 	return 0;
 }
 
@@ -218,38 +222,128 @@ static uint64_t ph_now(void *ctx)
 	return now_ns(CLOCK_MONOTONIC);
 }
 
-/* Controller lookup of the job's submit time, off the launch path. */
+/* ---- job metadata: submit time, name, account ----------------------------
+ * slurmstepd has no SPANK item for the submit time. At slurm_spank_init the
+ * job cache (<state>/jobs/<job_id>, js_jobcache.h) is read; only when it has
+ * no usable entry does a thread ask slurmctld (slurm_load_job), off the
+ * launch path. The first answer is cached for the job's later steps on this
+ * node; the job epilog removes the file. Static: a lookup left behind at
+ * step end may outlive the step. */
+enum meta_src { META_NONE = 0, META_SLURMCTLD, META_CACHE };
+
+#define META_TRIES 4        /* slurm_load_job attempts (20, 40, 80 ms apart) */
+#define META_WAIT_MS 2000   /* longest hold of step end for the answer      */
+
+static struct {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	pthread_t th;
+	bool started, thread, done, abandoned, stored;
+	enum meta_src src;
+	struct js_jobcache e;       /* job_id and uid set before the lookup */
+	char state[JS_PATH_MAX];
+	uint64_t max_age_ns;
+	int load_rc;                /* why the cache was not used, 0 if it was */
+} g_meta = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+
+static int meta_lookup(struct js_jobcache *e)
+{
+	job_info_msg_t *msg = NULL;
+	int rc = -EAGAIN;
+	if (slurm_load_job(&msg, e->job_id, SHOW_ALL) != 0 || !msg)
+		return slurm_get_errno() == ESLURM_INVALID_JOB_ID ? -ENOENT : -EAGAIN;
+	if (msg->record_count > 0 && msg->job_array[0].submit_time > 0) {
+		slurm_job_info_t *j = &msg->job_array[0];
+		e->submit_ns = (uint64_t)j->submit_time * 1000000000ULL;
+		snprintf(e->name, sizeof(e->name), "%s", j->name ? j->name : "");
+		snprintf(e->account, sizeof(e->account), "%s", j->account ? j->account : "");
+		rc = 0;
+	}
+	slurm_free_job_info_msg(msg);
+	return rc;
+}
+
 static void *meta_main(void *arg)
 {
-	struct js_step *s = arg;
-	job_info_msg_t *msg = NULL;
-	uint64_t submit = 0;
-	char name[sizeof(s->meta_name)] = "", account[sizeof(s->meta_account)] = "";
-	if (slurm_load_job(&msg, s->job_id, SHOW_ALL) == 0 && msg) {
-		if (msg->record_count > 0) {
-			slurm_job_info_t *j = &msg->job_array[0];
-			if (j->submit_time > 0)
-				submit = (uint64_t)j->submit_time * 1000000000ULL;
-			if (j->name)
-				snprintf(name, sizeof(name), "%s", j->name);
-			if (j->account)
-				snprintf(account, sizeof(account), "%s", j->account);
+	(void)arg;
+	struct js_jobcache e;
+	pthread_mutex_lock(&g_meta.mu);
+	e = g_meta.e;
+	pthread_mutex_unlock(&g_meta.mu);
+	/* A failed attempt is retried: slurmstepd switches its (process-wide)
+	 * credentials while launching tasks, and munge refuses a reply that
+	 * arrives in such a window ("Unauthorized credential"). */
+	int rc = -EAGAIN;
+	for (int i = 0; i < META_TRIES && rc == -EAGAIN; i++) {
+		if (i) {
+			struct timespec ts = {0, (long)(10000000L << i)};
+			nanosleep(&ts, NULL);
 		}
-		slurm_free_job_info_msg(msg);
+		rc = meta_lookup(&e);
 	}
-	pthread_mutex_lock(&s->meta_mu);
-	s->meta_submit_ns = submit;
-	memcpy(s->meta_name, name, sizeof(name));
-	memcpy(s->meta_account, account, sizeof(account));
-	s->meta_done = true;
-	pthread_cond_signal(&s->meta_cv);
-	pthread_mutex_unlock(&s->meta_mu);
+	pthread_mutex_lock(&g_meta.mu);
+	if (!rc) {
+		g_meta.e = e;
+		g_meta.src = META_SLURMCTLD;
+	}
+	g_meta.done = true;
+	bool store = !rc && g_meta.max_age_ns && !g_meta.abandoned;
+	pthread_cond_signal(&g_meta.cv);
+	pthread_mutex_unlock(&g_meta.mu);
+	/* Early, so that steps started while this one runs find it. This may
+	 * fail (harmlessly: the directory is root-only) when slurmstepd runs as
+	 * the user at this moment; step end then stores it as root. */
+	if (store && js_jobcache_store(g_meta.state, &e) == 0) {
+		pthread_mutex_lock(&g_meta.mu);
+		g_meta.stored = true;
+		pthread_mutex_unlock(&g_meta.mu);
+	}
 	return NULL;
 }
 
-static void meta_wait(struct js_step *s, unsigned max_ms)
+/* Remote context, slurm_spank_init: as early as the job id is known. */
+static void meta_start(spank_t sp)
 {
-	if (!s->meta_running)
+	uint32_t jobid = 0, stepid = 0;
+	uid_t uid = 0;
+	if (spank_get_item(sp, S_JOB_ID, &jobid) != ESPANK_SUCCESS ||
+	    spank_get_item(sp, S_JOB_STEPID, &stepid) != ESPANK_SUCCESS ||
+	    spank_get_item(sp, S_JOB_UID, &uid) != ESPANK_SUCCESS || stepid == SLURM_EXTERN_CONT)
+		return;
+	g_meta.started = true;
+	g_meta.e.job_id = jobid;
+	g_meta.e.uid = (uint32_t)uid;
+	snprintf(g_meta.state, sizeof(g_meta.state), "%s", g_conf.state);
+	g_meta.max_age_ns = (uint64_t)g_conf.submit_cache_hours * 3600ULL * 1000000000ULL;
+	g_meta.load_rc = -ENOENT;
+	if (g_meta.max_age_ns) {
+		struct js_jobcache c;
+		uint64_t mtime = 0, now = now_ns(CLOCK_REALTIME);
+		g_meta.load_rc = js_jobcache_load(g_meta.state, jobid, &c, &mtime);
+		if (!g_meta.load_rc)
+			g_meta.load_rc = js_jobcache_check(&c, jobid, (uint32_t)uid, now, mtime, now,
+							   g_meta.max_age_ns);
+		if (!g_meta.load_rc) {
+			g_meta.e = c;
+			g_meta.src = META_CACHE;
+			g_meta.done = true;
+			return;
+		}
+	}
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	if (pthread_create(&g_meta.th, NULL, meta_main, NULL) == 0)
+		g_meta.thread = true;
+	else
+		g_meta.done = true;
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
+/* Step end: wait at most max_ms for the lookup, never longer. */
+static void meta_finish(struct js_step *s, unsigned max_ms)
+{
+	if (!g_meta.started || g_meta.e.job_id != s->job_id)
 		return;
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);
@@ -259,29 +353,39 @@ static void meta_wait(struct js_step *s, unsigned max_ms)
 		ts.tv_sec++;
 		ts.tv_nsec -= 1000000000L;
 	}
-	pthread_mutex_lock(&s->meta_mu);
-	while (!s->meta_done)
-		if (pthread_cond_timedwait(&s->meta_cv, &s->meta_mu, &ts) == ETIMEDOUT)
+	pthread_mutex_lock(&g_meta.mu);
+	while (!g_meta.done)
+		if (pthread_cond_timedwait(&g_meta.cv, &g_meta.mu, &ts) == ETIMEDOUT)
 			break;
-	bool done = s->meta_done;
-	uint64_t sub = s->meta_submit_ns;
-	pthread_mutex_unlock(&s->meta_mu);
-	if (done) {
-		pthread_join(s->meta, NULL);
-		s->meta_running = false;
-		if (sub) {
-			s->submit_ns = sub;
-			s->submit_known = true;
-		}
-		if (!s->job_name[0])
-			memcpy(s->job_name, s->meta_name, sizeof(s->job_name));
-		if (!s->account[0])
-			memcpy(s->account, s->meta_account, sizeof(s->account));
-	} else {
-		/* Never hold slurmstepd: leave the lookup behind. */
-		pthread_detach(s->meta);
-		s->meta_running = false;
+	bool done = g_meta.done;
+	if (!done)
+		g_meta.abandoned = true; /* the thread must not store after us */
+	pthread_mutex_unlock(&g_meta.mu);
+	if (g_meta.thread) {
+		if (done)
+			pthread_join(g_meta.th, NULL); /* also waits for its store */
+		else
+			pthread_detach(g_meta.th);     /* never hold slurmstepd */
+		g_meta.thread = false;
 	}
+	if (!done || g_meta.src == META_NONE)
+		return;
+	s->submit_ns = g_meta.e.submit_ns;
+	s->submit_source = g_meta.src == META_CACHE ? "cache" : "slurmctld";
+	if (!s->job_name[0])
+		memcpy(s->job_name, g_meta.e.name, sizeof(s->job_name));
+	if (!s->account[0])
+		memcpy(s->account, g_meta.e.account, sizeof(s->account));
+	if (g_meta.src == META_SLURMCTLD && g_meta.max_age_ns && !g_meta.stored) {
+		int rc = js_jobcache_store(g_meta.state, &g_meta.e);
+		if (rc < 0)
+			slurm_info("joulestep: job %u: cannot cache the submit time in %s/jobs: %s",
+				   s->job_id, g_meta.state, strerror(-rc));
+		g_meta.stored = rc == 0;
+	}
+	if (g_meta.src == META_SLURMCTLD && g_meta.load_rc != -ENOENT)
+		slurm_verbose("joulestep: job %u: cached submit time not used (%s); replaced",
+			      s->job_id, strerror(-g_meta.load_rc));
 }
 
 static void node_model(struct js_step *s)
@@ -416,13 +520,8 @@ static void step_free(struct js_step *s)
 		js_meter_stop(s->meter);
 	if (s->energy)
 		js_energy_close(s->energy);
-	if (!s->meta_running) {
-		pthread_mutex_destroy(&s->meta_mu);
-		pthread_cond_destroy(&s->meta_cv);
-		pthread_mutex_destroy(&s->err_mu);
-		free(s);
-	}
-	/* else: the detached lookup thread still uses s; leak it. */
+	pthread_mutex_destroy(&s->err_mu);
+	free(s);
 }
 
 static int remote_init(spank_t sp)
@@ -441,8 +540,6 @@ static int remote_init(spank_t sp)
 		return 0;
 	}
 	pthread_mutex_init(&s->err_mu, NULL);
-	pthread_mutex_init(&s->meta_mu, NULL);
-	pthread_cond_init(&s->meta_cv, NULL);
 	s->listen_fd = s->stop_fd = -1;
 	s->exit_code = -1;
 	s->conf = g_conf;
@@ -458,6 +555,7 @@ static int remote_init(spank_t sp)
 	s->start_mono_ns = now_ns(CLOCK_MONOTONIC);
 	s->mono_to_real_ns = (int64_t)s->start_ns - (int64_t)s->start_mono_ns;
 	s->submit_ns = s->start_ns;
+	s->submit_source = "step_start";
 	g_step = s;
 
 	spank_get_item(sp, S_JOB_UID, &s->uid);
@@ -496,14 +594,6 @@ static int remote_init(spank_t sp)
 		if (!js_name_safe(s->cluster))
 			snprintf(s->cluster, sizeof(s->cluster), "default");
 	}
-
-	/* Look the submit time up without holding the launch. */
-	sigset_t all, old;
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	if (pthread_create(&s->meta, NULL, meta_main, s) == 0)
-		s->meta_running = true;
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
 
 	/* Orphans of a killed slurmstepd first (pid-checked, not forced). */
 	if (js_root_dir(s->conf.state, 0700) == 0) {
@@ -595,10 +685,39 @@ static void remote_exit(struct js_step *s)
 				      s->cpu_list[i], strerror(-rc));
 		s->acquired[i] = false;
 	}
-	meta_wait(s, 2000);
-	if (!s->submit_known)
+	meta_finish(s, META_WAIT_MS);
+	if (!strcmp(s->submit_source, "step_start"))
 		js_step_error(s, "submit_time: controller lookup unavailable; using the step start");
 	js_record_write(s);
+}
+
+/* Job epilog (slurmd runs `slurmstepd spank epilog` as root on every node
+ * of the job when it ends): drop the job's submit-time cache file, and any
+ * left behind by jobs whose epilog never ran that are older than
+ * submit_cache_hours. Always 0: a failing epilog would drain the node. */
+int slurm_spank_job_epilog(spank_t sp, int ac, char **av)
+{
+	struct js_conf c;
+	char err[400];
+	uint32_t jobid = 0;
+	if (js_conf_parse(ac, av, &c, err, sizeof(err))) {
+		slurm_error("joulestep: plugstack.conf: %s; plugin disabled", err);
+		return 0;
+	}
+	if (spank_get_item(sp, S_JOB_ID, &jobid) != ESPANK_SUCCESS) {
+		slurm_error("joulestep: epilog: cannot get the job id; submit-time cache not cleaned");
+		return 0;
+	}
+	unsigned n = 0;
+	int rc = js_jobcache_remove(c.state, jobid,
+				    (uint64_t)c.submit_cache_hours * 3600ULL * 1000000000ULL,
+				    now_ns(CLOCK_REALTIME), &n);
+	if (rc < 0 && rc != -ENOENT)
+		slurm_error("joulestep: job %u: epilog: cleaning %s/jobs: %s", jobid, c.state,
+			    strerror(-rc));
+	else if (n)
+		slurm_verbose("joulestep: job %u: epilog removed %u submit-time cache file(s)", jobid, n);
+	return 0;
 }
 
 /* srun (local context): the job and step ids, known once allocated. */

@@ -108,6 +108,7 @@ void js_conf_defaults(struct js_conf *c)
 	c->max_phases = 10000;
 	c->max_depth = 4;
 	c->rate = 1000;
+	c->submit_cache_hours = 168;
 }
 
 static int parse_policy_list(const char *v, unsigned *mask, char *err, size_t errlen)
@@ -214,9 +215,13 @@ int js_conf_parse(int ac, char **av, struct js_conf *c, char *err, size_t errlen
 			if (parse_uint(v, 1000000, &u) || u < 1)
 				return fail(err, errlen, "rate=: an integer in [1, 1000000] (markers per second per step)");
 			c->rate = (unsigned)u;
+		} else if (KEY("submit_cache_hours")) {
+			if (parse_uint(v, 8760, &u))
+				return fail(err, errlen, "submit_cache_hours=: an integer in [0, 8760] (0 = no cache)");
+			c->submit_cache_hours = (unsigned)u;
 		} else {
 			return fail(err, errlen,
-				    "unknown key '%.*s' (allowed: spool state sysfs socket_dir cluster policies default_policy min_ratio sample_ms max_phases max_depth rate backend)",
+				    "unknown key '%.*s' (allowed: spool state sysfs socket_dir cluster policies default_policy min_ratio sample_ms max_phases max_depth rate backend submit_cache_hours)",
 				    (int)(kl > 40 ? 40 : kl), a);
 		}
 #undef KEY

@@ -43,6 +43,7 @@ struct js_conf {
 	unsigned max_phases;
 	unsigned max_depth;
 	unsigned rate;              /* markers per second per step (burst=rate) */
+	unsigned submit_cache_hours; /* trust a cached submit time this long; 0 = no cache */
 };
 
 void js_conf_defaults(struct js_conf *c);

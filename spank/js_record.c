@@ -27,10 +27,11 @@ static int check_dirfd(int fd)
 }
 
 /* Walk the path from / with O_NOFOLLOW, creating missing components (root,
- * mode). Every existing component must be root-owned and not group/world
- * writable: root never writes under a user-controlled directory. Returns an
- * O_PATH-less directory fd (O_CLOEXEC) or -errno. */
-static int open_root_dir(const char *path, mode_t mode)
+ * mode) when create is set (else -ENOENT). Every existing component must be
+ * root-owned and not group/world writable: root never writes under a
+ * user-controlled directory. Returns an O_PATH-less directory fd (O_CLOEXEC)
+ * or -errno. */
+int js_root_dirfd(const char *path, mode_t mode, bool create)
 {
 	if (path[0] != '/')
 		return -EINVAL;
@@ -42,7 +43,7 @@ static int open_root_dir(const char *path, mode_t mode)
 	char *save = NULL;
 	for (char *c = strtok_r(buf, "/", &save); c; c = strtok_r(NULL, "/", &save)) {
 		int nfd = openat(fd, c, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		if (nfd < 0 && errno == ENOENT) {
+		if (nfd < 0 && errno == ENOENT && create) {
 			if (mkdirat(fd, c, mode) < 0 && errno != EEXIST) {
 				int e = -errno;
 				close(fd);
@@ -74,7 +75,7 @@ static int open_root_dir(const char *path, mode_t mode)
 
 int js_root_dir(const char *path, mode_t mode)
 {
-	int fd = open_root_dir(path, mode);
+	int fd = js_root_dirfd(path, mode, true);
 	if (fd < 0)
 		return fd;
 	close(fd);
@@ -198,7 +199,7 @@ static json_t *build(struct js_step *s)
 	json_object_set_new(prov, "backend", s->energy ? json_string(js_energy_backend_name(s->energy)) : json_null());
 	json_object_set_new(prov, "wrap_uncertain", json_boolean(uncertain));
 	json_object_set_new(prov, "sample_period_ns", s->meter ? json_integer((json_int_t)js_meter_period_ns(s->meter)) : json_null());
-	json_object_set_new(prov, "submit_time_source", json_string(s->submit_known ? "slurmctld" : "step_start"));
+	json_object_set_new(prov, "submit_time_source", json_string(s->submit_source));
 	json_object_set_new(prov, "markers_rejected", json_integer((json_int_t)s->rejected));
 	json_object_set_new(prov, "markers_rate_dropped", json_integer((json_int_t)s->dropped_rate));
 	json_t *errs = json_array();
@@ -231,7 +232,7 @@ int js_record_write(struct js_step *s)
 {
 	char dir[JS_PATH_MAX * 2];
 	snprintf(dir, sizeof(dir), "%s/%s/%u", s->conf.spool, s->cluster, s->job_id);
-	int dfd = open_root_dir(dir, 0755);
+	int dfd = js_root_dirfd(dir, 0755, true);
 	if (dfd < 0) {
 		slurm_error("joulestep: job %u step %s: spool directory %s: %s (must be root-owned, not group/world-writable); no record written",
 			    s->job_id, s->step_id, dir, strerror(-dfd));

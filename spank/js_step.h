@@ -34,7 +34,7 @@ struct js_step {
 	uint64_t submit_ns, start_ns, end_ns;     /* CLOCK_REALTIME             */
 	uint64_t start_mono_ns, end_mono_ns;
 	int64_t mono_to_real_ns;                  /* real = mono + this         */
-	bool submit_known;
+	const char *submit_source;  /* "slurmctld", "cache" or "step_start"     */
 	int exit_code;                            /* -1 unknown                 */
 	/* policy */
 	struct js_policy policy;
@@ -64,14 +64,6 @@ struct js_step {
 	int listen_fd, stop_fd;
 	pthread_t server;
 	bool server_running;
-	/* metadata thread (controller lookup of the submit time) */
-	pthread_t meta;
-	bool meta_running;
-	pthread_mutex_t meta_mu;
-	pthread_cond_t meta_cv;
-	bool meta_done;
-	uint64_t meta_submit_ns;
-	char meta_name[128], meta_account[64];
 	/* provenance */
 	pthread_mutex_t err_mu;
 	size_t nerrors;
@@ -90,5 +82,8 @@ int js_record_write(struct js_step *s);
 /* Create dir (0755, root) when missing; refuse symlinks, non-root owners and
  * group/world-writable modes. */
 int js_root_dir(const char *path, mode_t mode);
+/* The same walk, returning the directory fd (O_CLOEXEC); with create false a
+ * missing component gives -ENOENT. */
+int js_root_dirfd(const char *path, mode_t mode, bool create);
 
 #endif

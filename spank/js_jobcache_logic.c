@@ -1,0 +1,106 @@
+/* joulestep SPANK plugin: job submit-time cache, pure logic (see
+ * js_jobcache.h). No I/O; jansson for the JSON. */
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "js_jobcache.h"
+
+int js_jobcache_encode(const struct js_jobcache *e, char *buf, size_t len)
+{
+	if (!e->submit_ns || e->submit_ns > (uint64_t)INT64_MAX)
+		return -EINVAL;
+	json_t *o = json_pack("{s:I,s:I,s:I,s:s,s:s}", "job_id", (json_int_t)e->job_id, "uid",
+			      (json_int_t)e->uid, "submit_time_ns", (json_int_t)e->submit_ns, "name",
+			      e->name, "account", e->account);
+	if (!o)
+		return -EINVAL; /* a name that is not UTF-8 */
+	size_t n = json_dumpb(o, buf, len, JSON_COMPACT | JSON_SORT_KEYS);
+	json_decref(o);
+	if (n == 0 || n >= len)
+		return -ENOSPC;
+	buf[n] = 0;
+	return 0;
+}
+
+static int get_str(json_t *o, const char *key, char *dst, size_t len)
+{
+	json_t *v = json_object_get(o, key);
+	if (!json_is_string(v) || json_string_length(v) >= len ||
+	    strlen(json_string_value(v)) != json_string_length(v))
+		return -EINVAL;
+	memcpy(dst, json_string_value(v), json_string_length(v) + 1);
+	return 0;
+}
+
+static int get_int(json_t *o, const char *key, json_int_t lo, json_int_t hi, json_int_t *out)
+{
+	json_t *v = json_object_get(o, key);
+	if (!json_is_integer(v) || json_integer_value(v) < lo || json_integer_value(v) > hi)
+		return -EINVAL;
+	*out = json_integer_value(v);
+	return 0;
+}
+
+int js_jobcache_decode(const char *buf, size_t len, struct js_jobcache *e)
+{
+	if (len > JS_JOBCACHE_MAX)
+		return -EINVAL;
+	json_t *o = json_loadb(buf, len, JSON_REJECT_DUPLICATES, NULL);
+	if (!json_is_object(o)) {
+		json_decref(o);
+		return -EINVAL;
+	}
+	struct js_jobcache t;
+	memset(&t, 0, sizeof(t));
+	json_int_t job, uid, sub;
+	int rc = -EINVAL;
+	if (json_object_size(o) == 5 && !get_int(o, "job_id", 0, UINT32_MAX, &job) &&
+	    !get_int(o, "uid", 0, UINT32_MAX, &uid) &&
+	    !get_int(o, "submit_time_ns", 1, INT64_MAX, &sub) &&
+	    !get_str(o, "name", t.name, sizeof(t.name)) &&
+	    !get_str(o, "account", t.account, sizeof(t.account))) {
+		t.job_id = (uint32_t)job;
+		t.uid = (uint32_t)uid;
+		t.submit_ns = (uint64_t)sub;
+		*e = t;
+		rc = 0;
+	}
+	json_decref(o);
+	return rc;
+}
+
+int js_jobcache_check(const struct js_jobcache *e, uint32_t job_id, uint32_t uid,
+		      uint64_t start_ns, uint64_t mtime_ns, uint64_t now_ns,
+		      uint64_t max_age_ns)
+{
+	if (e->job_id != job_id || e->uid != uid || !e->submit_ns)
+		return -EINVAL;
+	if (e->submit_ns > start_ns)
+		return -ERANGE;
+	if (mtime_ns > now_ns + JS_JOBCACHE_FUTURE_NS)
+		return -ESTALE;
+	if (!max_age_ns || (now_ns > mtime_ns && now_ns - mtime_ns > max_age_ns))
+		return -ESTALE;
+	return 0;
+}
+
+bool js_jobcache_is_job_file(const char *name, uint32_t job_id)
+{
+	char id[16];
+	int n = snprintf(id, sizeof(id), "%u", job_id);
+	if (strncmp(name, id, (size_t)n))
+		return false;
+	name += n;
+	if (!*name)
+		return true;
+	if (strncmp(name, ".tmp.", 5) || !name[5])
+		return false;
+	for (name += 5; *name; name++)
+		if (*name < '0' || *name > '9')
+			return false;
+	return true;
+}
