@@ -14,7 +14,11 @@ CC ?= cc
 CFLAGS ?= -O2 -g
 CFLAGS += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -fPIC -pthread \
           -Iaccounting/include -Ispank/client
-LDLIBS_ACCT := -lpowercap -lpapi -lpthread
+LDLIBS_ACCT := -lpowercap -ldl -lpthread
+# libpapi is dlopen()ed by the papi backend (see accounting/src/backend_papi.c),
+# by the soname of the libpapi.so we compile against; deferred (=) so that it
+# is read after `make deps` installed libpapi-dev.
+PAPI_SONAME = $(or $(shell objdump -p "$$($(CC) -print-file-name=libpapi.so)" 2>/dev/null | awk '/SONAME/ {print $$2}'),libpapi.so)
 
 DEB_PKGS := build-essential pkg-config libpowercap-dev powercap-utils libpapi-dev \
             papi-tools libjansson-dev libcmocka-dev slurmctld slurmd slurm-client \
@@ -43,6 +47,8 @@ all: $(ACCT_LIB) $(TOOLS) $(SPANK_SO) $(CLIENT_SO) $(PHASE_BIN) $(UNIT_BIN) $(BE
 $(B)/obj/%.o: %.c $(HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
+
+$(B)/obj/accounting/src/backend_papi.o: CFLAGS += -DJS_PAPI_SONAME='"$(PAPI_SONAME)"'
 
 $(ACCT_LIB): $(ACCT_OBJ)
 	@mkdir -p $(dir $@)

@@ -174,7 +174,7 @@ def main():
             src2 = pathlib.Path(td) / "s.c"
             src2.write_text(SAMPLER_C)
             subprocess.run(["cc", "-O2", "-pthread", f"-I{REPO / 'accounting/include'}", str(src2), "-o",
-                            str(samp), str(build / "lib/libjoulestep-acct.a"), "-lpowercap", "-lpapi",
+                            str(samp), str(build / "lib/libjoulestep-acct.a"), "-lpowercap", "-ldl",
                             "-ljansson"], check=True)
         os.chmod(exe, 0o755)
 

@@ -6,6 +6,8 @@
  * zone's max_energy_range_uj so the meter's wrap arithmetic applies unchanged.
  * Only the "not available" path can be exercised without RAPL hardware. */
 #include <dirent.h>
+#include <dlfcn.h>
+#include <pthread.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +28,81 @@ struct papi_priv {
 	long long values[JS_MAX_ZONES];
 };
 
+/* libpapi is loaded with dlopen when this backend is first tried, not
+ * linked: it pulls in libpfm (~40k relocations), and srun and slurmstepd load
+ * the plugin for every step, so linking it cost several ms per step launch
+ * even on nodes where PAPI is never used. The header is the one we compiled
+ * against, so we open exactly its soname. */
+#ifndef JS_PAPI_SONAME
+#define JS_PAPI_SONAME "libpapi.so"
+#endif
+
+static struct {
+	void *handle;
+	__typeof__(&PAPI_add_event) add_event;
+	__typeof__(&PAPI_cleanup_eventset) cleanup_eventset;
+	__typeof__(&PAPI_create_eventset) create_eventset;
+	__typeof__(&PAPI_destroy_eventset) destroy_eventset;
+	__typeof__(&PAPI_disable_component) disable_component;
+	__typeof__(&PAPI_event_name_to_code) event_name_to_code;
+	__typeof__(&PAPI_get_component_index) get_component_index;
+	__typeof__(&PAPI_get_component_info) get_component_info;
+	__typeof__(&PAPI_get_opt) get_opt;
+	__typeof__(&PAPI_is_initialized) is_initialized;
+	__typeof__(&PAPI_library_init) library_init;
+	__typeof__(&PAPI_num_components) num_components;
+	__typeof__(&PAPI_read) read;
+	__typeof__(&PAPI_start) start;
+	__typeof__(&PAPI_stop) stop;
+	__typeof__(&PAPI_strerror) strerror;
+} P;
+
+static pthread_mutex_t papi_load_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int papi_load(char *why, size_t whylen)
+{
+	void *h;
+	int rc = 0;
+
+	pthread_mutex_lock(&papi_load_lock);
+	if (P.handle)
+		goto out;
+	h = dlopen(JS_PAPI_SONAME, RTLD_NOW | RTLD_LOCAL);
+	if (!h) {
+		js_fmt(why, whylen, "unavailable: cannot load " JS_PAPI_SONAME " (%s)", dlerror());
+		rc = -ENOENT;
+		goto out;
+	}
+	if (
+	    !(P.add_event = (__typeof__(P.add_event))dlsym(h, "PAPI_add_event")) ||
+	    !(P.cleanup_eventset = (__typeof__(P.cleanup_eventset))dlsym(h, "PAPI_cleanup_eventset")) ||
+	    !(P.create_eventset = (__typeof__(P.create_eventset))dlsym(h, "PAPI_create_eventset")) ||
+	    !(P.destroy_eventset = (__typeof__(P.destroy_eventset))dlsym(h, "PAPI_destroy_eventset")) ||
+	    !(P.disable_component = (__typeof__(P.disable_component))dlsym(h, "PAPI_disable_component")) ||
+	    !(P.event_name_to_code = (__typeof__(P.event_name_to_code))dlsym(h, "PAPI_event_name_to_code")) ||
+	    !(P.get_component_index = (__typeof__(P.get_component_index))dlsym(h, "PAPI_get_component_index")) ||
+	    !(P.get_component_info = (__typeof__(P.get_component_info))dlsym(h, "PAPI_get_component_info")) ||
+	    !(P.get_opt = (__typeof__(P.get_opt))dlsym(h, "PAPI_get_opt")) ||
+	    !(P.is_initialized = (__typeof__(P.is_initialized))dlsym(h, "PAPI_is_initialized")) ||
+	    !(P.library_init = (__typeof__(P.library_init))dlsym(h, "PAPI_library_init")) ||
+	    !(P.num_components = (__typeof__(P.num_components))dlsym(h, "PAPI_num_components")) ||
+	    !(P.read = (__typeof__(P.read))dlsym(h, "PAPI_read")) ||
+	    !(P.start = (__typeof__(P.start))dlsym(h, "PAPI_start")) ||
+	    !(P.stop = (__typeof__(P.stop))dlsym(h, "PAPI_stop")) ||
+	    !(P.strerror = (__typeof__(P.strerror))dlsym(h, "PAPI_strerror")) ||
+	    0) {
+		js_fmt(why, whylen, "unavailable: " JS_PAPI_SONAME " lacks a PAPI symbol (%s)", dlerror());
+		dlclose(h);
+		memset(&P, 0, sizeof(P));
+		rc = -ENOTSUP;
+		goto out;
+	}
+	P.handle = h;
+out:
+	pthread_mutex_unlock(&papi_load_lock);
+	return rc;
+}
+
 static void papi_close(struct js_energy *e)
 {
 	struct papi_priv *p = e->priv;
@@ -34,9 +111,9 @@ static void papi_close(struct js_energy *e)
 	if (!p)
 		return;
 	if (p->eventset != PAPI_NULL) {
-		PAPI_stop(p->eventset, v);
-		PAPI_cleanup_eventset(p->eventset);
-		PAPI_destroy_eventset(&p->eventset);
+		P.stop(p->eventset, v);
+		P.cleanup_eventset(p->eventset);
+		P.destroy_eventset(&p->eventset);
 	}
 	free(p);
 	e->priv = NULL;
@@ -46,22 +123,25 @@ static int papi_init(char *why, size_t whylen)
 {
 	int i, n, rc;
 
-	if (PAPI_is_initialized() != PAPI_NOT_INITED)
+	rc = papi_load(why, whylen);
+	if (rc < 0)
+		return rc;
+	if (P.is_initialized() != PAPI_NOT_INITED)
 		return 0;
 	/* Only the components that can carry energy: others (GPU, SDE) probe
 	 * hardware and print to stderr, which must not happen in slurmstepd. */
-	n = PAPI_num_components();
+	n = P.num_components();
 	for (i = 0; i < n; i++) {
-		const PAPI_component_info_t *ci = PAPI_get_component_info(i);
+		const PAPI_component_info_t *ci = P.get_component_info(i);
 
 		if (ci && strcmp(ci->name, "powercap") && strcmp(ci->name, "rapl") &&
 		    strcmp(ci->name, "perf_event") && strcmp(ci->name, "perf_event_uncore"))
-			PAPI_disable_component(i);
+			P.disable_component(i);
 	}
-	rc = PAPI_library_init(PAPI_VER_CURRENT);
+	rc = P.library_init(PAPI_VER_CURRENT);
 	if (rc != PAPI_VER_CURRENT) {
 		js_fmt(why, whylen, "unavailable: PAPI_library_init failed: %s",
-		       rc > 0 ? "version mismatch" : PAPI_strerror(rc));
+		       rc > 0 ? "version mismatch" : P.strerror(rc));
 		return -ENOTSUP;
 	}
 	return 0;
@@ -70,14 +150,14 @@ static int papi_init(char *why, size_t whylen)
 /* Enabled component index, or -1 with a note on why not. */
 static int component(const char *name, char *note, size_t nlen)
 {
-	int cidx = PAPI_get_component_index(name);
+	int cidx = P.get_component_index(name);
 	const PAPI_component_info_t *ci;
 
 	if (cidx < 0) {
 		js_fmt(note, nlen, "no %s component compiled in", name);
 		return -1;
 	}
-	ci = PAPI_get_component_info(cidx);
+	ci = P.get_component_info(cidx);
 	if (!ci || ci->disabled) {
 		js_fmt(note, nlen, "%s component disabled: %s", name,
 		       ci && ci->disabled_reason[0] ? ci->disabled_reason : "no reason given");
@@ -90,9 +170,9 @@ static int add_event(struct papi_priv *p, const char *ev)
 {
 	int code;
 
-	if (PAPI_event_name_to_code(ev, &code) != PAPI_OK)
+	if (P.event_name_to_code(ev, &code) != PAPI_OK)
 		return -ENOENT;
-	return PAPI_add_event(p->eventset, code) == PAPI_OK ? 0 : -EIO;
+	return P.add_event(p->eventset, code) == PAPI_OK ? 0 : -EIO;
 }
 
 static struct js_zone_info *synth_zone(struct js_zone_set *zs, enum js_zone_kind kind,
@@ -200,11 +280,11 @@ static int try_rapl(struct js_energy *e, struct papi_priv *p, bool uncore, const
 static int new_eventset(struct papi_priv *p)
 {
 	if (p->eventset != PAPI_NULL) {
-		PAPI_cleanup_eventset(p->eventset);
-		PAPI_destroy_eventset(&p->eventset);
+		P.cleanup_eventset(p->eventset);
+		P.destroy_eventset(&p->eventset);
 	}
 	p->eventset = PAPI_NULL;
-	return PAPI_create_eventset(&p->eventset) == PAPI_OK ? 0 : -EIO;
+	return P.create_eventset(&p->eventset) == PAPI_OK ? 0 : -EIO;
 }
 
 static int papi_open(struct js_energy *e, const char *sysfs_root, char *why, size_t whylen)
@@ -242,7 +322,7 @@ static int papi_open(struct js_energy *e, const char *sysfs_root, char *why, siz
 	if (rc < 0 && have_unc && new_eventset(p) == 0)
 		rc = try_rapl(e, p, true, sysfs_root);
 	if (rc < 0) {
-		ver = PAPI_get_opt(PAPI_LIB_VERSION, NULL);
+		ver = P.get_opt(PAPI_LIB_VERSION, NULL);
 		if (!n1[0] && !n2[0] && !n3[0])
 			js_fmt(why, whylen, "unavailable: PAPI %d.%d.%d.%d: no energy events found",
 			       PAPI_VERSION_MAJOR(ver), PAPI_VERSION_MINOR(ver),
@@ -261,7 +341,7 @@ static int papi_open(struct js_energy *e, const char *sysfs_root, char *why, siz
 		return -ENOTSUP;
 	}
 	/* zones stay in event order: values[i] belongs to zones[i] */
-	if (PAPI_start(p->eventset) != PAPI_OK) {
+	if (P.start(p->eventset) != PAPI_OK) {
 		js_fmt(why, whylen, "unavailable: PAPI_start failed on the energy events");
 		papi_close(e);
 		return -EIO;
@@ -289,7 +369,7 @@ static int papi_read(struct js_energy *e, uint64_t *raw_uj, int *err)
 {
 	struct papi_priv *p = e->priv;
 	size_t i;
-	int rc = PAPI_read(p->eventset, p->values);
+	int rc = P.read(p->eventset, p->values);
 
 	for (i = 0; i < e->zones.nzones; i++) {
 		uint64_t max = e->zones.zones[i].max_energy_range_uj;
