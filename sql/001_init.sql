@@ -10,7 +10,7 @@
 -- Natural keys (what makes ingesting twice a no-op):
 --   jobs   (cluster, job_id, submit_time_ns)  -- a recycled job ID is a new job
 --   nodes  (cluster, name)
---   steps  (job_pk, step_id, het_component, node_pk)
+--   steps  (job_pk, node_pk, step_id, het_component)
 --   phases (step_pk, seq)
 --   step_tags (step_pk, key)
 -- Children are deleted with their parents (ON DELETE CASCADE); the CLI turns
@@ -72,7 +72,24 @@ CREATE TABLE steps (
     sample_period_ns INTEGER,
     errors_json      TEXT NOT NULL DEFAULT '[]',
     plugin_version   TEXT,
-    UNIQUE (job_pk, step_id, het_component, node_pk)
+    -- Steps inside other steps (cli/src/joulestep/nesting.py, docs/cli.md):
+    -- RAPL measures whole nodes, so an srun step on the batch step's node is
+    -- part of the batch step's energy.  Kept by `joulestep ingest` for each
+    -- (job, node) whenever one of its steps arrives, in any order.
+    -- inside_step_pk: the tightest batch/extern/interactive step of the same
+    -- job and node whose window contains this one (NULL: none; no foreign
+    -- key: both rows go with their job).  counted_*: what this step adds to
+    -- job and report totals: its own energy, minus the energy of the steps
+    -- inside it when theirs fits in its own; 0 for a step inside one whose
+    -- nested steps did not fit; NULL when not measured.
+    inside_step_pk      INTEGER,
+    counted_cpu_uj      INTEGER CHECK (counted_cpu_uj >= 0),
+    counted_dram_uj     INTEGER CHECK (counted_dram_uj >= 0),
+    counted_total_uj    INTEGER CHECK (counted_total_uj >= 0),
+    counted_duration_ns INTEGER NOT NULL CHECK (counted_duration_ns >= 0),
+    -- node before step: the (job_pk, node_pk) prefix serves the nesting
+    -- lookups at ingest; job_pk alone serves `joulestep job`
+    UNIQUE (job_pk, node_pk, step_id, het_component)
 );
 CREATE INDEX steps_by_start ON steps (start_ns);
 CREATE INDEX steps_by_node ON steps (node_pk, start_ns);

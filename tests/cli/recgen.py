@@ -87,7 +87,9 @@ def fixture_records():
 
     job 42 (alice, physics, strategy=veloc): step 0 on node01 with a
       checkpoint (freq lowered to 1.2 GHz, 1 GiB, 2 s, 20+4 J) nested flush
-      and a compute phase; step batch on node01, shared node.
+      and a compute phase; step batch on node01, shared node, 12 s from the
+      same start: step 0 runs inside it, so batch's 130+26 J include step
+      0's 100+20 J (batch counts the other 30+6 J; the job 156 J).
     job 43 (bob, chem, strategy=genericio): step 0 on node02, 2 phases.
     job 42 again, submitted a day later (ID wraparound): carol.
     """
@@ -109,7 +111,7 @@ def fixture_records():
     return [
         record(42, "0", "node01", start_s=1, dur_s=10, cpu_j=100, dram_j=20,
                tags={"strategy": "veloc", "tier": "dram"}, phases=ph42),
-        record(42, "batch", "node01", start_s=1, dur_s=12, cpu_j=30, dram_j=6,
+        record(42, "batch", "node01", start_s=1, dur_s=12, cpu_j=130, dram_j=26,
                tags={"strategy": "veloc", "tier": "dram"}, exclusive=False,
                policy="none"),
         record(43, "0", "node02", user="bob", account="chem", name="gio",

@@ -157,7 +157,12 @@ def test_export_formats(loaded, tmp_path):
     loaded("export", "jobs", "steps", "--format", "parquet", "-o", d)
     import pandas as pd
     df = pd.read_parquet(d / "steps.parquet")
-    assert int(df["energy_total_uj"].sum()) == 436_000_000
+    # each step's own measurement (batch's 156 J include step 0's 120 J) ...
+    assert int(df["energy_total_uj"].sum()) == 556_000_000
+    # ... and what it adds to totals: the same 436 J as `report`
+    assert int(df["counted_total_uj"].sum()) == 436_000_000
+    assert sorted(df["counted_total_uj"]) == [36_000_000, 60_000_000,
+                                              120_000_000, 220_000_000]
     r = loaded("export", "secrets", ok=False)
     assert "allowed" in r.output
 

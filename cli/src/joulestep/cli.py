@@ -211,7 +211,9 @@ def job(c: Ctx, jobid, cluster, submit_ns):
     bytes, GiB/s, J/GiB, the frequency used, kWh, CO2 and cost, and the
     estimated saving against the base clock where a policy lowered it (from a
     fitted power model when one exists, else "not estimated").  Flags a node
-    shared with other jobs.
+    shared with other jobs.  A step inside another on the same node (srun
+    inside batch) is shown with its own energy but added to the job's total
+    once (docs/cli.md, steps inside other steps).
     """
     from . import report as rep
     from .output import to_csv, to_json
@@ -249,7 +251,8 @@ def report(c: Ctx, since, until, by, top, cluster):
 
     A step counts in the period when it started in [--since, --until).
     Policy adoption is the share of steps (and of energy) that ran under a
-    frequency policy other than none.
+    frequency policy other than none.  A step inside another on the same
+    node (srun inside batch) is counted once.
     """
     from . import report as rep
     from .output import to_csv, to_json

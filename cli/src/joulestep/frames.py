@@ -1,7 +1,11 @@
 """Load steps and phases from the database as pandas DataFrames for the
 analysis/model/plot/export commands, with one ``tag:KEY`` column per job tag.
 Column names follow docs/record-format.md (job_id, node, step_id, kind,
-energy_cpu_uj, ...); ``user`` is the job's user."""
+energy_cpu_uj, ...); ``user`` is the job's user.  Steps also carry
+counted_cpu_uj, counted_dram_uj, counted_total_uj, counted_duration_ns (what
+the step adds to totals; nesting.py) and inside_step (the step_id of the
+step it ran inside on the same node, or null): sum counted_* over steps,
+never energy_* (a batch step's energy includes the srun steps inside it)."""
 from __future__ import annotations
 
 import sqlite3
@@ -15,14 +19,20 @@ STEP_COLS = (
     "s.het_component, n.name AS node, s.node_model, s.ntasks, s.nnodes, s.ncpus, "
     "s.exclusive, s.policy, s.base_freq_khz, s.start_ns, s.end_ns, "
     "s.duration_ns, s.energy_cpu_uj, s.energy_dram_uj, s.energy_total_uj, "
-    "s.exit_code, s.wrap_uncertain")
+    "s.exit_code, s.wrap_uncertain, s.counted_cpu_uj, s.counted_dram_uj, "
+    "s.counted_total_uj, s.counted_duration_ns, c.step_id AS inside_step")
+#: step columns that only make sense per step (dropped from phase rows)
+_STEP_ONLY = ["energy_cpu_uj", "energy_dram_uj", "energy_total_uj", "duration_ns",
+              "start_ns", "end_ns", "counted_cpu_uj", "counted_dram_uj",
+              "counted_total_uj", "counted_duration_ns"]
 PHASE_COLS = (
     "p.seq, p.kind, p.label, p.depth, p.parent_seq, p.start_ns AS phase_start_ns,"
     " p.end_ns AS phase_end_ns, p.duration_ns AS phase_duration_ns, p.freq_khz, "
     "p.energy_cpu_uj AS phase_energy_cpu_uj, "
     "p.energy_dram_uj AS phase_energy_dram_uj, p.bytes, p.nranks")
 FROM = ("FROM steps s JOIN jobs j ON j.job_pk = s.job_pk "
-        "JOIN nodes n ON n.node_pk = s.node_pk")
+        "JOIN nodes n ON n.node_pk = s.node_pk "
+        "LEFT JOIN steps c ON c.step_pk = s.inside_step_pk")
 
 
 class FilterError(ValueError):
@@ -71,8 +81,7 @@ def phases(conn: sqlite3.Connection, since_ns=None, until_ns=None,
     df = pd.read_sql_query(
         f"SELECT {STEP_COLS}, {PHASE_COLS} {FROM} "
         f"JOIN phases p ON p.step_pk = s.step_pk{w}", conn, params=a)
-    df = df.drop(columns=["energy_cpu_uj", "energy_dram_uj", "energy_total_uj",
-                          "duration_ns", "start_ns", "end_ns"])
+    df = df.drop(columns=_STEP_ONLY)
     df = df.rename(columns={"phase_energy_cpu_uj": "energy_cpu_uj",
                             "phase_energy_dram_uj": "energy_dram_uj",
                             "phase_duration_ns": "duration_ns",

@@ -75,6 +75,14 @@ def job_text(s: dict) -> str:
         lines.append(table(["SEQ", "PHASE", "TIME_S", "CPU_J", "DRAM_J", "AVG_W",
                             "GIB", "GIB/S", "J/GIB", "MHZ", "SAVING"], rows,
                            right={0, 2, 3, 4, 5, 6, 7, 8, 9, 10}))
+    notes = [st for st in s["steps"] if st.get("note")]
+    if notes:
+        lines += ["", "Steps inside other steps (RAPL measures the whole node;"
+                  " counted once):"]
+        for st in notes:
+            name = st["step_id"] if not st["het_component"] else \
+                f"{st['step_id']}+{st['het_component']}"
+            lines += _wrap(f"- step {name} on {st['node']}: {st['note']}", "  ")
     if s["caveats"]:
         lines += ["", "Caveats:"]
         for c in s["caveats"]:

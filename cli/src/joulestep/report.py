@@ -7,9 +7,11 @@ import re
 import sqlite3
 import time
 
+from . import nesting
 from .config import Settings
 
 GIB = float(1 << 30)
+MAX_OVERLAP_CAVEATS = 5      # per node; the rest are counted
 
 
 class QueryError(Exception):
@@ -159,7 +161,8 @@ def job_summary(conn: sqlite3.Connection, job_id: int, settings: Settings,
         "s.ntasks, s.ncpus, s.exclusive, s.policy, s.base_freq_khz, s.start_ns, "
         "s.end_ns, s.duration_ns, s.energy_cpu_uj, s.energy_dram_uj, "
         "s.energy_total_uj, s.exit_code, s.wrap_uncertain, s.errors_json, "
-        "s.backend FROM steps s JOIN nodes n ON n.node_pk = s.node_pk "
+        "s.backend, s.inside_step_pk, s.counted_cpu_uj, s.counted_dram_uj, "
+        "s.counted_total_uj FROM steps s JOIN nodes n ON n.node_pk = s.node_pk "
         "WHERE s.job_pk = ?")
     phases_sql = (
         "SELECT p.step_pk, p.seq, p.kind, p.label, p.depth, p.parent_seq, "
@@ -172,13 +175,20 @@ def job_summary(conn: sqlite3.Connection, job_id: int, settings: Settings,
 
     steps, caveats = [], []
     tot_cpu = tot_dram = tot_saving = 0.0
-    unmeasured = 0
+    unmeasured = nested = 0
     have_dram = False
     not_est = 0
-    for r in sorted(conn.execute(steps_sql, (job_pk,)).fetchall(),
-                    key=lambda r: (r[2], _step_order(r[1]), r[3])):
+    rows = sorted(conn.execute(steps_sql, (job_pk,)).fetchall(),
+                  key=lambda r: (r[2], _step_order(r[1]), r[3]))
+    names = {r[0]: r[1] if not r[2] else f"{r[1]}+{r[2]}" for r in rows}
+    inner: dict = {}
+    for r in rows:
+        if r[20] is not None:
+            inner.setdefault(r[20], []).append(r)
+    for r in rows:
         (spk, step_id, het, node, node_model, ntasks, ncpus, excl, policy, base,
-         st, en, dur, cpu, dram, total, exit_code, wrapu, errs, backend) = r
+         st, en, dur, cpu, dram, total, exit_code, wrapu, errs, backend,
+         inside, ccpu, cdram, ctotal) = r
         d = {"step_id": step_id, "het_component": het, "node": node,
              "node_model": node_model, "policy": policy, "exclusive":
              None if excl is None else bool(excl), "ntasks": ntasks,
@@ -189,11 +199,20 @@ def job_summary(conn: sqlite3.Connection, job_id: int, settings: Settings,
             d["energy_total_j"] = total / 1e6
         if cpu is None:
             unmeasured += 1
-        else:
-            tot_cpu += cpu
-        if dram is not None:
-            tot_dram += dram
+        # job totals add what each step counts (nesting.py): a step inside
+        # another one on the same node is not added twice
+        if ccpu is not None:
+            tot_cpu += ccpu
+        if cdram is not None:
+            tot_dram += cdram
             have_dram = True
+        d["inside_step"] = names.get(inside)
+        d["counted_energy_cpu_j"] = None if ccpu is None else ccpu / 1e6
+        d["counted_energy_dram_j"] = None if cdram is None else cdram / 1e6
+        d["counted_energy_total_j"] = None if ctotal is None else ctotal / 1e6
+        d["counted"], d["note"] = _nesting_note(r, names, inner.get(spk, ()))
+        if inside is not None:
+            nested += 1
         phases, lowered = [], {}
         step_saving, step_status = 0.0, "base clock"
         for pr in phases_by_step.get(spk, []):
@@ -250,12 +269,27 @@ def job_summary(conn: sqlite3.Connection, job_id: int, settings: Settings,
             caveats.append(f"{label}: {e}")
     if not steps:
         raise QueryError(f"job {job_id} has no steps in the database")
+    by_node: dict = {}
+    for r in rows:
+        by_node.setdefault(r[3], []).append(nesting.Step(
+            r[0], r[1], r[2], r[10], r[11], r[12], r[13], r[14], r[15]))
+    for node, group in by_node.items():
+        pairs = nesting.overlaps(group)
+        for a, b in pairs[:MAX_OVERLAP_CAVEATS]:
+            caveats.append(f"steps {names[a]} and {names[b]} on {node} ran at "
+                           "the same time: RAPL measures whole packages, so each"
+                           " includes the other's energy and the job total "
+                           "counts their overlap twice")
+        if len(pairs) > MAX_OVERLAP_CAVEATS:
+            caveats.append(f"... and {len(pairs) - MAX_OVERLAP_CAVEATS} more "
+                           f"pairs of steps on {node} that ran at the same time")
     totals = derive(tot_cpu, tot_dram if have_dram else None,
                     sum(s["duration_s"] for s in steps) * 1e9, None, settings)
     totals.pop("duration_s")
     totals.pop("avg_power_w")
     totals.pop("bytes"), totals.pop("gib_per_s"), totals.pop("j_per_gib")
     totals["steps_unmeasured"] = unmeasured
+    totals["steps_inside_others"] = nested
     totals["saving_j"] = tot_saving if not not_est else None
     totals["saving_status"] = ("not estimated" if not_est else
                                "estimated" if tot_saving else "base clock")
@@ -271,12 +305,40 @@ def job_summary(conn: sqlite3.Connection, job_id: int, settings: Settings,
             "caveats": caveats}
 
 
+def _nesting_note(r, names: dict, inner) -> tuple[str, str | None]:
+    """(counted, note) of a job_summary step row: counted is "all" (its
+    own energy is added), "rest" (steps inside it: only the rest of its
+    energy is added), "none" (inside a step that counts it instead) or
+    "not measured"."""
+    spk, inside, total, ctotal = r[0], r[20], r[15], r[23]
+    if ctotal is None:
+        return "not measured", None
+    kids = ", ".join(names[k[0]] for k in inner)
+    if inside is not None and ctotal == 0 and (total or 0) > 0:
+        return "none", (f"inside step {names[inside]}, together with steps that "
+                        "do not fit in its measurement (they ran at the same "
+                        "time, or the counters disagree): not added to the job "
+                        f"total (step {names[inside]}'s energy is, in full)")
+    if inner and ctotal < (total or 0):
+        return "rest", (f"contains step(s) {kids}: its {total / 1e6:.6g} J "
+                        f"include theirs, so it adds only the other "
+                        f"{ctotal / 1e6:.6g} J to the job total")
+    if inner and any(k[23] == 0 and (k[15] or 0) > 0 for k in inner):
+        return "all", (f"contains step(s) {kids}, which do not fit in its "
+                       "measurement: its own energy is added, theirs is not")
+    if inside is not None:
+        return "all", (f"inside step {names[inside]}, whose measurement "
+                       "includes it: added in full; step "
+                       f"{names[inside]} adds only the rest")
+    return "all", None
+
+
 JOB_CSV_COLUMNS = [
     "level", "step_id", "het_component", "node", "policy", "seq", "kind",
     "label", "depth", "duration_s", "energy_cpu_j", "energy_dram_j",
     "energy_total_j", "avg_power_w", "bytes", "gib_per_s", "j_per_gib",
     "freq_mhz", "kwh", "co2_g", "cost", "saving_j", "saving_pct",
-    "saving_status"]
+    "saving_status", "inside_step", "counted", "counted_energy_total_j"]
 
 
 def job_rows(summary: dict) -> list[dict]:
@@ -334,7 +396,9 @@ def report(conn: sqlite3.Connection, settings: Settings, by: str = "user",
     """Totals, shares, top consumers and policy adoption over a period.
 
     One scan of the steps in the period grouped by the key; a step belongs to
-    the period when it started in [since, until).
+    the period when it started in [since, until).  Energies and step
+    seconds are the steps' counted_* figures (nesting.py): a step inside
+    another (srun inside batch on one node) is not counted twice.
     """
     joins = "JOIN jobs j ON j.job_pk = s.job_pk"
     args: list = []
@@ -363,9 +427,9 @@ def report(conn: sqlite3.Connection, settings: Settings, by: str = "user",
         where.append("j.cluster = ?")
         wargs.append(cluster)
     sql = (f"SELECT {gexpr} AS g, count(DISTINCT s.job_pk), count(*), "
-           "sum(s.energy_cpu_uj), sum(s.energy_dram_uj), sum(s.energy_total_uj), "
-           "sum(s.duration_ns), sum(s.policy_active), "
-           "sum(s.energy_total_uj * s.policy_active) "
+           "sum(s.counted_cpu_uj), sum(s.counted_dram_uj), sum(s.counted_total_uj), "
+           "sum(s.counted_duration_ns), sum(s.policy_active), "
+           "sum(s.counted_total_uj * s.policy_active) "
            f"FROM steps s {joins} "
            + (f"WHERE {' AND '.join(where)} " if where else "")
            + "GROUP BY g")

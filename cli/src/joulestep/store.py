@@ -21,6 +21,8 @@ import sqlite3
 import stat
 from typing import Callable, Iterable, Iterator
 
+from . import nesting
+
 SQL_DIR = pathlib.Path(__file__).resolve().parent / "sql"
 RECORD_FORMAT = "joulestep-record"
 RECORD_VERSION = 1
@@ -138,6 +140,14 @@ def connect(path: str | os.PathLike, *, write: bool = True,
         conn.close()
         raise StoreError(f"database {p} has schema version {v}, newer than "
                          f"this joulestep ({latest_version()}); upgrade joulestep")
+    else:
+        try:   # prepared, not run: costs microseconds
+            conn.execute("SELECT counted_total_uj FROM steps LIMIT 0")
+        except sqlite3.OperationalError:
+            conn.close()
+            raise StoreError(f"database {p} was made by a pre-release joulestep "
+                             "(steps.counted_* missing): move it away and "
+                             "ingest the spool again") from None
     return conn
 
 
@@ -196,7 +206,7 @@ class Parsed:
     job: tuple          # jobs columns after job_pk
     tags: list          # [(key, value)]
     node: str
-    step: tuple         # steps columns after job_pk (node_pk inserted later)
+    step: tuple         # steps columns after job_pk and node_pk (_STEP_INSERT)
     zones: list         # [(name, zone_id, kind, energy_uj, wraps)]
     phases: list        # [(seq, kind, ..., nranks)]
     ranks: list         # [(seq, rank, start_ns, end_ns, bytes)]
@@ -301,6 +311,9 @@ def parse_record(rec) -> Parsed:
         json.dumps(errors),
         _str(prov.get("plugin_version"), "provenance.plugin_version", null=True),
     )
+    # counted_* start as the step's own figures; Ingester.flush() corrects
+    # them when the step shares its (job, node) with others (nesting.py)
+    step_row += (cpu, dram, total, step_row[14])
 
     zones = []
     zl = rec.get("zones") or []
@@ -408,9 +421,21 @@ _STEP_INSERT = (
     "ntasks, nnodes, cpus, ncpus, exclusive, policy, policy_active, base_freq_khz, "
     "freq_min_ratio, start_ns, end_ns, duration_ns, energy_cpu_uj, "
     "energy_dram_uj, energy_total_uj, exit_code, backend, wrap_uncertain, "
-    "sample_period_ns, errors_json, plugin_version) "
-    "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) "
-    "ON CONFLICT (job_pk, step_id, het_component, node_pk) DO NOTHING")
+    "sample_period_ns, errors_json, plugin_version, counted_cpu_uj, "
+    "counted_dram_uj, counted_total_uj, counted_duration_ns) "
+    "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) "
+    "ON CONFLICT (job_pk, node_pk, step_id, het_component) DO NOTHING")
+# CROSS JOIN: the few dirty groups drive indexed lookups in steps (SQLite
+# has no statistics here and would otherwise scan steps)
+_NEST_SELECT = (
+    "SELECT s.job_pk, s.node_pk, s.step_pk, s.step_id, s.het_component, "
+    "s.start_ns, s.end_ns, s.duration_ns, s.energy_cpu_uj, s.energy_dram_uj, "
+    "s.energy_total_uj, s.inside_step_pk, s.counted_cpu_uj, s.counted_dram_uj, "
+    "s.counted_total_uj, s.counted_duration_ns FROM temp.js_nest_dirty d CROSS "
+    "JOIN steps s ON s.job_pk = d.job_pk AND s.node_pk = d.node_pk")
+_NEST_UPDATE = (
+    "UPDATE steps SET inside_step_pk = ?, counted_cpu_uj = ?, counted_dram_uj = ?,"
+    " counted_total_uj = ?, counted_duration_ns = ? WHERE step_pk = ?")
 _TAG_INSERT = "INSERT INTO step_tags (step_pk, key, value) VALUES (?,?,?)"
 _ZONE_INSERT = ("INSERT INTO step_zones (step_pk, name, zone_id, kind, "
                 "energy_uj, wraps) VALUES (?,?,?,?,?,?)")
@@ -440,7 +465,10 @@ class Ingester:
 
     Caches node and job keys between records (cleared by :meth:`reset`
     after a rollback).  Phase/zone/rank rows are buffered and written by
-    :meth:`flush`, which must run before the transaction commits.
+    :meth:`flush`, which must run before the transaction commits; flush
+    also brings steps.inside_step_pk / counted_* up to date for every
+    (job, node) that got a new step (nesting.py), so they never depend on
+    the order records arrive in.
     """
 
     def __init__(self, conn: sqlite3.Connection):
@@ -454,6 +482,7 @@ class Ingester:
         self.zone_rows: list = []
         self.phase_rows: list = []
         self.rank_rows: list = []
+        self.dirty: set = set()     # (job_pk, node_pk) with a new step
 
     def _node(self, cluster: str, name: str) -> int:
         key = (cluster, name)
@@ -504,6 +533,7 @@ class Ingester:
         if c.rowcount != 1:
             return False
         spk = c.lastrowid
+        self.dirty.add((job_pk, node_pk))
         if p.tags:
             self.tag_rows.extend((spk, k, v) for k, v in p.tags)
         if p.zones:
@@ -526,6 +556,35 @@ class Ingester:
             ex(_RANK_INSERT, self.rank_rows)
         self.tag_rows, self.zone_rows = [], []
         self.phase_rows, self.rank_rows = [], []
+        if self.dirty:
+            self._renest()
+
+    def _renest(self):
+        """Recompute nesting for the (job, node) groups that got new steps:
+        one indexed join through a temp table of the groups, then updates of
+        the rows whose stored figures differ.  A group of one step keeps
+        the figures it was inserted with (its own)."""
+        conn, groups = self.conn, self.dirty
+        self.dirty = set()
+        conn.execute("CREATE TEMP TABLE IF NOT EXISTS js_nest_dirty (job_pk "
+                     "INTEGER, node_pk INTEGER, PRIMARY KEY (job_pk, node_pk)) "
+                     "WITHOUT ROWID")
+        conn.execute("DELETE FROM temp.js_nest_dirty")
+        conn.executemany("INSERT INTO temp.js_nest_dirty VALUES (?, ?)", groups)
+        by_group: dict = {}
+        for r in conn.execute(_NEST_SELECT):
+            by_group.setdefault((r[0], r[1]), []).append(r)
+        updates = []
+        for rows in by_group.values():
+            if len(rows) < 2:
+                continue
+            got = nesting.attribute([nesting.Step(*r[2:11]) for r in rows])
+            for r in rows:
+                new = got[r[2]]
+                if tuple(new) != r[11:16]:
+                    updates.append(tuple(new) + (r[2],))
+        if updates:
+            conn.executemany(_NEST_UPDATE, updates)
 
 
 @dataclasses.dataclass

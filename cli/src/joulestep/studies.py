@@ -34,6 +34,22 @@ def _col(df, by):
         raise StudyError(str(e)) from None
 
 
+def counted_steps(st: pd.DataFrame) -> pd.DataFrame:
+    """Steps for sums over steps (a run's energy): each step's counted_*
+    figures (what it adds to totals, nesting.py) replace its own energies
+    and duration, so a step inside another on the same node (srun inside
+    batch) is not counted twice.  step_id is dropped so that
+    analysis.compare_io_approaches does not leave out batch steps again
+    (their counted energy is already only what the steps inside them did
+    not measure)."""
+    st = st.drop(columns=["energy_cpu_uj", "energy_dram_uj", "energy_total_uj",
+                          "duration_ns", "step_id"])
+    return st.rename(columns={"counted_cpu_uj": "energy_cpu_uj",
+                              "counted_dram_uj": "energy_dram_uj",
+                              "counted_total_uj": "energy_total_uj",
+                              "counted_duration_ns": "duration_ns"})
+
+
 def compare(conn, by: str, where=(), what: str = "auto", scaling: str = "weak",
             baseline=None, since_ns=None, until_ns=None, cluster=None,
             error_bound: str = "tag:error_bound") -> dict:
@@ -78,7 +94,8 @@ def compare(conn, by: str, where=(), what: str = "auto", scaling: str = "weak",
             st = _filtered(frames.steps(conn, since_ns, until_ns, cluster), where)
             if st.empty:
                 raise StudyError("no steps match: nothing to compare")
-            out["table"] = analysis.compare_io_approaches(st, by=_col(st, by))
+            out["table"] = analysis.compare_io_approaches(counted_steps(st),
+                                                          by=_col(st, by))
         else:
             df = ph if what == "phases" else _filtered(
                 frames.steps(conn, since_ns, until_ns, cluster), where)
@@ -203,14 +220,13 @@ def measured_runs(conn, by="tag:approach", where=(), since_ns=None, until_ns=Non
                   cluster=None) -> pd.DataFrame:
     """Energy of each recorded run (job) per I/O configuration: config is
     the `by` column (e.g. tag:approach = DC(1), DN(15:1)); energy_j = sum of
-    the job's numbered steps (batch/extern left out when numbered ones
-    exist).  Runs whose config is not DC(k)/DN(c:d) are skipped."""
+    what the job's steps count (counted_steps: a step inside another on the
+    same node is counted once).  Runs whose config is not DC(k)/DN(c:d) are
+    skipped."""
     st = _filtered(frames.steps(conn, since_ns, until_ns, cluster), where)
     if st.empty or by not in st.columns:
         return pd.DataFrame(columns=["config", "energy_j", "job_id"])
-    num = ~st["step_id"].astype(str).isin(["batch", "extern", "interactive"])
-    has = num.groupby(st["job_pk"]).transform("any")
-    st = st[num | ~has]
+    st = counted_steps(st)
     e = (st["energy_cpu_uj"].astype(float) + st["energy_dram_uj"].astype(float)
          .fillna(0)) / 1e6
     g = st.assign(energy_j=e).groupby(["job_pk", by], dropna=True)
