@@ -61,7 +61,7 @@ $(B)/bin/%: accounting/tools/%.c $(ACCT_LIB) $(HDRS)
 $(B)/spank/joulestep.so: $(SPANK_OBJ) $(ACCT_LIB) spank/joulestep.map
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -shared -Wl,--version-script=spank/joulestep.map -Wl,-z,defs \
-	  $(SPANK_OBJ) $(ACCT_LIB) -o $@ $(LDLIBS_ACCT) -ljansson -lslurm
+	  $(SPANK_OBJ) $(ACCT_LIB) -o $@ $(LDLIBS_ACCT) -ljansson
 
 $(B)/lib/libjoulestep-client.so: spank/client/js_client.c $(HDRS)
 	@mkdir -p $(dir $@)

@@ -125,6 +125,9 @@ def print_launch(a, steps, first, sources, t_with, t_without):
     r99 = pct(steps[True], 99) / pct(steps[False], 99)
     print(f"{'  step launch ratio (median)':<34} {ratio:.3f}x   (p99 {r99:.3f}x)   goal <= 1.05x   "
           f"{'OK' if ratio <= 1.05 else 'MISSED'}")
+    delta = statistics.median(steps[True]) - statistics.median(steps[False])
+    print(f"{'  plugin cost per step (median)':<34} {delta * 1e3:.3f} ms   (allocation-to-allocation noise is "
+          f"~1 ms here: use --allocs 16 or more to compare builds)")
     print(line("  first step, with plugin", first[True], "ms", 1e-3))
     print(line("  first step, without plugin", first[False], "ms", 1e-3))
     print(f"  submit_time_source of the plugin steps: "

@@ -8,6 +8,10 @@
  *     srun --energy-report prints the step's record summary at exit.
  *   remote (slurmstepd, root): init_post_opt brackets the step (meter,
  *     clocks, phase socket); exit writes the record and restores clocks.
+ *     Both ends are on srun's critical path (the next step of an allocation
+ *     waits for this one to end): what need not happen before the tasks
+ *     start is left to the step thread (js_step_deferred), and the record
+ *     does not fsync its directory (the job epilog does, see js_record.c).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -40,6 +44,7 @@
 #pragma weak spank_option_register
 #pragma weak spank_remote
 #pragma weak spank_setenv
+#pragma weak spank_unsetenv
 #pragma weak spank_strerror
 
 SPANK_PLUGIN(joulestep, 1);
@@ -409,7 +414,9 @@ static void node_model(struct js_step *s)
 			 non, s->fmax_khz);
 }
 
-static void setup_cpus(spank_t sp, struct js_step *s)
+/* The step's cores (S_STEP_ALLOC_CORES, batch: S_JOB_ALLOC_CORES): parsing
+ * only, no file I/O. */
+static void parse_cpus(spank_t sp, struct js_step *s)
 {
 	char *cores = NULL;
 	js_cpuset_zero(&s->cpus);
@@ -420,6 +427,19 @@ static void setup_cpus(spank_t sp, struct js_step *s)
 		js_step_error(s, "cpus: cannot read the step's allocated cores (%s); no frequency control",
 			      cores ? cores : "none");
 		js_cpuset_zero(&s->cpus);
+	}
+}
+
+/* cpufreq of the step's CPUs (and whether the step has the node's cpufreq
+ * CPUs to itself). */
+static void setup_cpus(struct js_step *s)
+{
+	int n = js_cpuset_count(&s->cpus);
+	if (n <= 0)
+		return;
+	s->cf = calloc((size_t)(n < JS_MAX_STEP_CPUS ? n : JS_MAX_STEP_CPUS), sizeof(*s->cf));
+	if (!s->cf) {
+		js_step_error(s, "cpus: out of memory; no frequency control");
 		return;
 	}
 	struct js_cpuset online;
@@ -441,7 +461,6 @@ static void setup_cpus(spank_t sp, struct js_step *s)
 		if (s->cf[s->ncpus - 1].cpuinfo_max_khz > s->fmax_khz)
 			s->fmax_khz = s->cf[s->ncpus - 1].cpuinfo_max_khz;
 	}
-	s->ncpus = s->ncpus;
 }
 
 static void resolve_policy(spank_t sp, struct js_step *s)
@@ -478,7 +497,7 @@ static void resolve_policy(spank_t sp, struct js_step *s)
 		js_step_error(s, "tags: --energy-tag refused: %s", err);
 }
 
-static void setup_freq(struct js_step *s)
+static void set_base_khz(struct js_step *s)
 {
 	s->base_khz = 0;
 	if (s->ncpus == 0)
@@ -486,7 +505,12 @@ static void setup_freq(struct js_step *s)
 	double base = js_policy_base_ratio(&s->policy);
 	if (js_freq_ratio_to_khz(&s->cf[0], base, &s->base_khz) < 0)
 		s->base_khz = s->cf[0].cpuinfo_max_khz;
-	if (s->policy.type == JS_POL_MONITOR)
+}
+
+static void setup_freq(struct js_step *s)
+{
+	set_base_khz(s);
+	if (s->ncpus == 0 || s->policy.type == JS_POL_MONITOR)
 		return;
 	int rc = js_root_dir(s->conf.state, 0700);
 	if (rc < 0) {
@@ -521,7 +545,57 @@ static void step_free(struct js_step *s)
 	if (s->energy)
 		js_energy_close(s->energy);
 	pthread_mutex_destroy(&s->err_mu);
+	free(s->cf);
 	free(s);
+}
+
+static void recover(struct js_step *s)
+{
+	int nrest = 0;
+	int rc = js_freq_recover(s->conf.state, s->conf.sysfs, false, &nrest);
+	if (rc < 0)
+		js_step_error(s, "freq: recover orphaned CPUs: %s", strerror(-rc));
+	else if (nrest)
+		slurm_info("joulestep: restored %d CPU(s) left changed by a killed step", nrest);
+}
+
+/* Does the journal hold a saved clock (cpuN.orig, freq.h) for one of the
+ * step's CPUs? Then a killed step may have left it changed: recover before
+ * the tasks start. Otherwise recovery (of other CPUs only) can wait for the
+ * step thread. Creates the state directory like every journal user. */
+static bool own_cpu_saved(struct js_step *s)
+{
+	int dfd = js_root_dirfd(s->conf.state, 0700, true);
+	if (dfd < 0)
+		return false; /* recovery would fail the same way; said there */
+	bool found = false;
+	for (int c = 0; c < JS_MAX_CPUS && !found; c++) {
+		char name[32];
+		struct stat st;
+		if (!js_cpuset_isset(&s->cpus, c))
+			continue;
+		snprintf(name, sizeof(name), "cpu%d.orig", c);
+		found = fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 || errno != ENOENT;
+	}
+	close(dfd);
+	return found;
+}
+
+/* Run by the step thread once the tasks may start (or inline when the
+ * thread could not start). Everything here only feeds the record or
+ * concerns other steps' CPUs. */
+void js_step_deferred(struct js_step *s)
+{
+	if (s->defer_recover) {
+		recover(s);
+		s->defer_recover = false;
+	}
+	if (s->defer_cpus) { /* monitor: the clocks are only reported */
+		setup_cpus(s);
+		set_base_khz(s);
+		s->defer_cpus = false;
+	}
+	node_model(s);
 }
 
 static int remote_init(spank_t sp)
@@ -595,19 +669,25 @@ static int remote_init(spank_t sp)
 			snprintf(s->cluster, sizeof(s->cluster), "default");
 	}
 
-	/* Orphans of a killed slurmstepd first (pid-checked, not forced). */
-	if (js_root_dir(s->conf.state, 0700) == 0) {
-		int nrest = 0;
-		int rc = js_freq_recover(s->conf.state, s->conf.sysfs, false, &nrest);
-		if (rc < 0)
-			js_step_error(s, "freq: recover orphaned CPUs: %s", strerror(-rc));
-		else if (nrest)
-			slurm_info("joulestep: restored %d CPU(s) left changed by a killed step", nrest);
-	}
-
 	resolve_policy(sp, s);
-	setup_cpus(sp, s);
+	parse_cpus(sp, s);
 
+	/* Orphans of a killed slurmstepd (pid-checked, not forced): before the
+	 * tasks start only when one of this step's CPUs may be affected. */
+	if (own_cpu_saved(s))
+		recover(s);
+	else
+		s->defer_recover = true;
+
+	/* The clocks are read now when the policy may change them; a monitor
+	 * step only reports them (step thread). */
+	if (s->policy.type == JS_POL_MONITOR)
+		s->defer_cpus = true;
+	else
+		setup_cpus(s);
+
+	/* The first reading must precede the tasks. The meter's sampling is
+	 * done by the step thread (one thread per step, not two). */
 	char why[1024] = "";
 	struct js_energy_opts eo = {.sysfs_root = s->conf.sysfs, .order = s->conf.backend};
 	int rc = js_energy_open(&eo, &s->energy, why, sizeof(why));
@@ -618,7 +698,7 @@ static int remote_init(spank_t sp)
 		js_step_error(s, "energy: no backend (%s): %s", s->conf.backend, why);
 		s->energy = NULL;
 	} else {
-		rc = js_meter_start(s->energy, (uint64_t)s->conf.sample_ms * 1000000ULL, true, &s->meter);
+		rc = js_meter_start(s->energy, (uint64_t)s->conf.sample_ms * 1000000ULL, false, &s->meter);
 		if (rc < 0) {
 			js_step_error(s, "energy: meter: %s", strerror(-rc));
 			s->meter = NULL;
@@ -627,19 +707,46 @@ static int remote_init(spank_t sp)
 		}
 	}
 
-	setup_freq(s);
-	node_model(s);
+	setup_freq(s); /* fixed:R is set here, before the tasks */
 
 	struct js_phase_ops ops = {.ctx = s, .set_ratio = ph_set_ratio, .snap = ph_snap, .now_ns = ph_now};
 	s->phases = js_phases_new(s->conf.max_phases, s->conf.max_depth, &ops, s->start_mono_ns);
 	if (!s->phases)
 		js_step_error(s, "phases: out of memory; markers disabled");
-	else if (js_server_start(s) == 0 &&
-		 spank_setenv(sp, "JOULESTEP_SOCKET", s->sock_path, 1) != ESPANK_SUCCESS)
+	else
+		js_server_socket_path(s); /* checks socket_dir; the thread binds */
+	/* Exported before the thread starts, which binds it: the thread must
+	 * not run while the environment is being changed. */
+	if (s->sock_path[0] &&
+	    spank_setenv(sp, "JOULESTEP_SOCKET", s->sock_path, 1) != ESPANK_SUCCESS) {
 		js_step_error(s, "socket: cannot export JOULESTEP_SOCKET");
+		s->sock_path[0] = 0;
+	}
+	/* Before the thread starts: it fills ncpus of a monitor step. */
 	slurm_verbose("joulestep: job %u step %s: policy %s, cpus %d, backend %s, socket %s", s->job_id,
-		      s->step_id, js_pol_name(s->policy.type), s->ncpus,
+		      s->step_id, js_pol_name(s->policy.type), js_cpuset_count(&s->cpus),
 		      s->energy ? js_energy_backend_name(s->energy) : "none", s->sock_path);
+	bool exported = s->sock_path[0] != 0;
+	if (js_server_start(s) < 0) {
+		/* No step thread: no markers; do its work here, and let the
+		 * meter sample from a thread of its own. */
+		if (exported)
+			(void)spank_unsetenv(sp, "JOULESTEP_SOCKET");
+		js_step_deferred(s);
+		if (s->meter) {
+			js_meter_stop(s->meter);
+			s->meter = NULL;
+			s->have_s0 = false;
+			rc = js_meter_start(s->energy, (uint64_t)s->conf.sample_ms * 1000000ULL, true,
+					    &s->meter);
+			if (rc < 0) {
+				js_step_error(s, "energy: meter: %s", strerror(-rc));
+				s->meter = NULL;
+			} else if (js_meter_snapshot(s->meter, &s->s0) == 0) {
+				s->have_s0 = true;
+			}
+		}
+	}
 	return 0;
 }
 
@@ -667,6 +774,11 @@ int slurm_spank_task_exit(spank_t sp, int ac, char **av)
 
 static void remote_exit(struct js_step *s)
 {
+	/* While the step thread wakes up and drains the markers already sent:
+	 * the submit-time lookup and the record's directory. */
+	js_server_stop_request(s);
+	meta_finish(s, META_WAIT_MS);
+	int dfd = js_record_dir(s);
 	js_server_stop(s);
 	uint64_t end_mono = now_ns(CLOCK_MONOTONIC);
 	if (s->phases)
@@ -685,16 +797,17 @@ static void remote_exit(struct js_step *s)
 				      s->cpu_list[i], strerror(-rc));
 		s->acquired[i] = false;
 	}
-	meta_finish(s, META_WAIT_MS);
 	if (!strcmp(s->submit_source, "step_start"))
 		js_step_error(s, "submit_time: controller lookup unavailable; using the step start");
-	js_record_write(s);
+	js_record_write(s, dfd);
 }
 
 /* Job epilog (slurmd runs `slurmstepd spank epilog` as root on every node
- * of the job when it ends): drop the job's submit-time cache file, and any
- * left behind by jobs whose epilog never ran that are older than
- * submit_cache_hours. Always 0: a failing epilog would drain the node. */
+ * of the job when it ends): make the job's record renames durable (step end
+ * does not fsync the spool directory, see js_record.c), then drop the job's
+ * submit-time cache file, and any left behind by jobs whose epilog never ran
+ * that are older than submit_cache_hours. Always 0: a failing epilog would
+ * drain the node. */
 int slurm_spank_job_epilog(spank_t sp, int ac, char **av)
 {
 	struct js_conf c;
@@ -708,8 +821,12 @@ int slurm_spank_job_epilog(spank_t sp, int ac, char **av)
 		slurm_error("joulestep: epilog: cannot get the job id; submit-time cache not cleaned");
 		return 0;
 	}
+	int rc = js_record_sync_job(c.spool, c.cluster, jobid);
+	if (rc < 0 && rc != -ENOENT)
+		slurm_error("joulestep: job %u: epilog: fsync of the record directory under %s: %s",
+			    jobid, c.spool, strerror(-rc));
 	unsigned n = 0;
-	int rc = js_jobcache_remove(c.state, jobid,
+	rc = js_jobcache_remove(c.state, jobid,
 				    (uint64_t)c.submit_cache_hours * 3600ULL * 1000000000ULL,
 				    now_ns(CLOCK_REALTIME), &n);
 	if (rc < 0 && rc != -ENOENT)

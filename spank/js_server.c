@@ -1,7 +1,11 @@
-/* joulestep SPANK plugin: the step's phase socket (docs/phase-protocol.md).
- * One thread per step, poll() over an eventfd (stop), the listening socket
- * and the connections. All signals blocked in the thread; every fd
- * O_CLOEXEC|O_NONBLOCK; the thread never blocks on a peer. */
+/* joulestep SPANK plugin: the step thread and its phase socket
+ * (docs/phase-protocol.md). One thread per step: it binds the socket (the
+ * path is exported before the tasks start; clients retry a connect that
+ * comes too early), runs the setup left over from step start
+ * (js_step_deferred), then ppoll()s an eventfd (stop), the listening socket
+ * and the connections, and samples the energy meter at its period. All
+ * signals blocked in the thread; every fd O_CLOEXEC|O_NONBLOCK; the thread
+ * never blocks on a peer. */
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
@@ -158,6 +162,35 @@ static void handle(struct js_step *s, struct conn *c, const char *buf, size_t le
 	reply(c->fd, "JS1 ERR %d%s %s", -rc, id, msg);
 }
 
+/* Bind and listen on sock_path (thread). No umask games: umask is process
+ * wide and slurmstepd forks tasks meanwhile; the socket is made 0666 at once
+ * (SO_PEERCRED is the guard) in a root-only directory. */
+static void bind_socket(struct js_step *s)
+{
+	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0) {
+		js_step_error(s, "socket: %s; no phase markers", strerror(errno));
+		return;
+	}
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	memcpy(sa.sun_path, s->sock_path, strlen(s->sock_path) + 1);
+	(void)unlink(s->sock_path); /* stale socket of a killed step */
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || chmod(s->sock_path, 0666) < 0 ||
+	    listen(fd, 128) < 0) {
+		js_step_error(s, "socket: %s: %s; no phase markers", s->sock_path, strerror(errno));
+		close(fd);
+		(void)unlink(s->sock_path);
+		return;
+	}
+	s->listen_fd = fd;
+}
+
+static void sample(struct js_step *s)
+{
+	struct js_snapshot sn;
+	(void)js_meter_snapshot(s->meter, &sn); /* errors surface in the final reading */
+}
+
 static void *server_main(void *arg)
 {
 	struct js_step *s = arg;
@@ -167,8 +200,29 @@ static void *server_main(void *arg)
 	struct js_bucket bucket;
 	bool rate_logged = false;
 
+	(void)pthread_setname_np(pthread_self(), "js-step");
+	if (s->sock_path[0])
+		bind_socket(s);
+	js_step_deferred(s);
+	/* The meter has no thread of its own: sample it at its period (half the
+	 * shortest wrap time, capped by sample_ms), whatever the markers do. */
+	uint64_t period = s->meter ? js_meter_period_ns(s->meter) : 0;
+	uint64_t due = mono_now() + period;
 	js_bucket_init(&bucket, s->conf.rate, mono_now());
 	for (;;) {
+		struct timespec ts, *tmo = NULL;
+		if (period) {
+			uint64_t now = mono_now();
+			if (now >= due) {
+				sample(s);
+				now = mono_now();
+				due = now + period;
+			}
+			uint64_t left = due - now;
+			ts.tv_sec = (time_t)(left / 1000000000ULL);
+			ts.tv_nsec = (long)(left % 1000000000ULL);
+			tmo = &ts;
+		}
 		pfd[0].fd = s->stop_fd;
 		pfd[0].events = POLLIN;
 		pfd[1].fd = s->listen_fd;
@@ -178,13 +232,15 @@ static void *server_main(void *arg)
 			pfd[i + 2].events = POLLIN;
 			pfd[i + 2].revents = 0;
 		}
-		int n = poll(pfd, nc + 2, -1);
+		int n = ppoll(pfd, nc + 2, tmo, NULL);
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
 			slurm_error("joulestep: job %u step %s: poll: %m", s->job_id, s->step_id);
 			break;
 		}
+		if (n == 0)
+			continue; /* sampling time */
 		if (pfd[0].revents)
 			break;
 		/* connections first: pending markers are handled before the
@@ -278,47 +334,33 @@ static void *server_main(void *arg)
 	return NULL;
 }
 
-int js_server_start(struct js_step *s)
+void js_server_socket_path(struct js_step *s)
 {
+	s->sock_path[0] = 0;
 	int rc = js_root_dir(s->conf.socket_dir, 0755);
 	if (rc < 0) {
 		js_step_error(s, "socket: socket_dir %s: %s (must be root-owned, not group/world-writable)",
 			      s->conf.socket_dir, strerror(-rc));
-		return rc;
+		return;
 	}
 	int n = snprintf(s->sock_path, sizeof(s->sock_path), "%s/%u.%s.sock", s->conf.socket_dir,
 			 s->job_id, s->step_id);
 	if (n < 0 || (size_t)n >= sizeof(s->sock_path)) {
 		js_step_error(s, "socket: path %s/... too long for a UNIX socket", s->conf.socket_dir);
 		s->sock_path[0] = 0;
-		return -ENAMETOOLONG;
 	}
-	s->listen_fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-	if (s->listen_fd < 0) {
-		rc = -errno;
-		js_step_error(s, "socket: %s", strerror(errno));
-		return rc;
-	}
-	struct sockaddr_un sa = {.sun_family = AF_UNIX};
-	memcpy(sa.sun_path, s->sock_path, strlen(s->sock_path) + 1);
-	(void)unlink(s->sock_path); /* stale socket of a killed step */
-	mode_t old = umask(0177);
-	rc = bind(s->listen_fd, (struct sockaddr *)&sa, sizeof(sa));
-	umask(old);
-	if (rc < 0 || chmod(s->sock_path, 0666) < 0 || listen(s->listen_fd, 128) < 0) {
-		rc = -errno;
-		js_step_error(s, "socket: %s: %s", s->sock_path, strerror(errno));
-		close(s->listen_fd);
-		s->listen_fd = -1;
-		(void)unlink(s->sock_path);
-		s->sock_path[0] = 0;
-		return rc;
-	}
+}
+
+int js_server_start(struct js_step *s)
+{
+	int rc;
+	s->listen_fd = -1;
 	s->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (s->stop_fd < 0) {
 		rc = -errno;
-		js_step_error(s, "socket: eventfd: %s", strerror(errno));
-		goto fail;
+		js_step_error(s, "step thread: eventfd: %s", strerror(errno));
+		s->sock_path[0] = 0;
+		return rc;
 	}
 	sigset_t all, oldmask;
 	sigfillset(&all);
@@ -326,38 +368,39 @@ int js_server_start(struct js_step *s)
 	rc = pthread_create(&s->server, NULL, server_main, s);
 	pthread_sigmask(SIG_SETMASK, &oldmask, NULL);
 	if (rc) {
-		js_step_error(s, "socket: pthread_create: %s", strerror(rc));
-		rc = -rc;
-		goto fail;
+		js_step_error(s, "step thread: pthread_create: %s", strerror(rc));
+		close(s->stop_fd);
+		s->stop_fd = -1;
+		s->sock_path[0] = 0;
+		return -rc;
 	}
 	s->server_running = true;
 	return 0;
-fail:
-	if (s->stop_fd >= 0)
-		close(s->stop_fd);
-	s->stop_fd = -1;
-	close(s->listen_fd);
-	s->listen_fd = -1;
-	(void)unlink(s->sock_path);
-	s->sock_path[0] = 0;
-	return rc;
+}
+
+void js_server_stop_request(struct js_step *s)
+{
+	if (s->server_running && !s->stop_requested) {
+		uint64_t one = 1;
+		if (write(s->stop_fd, &one, sizeof(one)) < 0)
+			slurm_error("joulestep: job %u step %s: stop server: %m", s->job_id, s->step_id);
+		s->stop_requested = true;
+	}
 }
 
 void js_server_stop(struct js_step *s)
 {
 	if (s->server_running) {
-		uint64_t one = 1;
-		if (write(s->stop_fd, &one, sizeof(one)) < 0)
-			slurm_error("joulestep: job %u step %s: stop server: %m", s->job_id, s->step_id);
+		js_server_stop_request(s);
 		pthread_join(s->server, NULL);
 		s->server_running = false;
 	}
-	if (s->listen_fd >= 0)
+	if (s->listen_fd >= 0) { /* bound by the thread: ours to remove */
 		close(s->listen_fd);
+		(void)unlink(s->sock_path);
+	}
 	if (s->stop_fd >= 0)
 		close(s->stop_fd);
 	s->listen_fd = s->stop_fd = -1;
-	if (s->sock_path[0])
-		(void)unlink(s->sock_path);
 	s->sock_path[0] = 0;
 }

@@ -14,6 +14,19 @@
 #include "js_parse.h"
 #include "js_phase.h"
 
+/* The slurm_* functions the plugin calls are exported by the host process
+ * (srun, sbatch, salloc, slurmstepd and slurmd link libslurmfull). Weak
+ * references keep the link strict (-z defs) without a DT_NEEDED on
+ * libslurm.so: loading that second copy of the Slurm library cost every srun
+ * and slurmstepd ~0.2 ms per step launch, for symbols that resolve to the
+ * host's copy anyway. */
+#pragma weak slurm_error
+#pragma weak slurm_info
+#pragma weak slurm_verbose
+#pragma weak slurm_load_job
+#pragma weak slurm_free_job_info_msg
+#pragma weak slurm_get_errno
+
 #define JS_PLUGIN_VERSION "0.1.0"
 #define JS_MAX_ERRORS 32
 #define JS_ERR_LEN 256
@@ -44,7 +57,7 @@ struct js_step {
 	int ncpus;
 	bool exclusive;
 	int cpu_list[JS_MAX_STEP_CPUS];
-	struct js_cpufreq cf[JS_MAX_STEP_CPUS];
+	struct js_cpufreq *cf;      /* ncpus entries (~1 kB each), NULL if none */
 	bool acquired[JS_MAX_STEP_CPUS];
 	bool freq_control;          /* CPUs acquired: the policy may set clocks */
 	uint32_t base_khz;
@@ -59,11 +72,14 @@ struct js_step {
 	struct js_phases *phases;
 	uint64_t dropped_rate, rejected;
 	uint64_t max_lag_ns;
-	/* socket server */
-	char sock_path[108];
-	int listen_fd, stop_fd;
+	/* the step thread (js_server.c): binds the phase socket, runs the
+	 * deferred setup, serves markers and samples the meter */
+	char sock_path[108];        /* exported; bound by the step thread      */
+	int listen_fd, stop_fd;     /* listen_fd: -1 until bound (thread-owned) */
 	pthread_t server;
-	bool server_running;
+	bool server_running, stop_requested;
+	bool defer_recover;         /* journal recovery left to the thread     */
+	bool defer_cpus;            /* cpufreq reads left to the thread        */
 	/* provenance */
 	pthread_mutex_t err_mu;
 	size_t nerrors;
@@ -73,12 +89,33 @@ struct js_step {
 /* Record a failure in provenance.errors and log it with slurm_error. */
 void js_step_error(struct js_step *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* js_server.c */
+/* js_server.c: the step thread (all signals blocked). Started at the end of
+ * the step's setup; first binds sock_path (when set), then runs
+ * js_step_deferred(), then serves markers and, when the meter has no thread
+ * of its own, samples it every js_meter_period_ns(). */
+/* Check socket_dir (root-owned, not group/world writable; created when
+ * missing) and set sock_path, which the step thread binds; on failure
+ * sock_path stays empty (error recorded): no markers. */
+void js_server_socket_path(struct js_step *s);
 int js_server_start(struct js_step *s);     /* 0 or -errno (logged)       */
-void js_server_stop(struct js_step *s);
+void js_server_stop_request(struct js_step *s); /* wake it up, no wait     */
+void js_server_stop(struct js_step *s);     /* drain, join, unlink        */
+
+/* joulestep.c: setup that need not block task launch (run by the step
+ * thread, or inline when it could not start). */
+void js_step_deferred(struct js_step *s);
 
 /* js_record.c */
-int js_record_write(struct js_step *s);
+/* The record's directory <spool>/<cluster>/<job_id> (created; logged on
+ * failure): a directory fd or -errno. */
+int js_record_dir(struct js_step *s);
+/* Write the record into dfd (from js_record_dir; closed here; a negative
+ * dfd is returned as is): tmp + fsync + rename. */
+int js_record_write(struct js_step *s, int dfd);
+/* Job epilog: fsync <spool>/<cluster>/<job_id> and its parents, making the
+ * job's record renames durable (cluster NULL or "": every cluster
+ * directory). -ENOENT when the job has no record directory. */
+int js_record_sync_job(const char *spool, const char *cluster, uint32_t job_id);
 /* Create dir (0755, root) when missing; refuse symlinks, non-root owners and
  * group/world-writable modes. */
 int js_root_dir(const char *path, mode_t mode);

@@ -192,11 +192,15 @@ static int lock_dir(int dfd)
 	return fd;
 }
 
-/* Lock and directory fds are closed together: closing drops the flock. */
+/* Unlock explicitly before closing: a process that forked meanwhile (the
+ * library may run in a thread of slurmstepd while it forks tasks) holds a
+ * copy of lfd until its exec, and closing ours alone would keep the lock. */
 static void unlock_dir(int dfd, int lfd)
 {
-	if (lfd >= 0)
+	if (lfd >= 0) {
+		(void)flock(lfd, LOCK_UN);
 		close(lfd);
+	}
 	if (dfd >= 0)
 		close(dfd);
 }

@@ -1,11 +1,13 @@
 /* RAPL zone classification and discovery, wrap-safe arithmetic. */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "js_internal.h"
 
@@ -239,14 +241,28 @@ void js_zone_set_skip(struct js_zone_set *zs, const char *id, const char *name,
 	js_fmt(s->why, sizeof(s->why), "%s", why);
 }
 
-/* ---- discovery (file I/O) ---------------------------------------------------- */
+/* ---- discovery (file I/O) ---------------------------------------------------- *
+ * Every file is opened relative to a directory fd (openat), with no
+ * realpath(): a zone costs one openat per attribute read, not a path walk
+ * through the sysfs symlinks. This runs at every step start. */
 
-/* Examine one zone directory; add it to zs or record why it was skipped. */
-static int add_zone(struct js_zone_set *zs, const char *dir, const char *id,
-		    const char *parent_dir)
+static int read_u64_at(int dfd, const char *name, uint64_t *out)
 {
-	char ctype[JS_NAME_LEN], name[JS_NAME_LEN], path[JS_PATH_LEN], pname[JS_NAME_LEN];
-	char real[PATH_MAX];
+	char buf[64];
+	ssize_t n = js_read_fileat(dfd, name, buf, sizeof(buf));
+
+	if (n < 0)
+		return (int)n;
+	return js_parse_u64(buf, (size_t)n, out);
+}
+
+/* Examine one zone directory (zfd, shown as dir); its parent zone's name
+ * file is pname relative to pfd (read only for a dram zone; pfd -1: none).
+ * Add it to zs or record why it was skipped. */
+static int add_zone(struct js_zone_set *zs, int zfd, const char *dir, const char *id, int pfd,
+		    const char *pname_rel)
+{
+	char ctype[JS_NAME_LEN], name[JS_NAME_LEN], pname[JS_NAME_LEN];
 	uint32_t idx[2] = {0, 0}, depth;
 	enum js_zone_kind kind;
 	const char *why;
@@ -258,9 +274,7 @@ static int add_zone(struct js_zone_set *zs, const char *dir, const char *id,
 		js_zone_set_skip(zs, id, "", "not a zone id (control-type:N[:M])");
 		return 0;
 	}
-	if (js_path(path, sizeof(path), "%s/name", dir) < 0)
-		return -ENAMETOOLONG;
-	n = js_read_file(path, name, sizeof(name));
+	n = zfd >= 0 ? js_read_fileat(zfd, "name", name, sizeof(name)) : -EBADF;
 	if (n <= 0) {
 		js_zone_set_skip(zs, id, "", "no readable name file");
 		return 0;
@@ -275,10 +289,7 @@ static int add_zone(struct js_zone_set *zs, const char *dir, const char *id,
 	memset(z, 0, sizeof(*z));
 	js_fmt(z->name, sizeof(z->name), "%s", name);
 	js_fmt(z->id, sizeof(z->id), "%s", id);
-	if (realpath(dir, real) && strlen(real) < sizeof(z->path))
-		js_fmt(z->path, sizeof(z->path), "%s", real);
-	else
-		js_fmt(z->path, sizeof(z->path), "%s", dir);
+	js_fmt(z->path, sizeof(z->path), "%s", dir);
 	z->kind = kind;
 	z->depth = depth;
 	z->index[0] = idx[0];
@@ -289,8 +300,7 @@ static int add_zone(struct js_zone_set *zs, const char *dir, const char *id,
 	} else {
 		/* dram: the package is the parent's */
 		z->package = -1;
-		if (parent_dir && js_path(path, sizeof(path), "%s/name", parent_dir) == 0 &&
-		    js_read_file(path, pname, sizeof(pname)) > 0 &&
+		if (pfd >= 0 && js_read_fileat(pfd, pname_rel, pname, sizeof(pname)) > 0 &&
 		    js_zone_parse_package(pname, &z->package, &z->die) == 0) {
 			/* parent found */
 		} else {
@@ -298,15 +308,13 @@ static int add_zone(struct js_zone_set *zs, const char *dir, const char *id,
 			return 0;
 		}
 	}
-	if (js_path(path, sizeof(path), "%s/max_energy_range_uj", dir) < 0 ||
-	    js_read_u64_file(path, &v) < 0 || v == 0) {
+	if (read_u64_at(zfd, "max_energy_range_uj", &v) < 0 || v == 0) {
 		js_zone_set_skip(zs, id, name, "max_energy_range_uj missing or unreadable");
 		return 0;
 	}
 	z->max_energy_range_uj = v;
 	z->max_power_uw = JS_DEFAULT_MAX_POWER_UW;
-	if (js_path(path, sizeof(path), "%s/constraint_0_max_power_uw", dir) == 0 &&
-	    js_read_u64_file(path, &v) == 0 && v > 0)
+	if (read_u64_at(zfd, "constraint_0_max_power_uw", &v) == 0 && v > 0)
 		z->max_power_uw = v;
 	zs->nzones++;
 	return 0;
@@ -330,9 +338,25 @@ static int parent_id(const char *id, char *out, size_t len)
 	return 0;
 }
 
-static int discover_flat(const char *base, struct js_zone_set *zs, int *nflat)
+static int open_dir_at(int dfd, const char *name)
 {
-	DIR *d = opendir(base);
+	return openat(dfd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+}
+
+/* A readable directory stream on a dup of dfd (dfd stays the caller's). */
+static DIR *dir_stream(int dfd)
+{
+	int fd = fcntl(dfd, F_DUPFD_CLOEXEC, 0);
+	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+
+	if (!d && fd >= 0)
+		close(fd);
+	return d;
+}
+
+static int discover_flat(int bfd, const char *base, struct js_zone_set *zs, int *nflat)
+{
+	DIR *d = dir_stream(bfd);
 	struct dirent *de;
 	int rc = 0;
 
@@ -340,75 +364,86 @@ static int discover_flat(const char *base, struct js_zone_set *zs, int *nflat)
 		return -errno;
 	*nflat = 0;
 	while (rc == 0 && (de = readdir(d))) {
-		char dir[JS_PATH_LEN], pid[JS_NAME_LEN], pdir[JS_PATH_LEN];
-		const char *pd = NULL;
+		char dir[JS_PATH_LEN], pid[JS_NAME_LEN], pname[JS_NAME_LEN + 8];
+		bool parent;
+		int zfd;
 
 		if (!is_zone_entry(de->d_name))
 			continue;
 		(*nflat)++;
 		if (js_path(dir, sizeof(dir), "%s/%s", base, de->d_name) < 0)
 			continue;
-		if (parent_id(de->d_name, pid, sizeof(pid)) == 0 &&
-		    js_path(pdir, sizeof(pdir), "%s/%s", base, pid) == 0)
-			pd = pdir;
-		rc = add_zone(zs, dir, de->d_name, pd);
+		zfd = open_dir_at(bfd, de->d_name);
+		parent = parent_id(de->d_name, pid, sizeof(pid)) == 0 &&
+			 js_path(pname, sizeof(pname), "%s/name", pid) == 0;
+		rc = add_zone(zs, zfd, dir, de->d_name, parent ? bfd : -1, pname);
+		if (zfd >= 0)
+			close(zfd);
 	}
 	closedir(d);
 	return rc;
 }
 
 /* Nested form: base/<ctype>/<ctype>:N/<ctype>:N:M */
-static int discover_nested(const char *base, struct js_zone_set *zs)
+static int discover_nested(int bfd, const char *base, struct js_zone_set *zs)
 {
 	static const char *const ctypes[] = {"intel-rapl", "intel-rapl-mmio"};
 	size_t c;
 	int rc = 0;
 
 	for (c = 0; rc == 0 && c < sizeof(ctypes) / sizeof(ctypes[0]); c++) {
-		char cdir[JS_PATH_LEN];
-		DIR *d;
+		int cfd = open_dir_at(bfd, ctypes[c]);
+		DIR *d = cfd >= 0 ? dir_stream(cfd) : NULL;
 		struct dirent *de;
 
-		if (js_path(cdir, sizeof(cdir), "%s/%s", base, ctypes[c]) < 0)
+		if (!d) {
+			if (cfd >= 0)
+				close(cfd);
 			continue;
-		d = opendir(cdir);
-		if (!d)
-			continue;
+		}
 		while (rc == 0 && (de = readdir(d))) {
 			char zdir[JS_PATH_LEN];
 			DIR *sd;
 			struct dirent *se;
 			size_t cl = strlen(ctypes[c]);
+			int zfd;
 
 			if (strncmp(de->d_name, ctypes[c], cl) || de->d_name[cl] != ':')
 				continue;
-			if (js_path(zdir, sizeof(zdir), "%s/%s", cdir, de->d_name) < 0)
+			if (js_path(zdir, sizeof(zdir), "%s/%s/%s", base, ctypes[c], de->d_name) < 0)
 				continue;
-			rc = add_zone(zs, zdir, de->d_name, NULL);
-			sd = opendir(zdir);
-			if (!sd)
-				continue;
-			while (rc == 0 && (se = readdir(sd))) {
+			zfd = open_dir_at(cfd, de->d_name);
+			rc = add_zone(zs, zfd, zdir, de->d_name, -1, NULL);
+			sd = zfd >= 0 ? dir_stream(zfd) : NULL;
+			while (rc == 0 && sd && (se = readdir(sd))) {
 				char sdir[JS_PATH_LEN];
 				size_t pl = strlen(de->d_name);
+				int sfd;
 
 				if (strncmp(se->d_name, de->d_name, pl) || se->d_name[pl] != ':')
 					continue;
 				if (js_path(sdir, sizeof(sdir), "%s/%s", zdir, se->d_name) < 0)
 					continue;
-				rc = add_zone(zs, sdir, se->d_name, zdir);
+				sfd = open_dir_at(zfd, se->d_name);
+				rc = add_zone(zs, sfd, sdir, se->d_name, zfd, "name");
+				if (sfd >= 0)
+					close(sfd);
 			}
-			closedir(sd);
+			if (sd)
+				closedir(sd);
+			if (zfd >= 0)
+				close(zfd);
 		}
 		closedir(d);
+		close(cfd);
 	}
 	return rc;
 }
 
 int js_zones_discover(const char *sysfs_root, struct js_zone_set *out)
 {
-	char base[JS_PATH_LEN];
-	int rc, nflat = 0;
+	char base[JS_PATH_LEN], real[PATH_MAX];
+	int rc, bfd, nflat = 0;
 
 	if (!out)
 		return -EINVAL;
@@ -418,15 +453,25 @@ int js_zones_discover(const char *sysfs_root, struct js_zone_set *out)
 	rc = js_path(base, sizeof(base), "%s/class/powercap", sysfs_root);
 	if (rc < 0)
 		return rc;
-	rc = discover_flat(base, out, &nflat);
-	if (rc < 0)
-		return rc;
-	if (nflat == 0) {
-		memset(out, 0, sizeof(*out));
-		rc = discover_nested(base, out);
+	/* zone paths are absolute: resolve a relative root once */
+	if (base[0] != '/') {
+		if (!realpath(base, real))
+			return -errno;
+		rc = js_path(base, sizeof(base), "%s", real);
 		if (rc < 0)
 			return rc;
 	}
+	bfd = open(base, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (bfd < 0)
+		return -errno;
+	rc = discover_flat(bfd, base, out, &nflat);
+	if (rc == 0 && nflat == 0) {
+		memset(out, 0, sizeof(*out));
+		rc = discover_nested(bfd, base, out);
+	}
+	close(bfd);
+	if (rc < 0)
+		return rc;
 	js_zone_set_sort(out);
 	return out->nzones ? 0 : -ENOENT;
 }

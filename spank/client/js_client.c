@@ -15,6 +15,12 @@
 
 #define MSG_MAX 256
 #define REPLY_TIMEOUT_MS 5000
+/* The plugin exports JOULESTEP_SOCKET before its thread has bound the
+ * socket (docs/phase-protocol.md): a connect that fails with ENOENT or
+ * ECONNREFUSED is retried, for at most this long after the process's first
+ * attempt. Later failures return at once. */
+#define CONNECT_RETRY_MS 200
+#define CONNECT_PAUSE_MS 2
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static int g_fd = -1;
@@ -22,6 +28,10 @@ static pid_t g_pid;
 static int g_rank = -1;
 static int g_sync = -1;          /* -1: not decided yet (read JOULESTEP_SYNC) */
 static unsigned long g_id;
+static pid_t g_retry_pid;
+static unsigned long long g_retry_until;  /* CLOCK_MONOTONIC ns */
+
+static unsigned long long mono_ns(void);
 
 static int charset(const char *s, size_t max, int upper, const char *extra)
 {
@@ -59,8 +69,17 @@ static int ensure_conn(void)
 		return -errno;
 	struct timeval tv = {1, 0}; /* never hang the application for long */
 	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+	if (g_retry_pid != pid) {
+		g_retry_pid = pid;
+		g_retry_until = mono_ns() + CONNECT_RETRY_MS * 1000000ULL;
+	}
+	while (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
 		int e = -errno;
+		if ((e == -ENOENT || e == -ECONNREFUSED) && mono_ns() < g_retry_until) {
+			struct timespec ts = {0, CONNECT_PAUSE_MS * 1000000L};
+			nanosleep(&ts, NULL);
+			continue;
+		}
 		close(fd);
 		return e;
 	}

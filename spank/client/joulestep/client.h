@@ -12,7 +12,9 @@
  * call is a no-op returning JS_NOT_IN_STEP. Errors are -errno (or the
  * negated protocol error code the plugin replied with, in sync mode).
  * Thread-safe; one connection per process, opened on first use (and again
- * after fork). Markers are asynchronous by default (one send, no reply);
+ * after fork). The plugin binds the socket just after the step's tasks may
+ * start: a connect that finds it missing or not yet listening is retried
+ * for at most 200 ms from the process's first attempt. Markers are asynchronous by default (one send, no reply);
  * JOULESTEP_SYNC=1 or js_phase_set_sync(1) makes each call wait for the
  * plugin's reply, so the clock is already set when it returns. */
 #ifndef JOULESTEP_CLIENT_H
