@@ -142,6 +142,7 @@ def main() -> int:
             if (BUILD / "lib").exists():
                 cluster.public_path(BUILD / "lib")
             phase = cluster.public_path(BUILD / "bin") / PHASE.name
+        last_job = None
         for script, name, policy, strategy, env in JOBS:
             sb_args = [f"--job-name={name}", "-n1", "-c1"]
             if cluster.plugin_so:
@@ -170,6 +171,7 @@ def main() -> int:
                 print(f"    (no output: {e})")
             if state != "COMPLETED":
                 rc = 1
+            last_job = job
         cluster.wait_idle()
 
         header("Spool records written by the plugin")
@@ -180,9 +182,12 @@ def main() -> int:
         if not files:
             print("  (none)")
 
-        header("joulestep ingest + report --by tag:strategy")
+        header("joulestep ingest, report --by tag:strategy, and the last job's summary")
         cli = str(VENV_CLI) if VENV_CLI.exists() else "joulestep"
-        for argv in (["ingest", str(dirs["spool"])], ["report", "--by", "tag:strategy"]):
+        steps = [["ingest", str(dirs["spool"])], ["report", "--by", "tag:strategy"]]
+        if last_job is not None:
+            steps.append(["job", str(last_job)])
+        for argv in steps:
             try:
                 res = subprocess.run([cli, "--db", str(db), *argv], capture_output=True, text=True,
                                      stdin=subprocess.DEVNULL, timeout=120)

@@ -650,3 +650,55 @@ def test_energy_report_printed_by_srun(plug):
     assert m.group(2) == plug.c.node
     assert close(float(m.group(3)) * 1e6, truth[0], 0.01)
     assert close(float(m.group(4)) * 1e6, truth[1], 0.01)
+
+
+# ------------------------------------------------------- records into the CLI
+def _cli(repo, *args):
+    res = subprocess.run([str(repo / ".venv" / "bin" / "joulestep"), *map(str, args)],
+                         capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert res.returncode == 0, res.stdout + res.stderr
+    return res.stdout
+
+
+def test_live_records_ingest_and_summarise(plug, repo, tmp_path):
+    """Records the plugin wrote on the live cluster land in the CLI's store, the
+    after-job summary shows the measured energies and clocks, the srun step
+    that ran inside the batch step is not added twice, and ingesting again
+    changes nothing."""
+    script = f"""#!/bin/sh
+#SBATCH -n1
+#SBATCH --energy-policy=io-dvfs
+#SBATCH --energy-tag=strategy=veloc,tier=dram
+{plug.adv("serial", 1)}
+srun -n1 sh -c '{plug.phase("begin", "compress")}; {plug.adv("compress", 2)}; {plug.phase("end", "--bytes", 4096)}; {plug.phase("begin", "write")}; {plug.adv("write", 1)}; {plug.phase("end", "--bytes", 2048)}'
+"""
+    job, out = plug.run_job(script)
+    recs = plug.wait_records(job, ["batch", "0"])
+    truth = adv_truth(out)
+    db = tmp_path / "js.db"
+    spool = plug.spool / "jstest" / str(job)
+    first = _cli(repo, "--db", db, "ingest", spool)
+    assert "2 new steps" in first and "0 quarantined" in first
+    import sqlite3
+    dump1 = list(sqlite3.connect(db).iterdump())
+    again = _cli(repo, "--db", db, "ingest", spool)
+    assert "0 new steps" in again
+    assert list(sqlite3.connect(db).iterdump()) == dump1
+
+    s = json.loads(_cli(repo, "--db", db, "--format", "json", "job", job))
+    assert s["job"]["tags"] == {"strategy": "veloc", "tier": "dram"}
+    steps = {st["step_id"]: st for st in s["steps"]}
+    assert set(steps) == {"batch", "0"}
+    # the node's energy is the batch step's measurement, counted once
+    batch_uj = recs["batch"]["step"]["energy_total_uj"]
+    assert close(batch_uj, truth["*"][0] + truth["*"][1])
+    assert s["totals"]["energy_total_j"] == pytest.approx(batch_uj / 1e6, rel=1e-9)
+    assert steps["0"]["inside_step"] == "batch"
+    # per phase: what the plugin measured, at the clocks io-dvfs sets
+    ph = {p["kind"]: p for p in steps["0"]["phases"]}
+    for kind, khz, nbytes in (("compress", 0.875 * FMAX, 4096), ("write", 0.85 * FMAX, 2048)):
+        rec_ph = next(p for p in recs["0"]["phases"] if p["kind"] == kind)
+        assert ph[kind]["energy_cpu_j"] == pytest.approx(rec_ph["energy_cpu_uj"] / 1e6)
+        assert close(rec_ph["energy_cpu_uj"], truth[kind][0])
+        assert ph[kind]["freq_mhz"] == pytest.approx(khz / 1000)
+        assert ph[kind]["bytes"] == nbytes

@@ -28,6 +28,7 @@ NOT_IN_STEP = 1
 _KIND = re.compile(r"[a-z0-9_-]{1,32}\Z")
 _LABEL = re.compile(r"[A-Za-z0-9_.:+/-]{1,64}\Z")
 _REPLY_TIMEOUT_S = 5.0
+_CONNECT_RETRY_S = 0.2
 
 
 class PhaseError(OSError):
@@ -50,13 +51,24 @@ class _Conn:
         path = os.environ.get("JOULESTEP_SOCKET")
         if not path:
             return False
-        s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)  # CLOEXEC by default (PEP 446)
-        s.settimeout(1.0)
-        try:
-            s.connect(path)
-        except OSError:
-            s.close()
-            raise
+        # The plugin binds the socket off the step's launch path: a task that
+        # starts within ~1 ms of the step may find it not there yet, so retry
+        # ENOENT/ECONNREFUSED for at most _CONNECT_RETRY_S (as the C client).
+        deadline = time.monotonic() + _CONNECT_RETRY_S
+        while True:
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)  # CLOEXEC (PEP 446)
+            s.settimeout(1.0)
+            try:
+                s.connect(path)
+                break
+            except (FileNotFoundError, ConnectionRefusedError):
+                s.close()
+                if time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.002)
+            except OSError:
+                s.close()
+                raise
         self.sock, self.pid = s, os.getpid()
         return True
 
