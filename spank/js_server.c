@@ -55,6 +55,21 @@ static void reply(int fd, const char *fmt, ...)
 	(void)send(fd, buf, (size_t)n, MSG_DONTWAIT | MSG_NOSIGNAL);
 }
 
+/* Close a refused connection so that the peer still reads our ERR reply.
+ * Closing a UNIX socket with unread data in its queue makes the peer's next
+ * recv fail with ECONNRESET before it sees what we sent; so stop the peer
+ * from sending (SHUT_RDWR makes its sends fail with EPIPE), drain what it
+ * already sent, then close. Never blocks: the socket is non-blocking. */
+static void refuse_close(int fd)
+{
+	char buf[JS_MSG_MAX + 64];
+
+	shutdown(fd, SHUT_RDWR);
+	for (int k = 0; k < 64 && recv(fd, buf, sizeof(buf), MSG_DONTWAIT) > 0; k++)
+		;
+	close(fd);
+}
+
 /* "id=N" of the request, echoed in replies so that clients match them. */
 static void find_id(const char *buf, size_t len, char *id, size_t idlen)
 {
@@ -304,12 +319,12 @@ static void *server_main(void *arg)
 					reply(fd, "JS1 ERR %d permission denied", EACCES);
 					slurm_info("joulestep: job %u step %s: refused phase connection from uid %d pid %d (only uid %u and root)",
 						   s->job_id, s->step_id, (int)cr.uid, (int)cr.pid, (unsigned)s->uid);
-					close(fd);
+					refuse_close(fd);
 					continue;
 				}
 				if (nc == MAX_CONNS) {
 					reply(fd, "JS1 ERR %d too many connections", EMFILE);
-					close(fd);
+					refuse_close(fd);
 					continue;
 				}
 				conns[nc].fd = fd;
