@@ -138,13 +138,49 @@ static int opt_cb(int val, const char *optarg, int remote)
 	return 0;
 }
 
+/* This node's Slurm name: slurmstepd (and the job epilog) run with
+ * SLURMD_NODENAME in their own environment. Not the job's environment: a
+ * step started from a batch script inherits the batch node's name there, and
+ * the user controls it. Without it, the short host name. 0 or -EINVAL. */
+static int node_name(char *buf, size_t len)
+{
+	const char *env = getenv("SLURMD_NODENAME");
+	char host[256];
+	if (!env || !env[0]) {
+		if (gethostname(host, sizeof(host)) < 0)
+			return -EINVAL;
+		host[sizeof(host) - 1] = 0;
+		host[strcspn(host, ".")] = 0;
+		env = host;
+	}
+	int n = snprintf(buf, len, "%s", env);
+	if (n < 0 || (size_t)n >= len || !js_name_safe(buf)) {
+		buf[0] = 0;
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* Plugstack arguments for a process on a compute node: parse, then expand
+ * %n (state, sysfs, socket_dir) to this node's name. */
+static int node_conf_parse(int ac, char **av, struct js_conf *c, char *err, size_t errlen)
+{
+	char node[64] = "";
+	if (js_conf_parse(ac, av, c, err, errlen))
+		return -EINVAL;
+	node_name(node, sizeof(node)); /* "" or unsafe: refused below only if %n is used */
+	return js_conf_expand_node(c, node, err, errlen);
+}
+
 int slurm_spank_init(spank_t sp, int ac, char **av)
 {
 	char err[400];
 	spank_context_t ctx = spank_context();
 	if (ctx == S_CTX_SLURMD || ctx == S_CTX_JOB_SCRIPT)
 		return 0;
-	if (js_conf_parse(ac, av, &g_conf, err, sizeof(err))) {
+	/* %n stays unexpanded in srun/sbatch/salloc, which use none of those paths */
+	if (ctx == S_CTX_REMOTE ? node_conf_parse(ac, av, &g_conf, err, sizeof(err))
+				: js_conf_parse(ac, av, &g_conf, err, sizeof(err))) {
 		slurm_error("joulestep: plugstack.conf: %s; plugin disabled", err);
 		g_conf_ok = false;
 		return -1;
@@ -651,14 +687,8 @@ static int remote_init(spank_t sp)
 	char het[16];
 	getenv_s(sp, "SLURM_HET_JOB_OFFSET", het, sizeof(het));
 	s->het = (uint32_t)strtoul(het, NULL, 10);
-	char node[256];
-	getenv_s(sp, "SLURMD_NODENAME", node, sizeof(node));
-	if (!node[0] && gethostname(node, sizeof(node)) < 0)
-		snprintf(node, sizeof(node), "unknown");
-	node[sizeof(node) - 1] = 0;
-	if (!getenv("SLURMD_NODENAME"))
-		node[strcspn(node, ".")] = 0;
-	if (!js_name_safe(node))
+	char node[64];
+	if (node_name(node, sizeof(node)))
 		snprintf(node, sizeof(node), "unknown");
 	snprintf(s->node, sizeof(s->node), "%s", node);
 	if (s->conf.cluster[0]) {
@@ -813,7 +843,7 @@ int slurm_spank_job_epilog(spank_t sp, int ac, char **av)
 	struct js_conf c;
 	char err[400];
 	uint32_t jobid = 0;
-	if (js_conf_parse(ac, av, &c, err, sizeof(err))) {
+	if (node_conf_parse(ac, av, &c, err, sizeof(err))) {
 		slurm_error("joulestep: plugstack.conf: %s; plugin disabled", err);
 		return 0;
 	}

@@ -136,16 +136,69 @@ static int parse_policy_list(const char *v, unsigned *mask, char *err, size_t er
 	return 0;
 }
 
-static int set_path(char *dst, const char *key, const char *v, char *err, size_t errlen)
+static int check_socket_dir(const char *d, char *err, size_t errlen)
+{
+	if (!strcmp(d, "/tmp") || !strncmp(d, "/tmp/", 5) || !strcmp(d, "/var/tmp") ||
+	    !strncmp(d, "/var/tmp/", 9) || !strcmp(d, "/dev/shm") || !strncmp(d, "/dev/shm/", 9))
+		return fail(err, errlen, "socket_dir=: must not be under a world-writable directory (/tmp, /var/tmp, /dev/shm)");
+	return 0;
+}
+
+/* allow_node: the path may contain %n (the node name, js_conf_expand_node);
+ * any other '%' is refused so a later escape can be added without surprise. */
+static int set_path(char *dst, const char *key, const char *v, bool allow_node, char *err,
+		    size_t errlen)
 {
 	if (v[0] != '/' || strlen(v) >= JS_PATH_MAX - 64 || strstr(v, "/../") ||
 	    strstr(v, "/./") || strchr(v, ' '))
 		return fail(err, errlen, "%s=: must be an absolute path without . or .. components, at most %d characters",
 			    key, JS_PATH_MAX - 65);
+	for (const char *p = strchr(v, '%'); p; p = strchr(p + 2, '%'))
+		if (!allow_node || p[1] != 'n')
+			return fail(err, errlen, "%s=: '%%' is not allowed here%s", key,
+				    allow_node ? " except in %n (the node name)" : "");
 	scopy(dst, JS_PATH_MAX, v);
 	size_t n = strlen(dst);
 	while (n > 1 && dst[n - 1] == '/')
 		dst[--n] = 0;
+	return 0;
+}
+
+static int expand_node(char *path, const char *key, const char *node, char *err, size_t errlen)
+{
+	char out[JS_PATH_MAX];
+	size_t o = 0, nl = strlen(node);
+	if (!strstr(path, "%n"))
+		return 0;
+	if (!js_name_safe(node))
+		return fail(err, errlen, "%s=%s: node name '%.63s' unknown or not [A-Za-z0-9_.-]{1,63}",
+			    key, path, node);
+	for (const char *p = path; *p; p++) {
+		const char *add = p;
+		size_t len = 1;
+		if (p[0] == '%' && p[1] == 'n') {
+			add = node;
+			len = nl;
+			p++;
+		}
+		if (o + len >= JS_PATH_MAX - 64)
+			return fail(err, errlen, "%s=%s: longer than %d characters with %%n=%s", key,
+				    path, JS_PATH_MAX - 65, node);
+		memcpy(out + o, add, len);
+		o += len;
+	}
+	out[o] = 0;
+	scopy(path, JS_PATH_MAX, out);
+	return 0;
+}
+
+int js_conf_expand_node(struct js_conf *c, const char *node, char *err, size_t errlen)
+{
+	if (expand_node(c->state, "state", node, err, errlen) ||
+	    expand_node(c->sysfs, "sysfs", node, err, errlen) ||
+	    expand_node(c->socket_dir, "socket_dir", node, err, errlen) ||
+	    check_socket_dir(c->socket_dir, err, errlen))
+		return -EINVAL;
 	return 0;
 }
 
@@ -163,21 +216,19 @@ int js_conf_parse(int ac, char **av, struct js_conf *c, char *err, size_t errlen
 		unsigned long long u;
 #define KEY(k) (kl == strlen(k) && !strncmp(a, k, kl))
 		if (KEY("spool")) {
-			if (set_path(c->spool, "spool", v, err, errlen))
+			if (set_path(c->spool, "spool", v, false, err, errlen))
 				return -EINVAL;
 		} else if (KEY("state")) {
-			if (set_path(c->state, "state", v, err, errlen))
+			if (set_path(c->state, "state", v, true, err, errlen))
 				return -EINVAL;
 		} else if (KEY("sysfs")) {
-			if (set_path(c->sysfs, "sysfs", v, err, errlen))
+			if (set_path(c->sysfs, "sysfs", v, true, err, errlen))
 				return -EINVAL;
 		} else if (KEY("socket_dir")) {
-			if (set_path(c->socket_dir, "socket_dir", v, err, errlen))
+			if (set_path(c->socket_dir, "socket_dir", v, true, err, errlen))
 				return -EINVAL;
-			if (!strcmp(c->socket_dir, "/tmp") || !strncmp(c->socket_dir, "/tmp/", 5) ||
-			    !strcmp(c->socket_dir, "/var/tmp") || !strncmp(c->socket_dir, "/var/tmp/", 9) ||
-			    !strcmp(c->socket_dir, "/dev/shm") || !strncmp(c->socket_dir, "/dev/shm/", 9))
-				return fail(err, errlen, "socket_dir=: must not be under a world-writable directory (/tmp, /var/tmp, /dev/shm)");
+			if (check_socket_dir(c->socket_dir, err, errlen))
+				return -EINVAL;
 		} else if (KEY("cluster")) {
 			if (!js_name_safe(v))
 				return fail(err, errlen, "cluster=: allowed characters [A-Za-z0-9_.-], 1-63");

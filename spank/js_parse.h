@@ -49,6 +49,11 @@ struct js_conf {
 void js_conf_defaults(struct js_conf *c);
 /* Parse plugstack arguments. Unknown keys, bad values: -EINVAL + err. */
 int js_conf_parse(int ac, char **av, struct js_conf *c, char *err, size_t errlen);
+/* Replace each %n in state, sysfs and socket_dir by `node` (the Slurm node
+ * name; several slurmd on one host, each with its own node name). Paths
+ * without %n are left alone. -EINVAL + err if a path has %n and node is not
+ * [A-Za-z0-9_.-]{1,63} (nor . or ..), or the result is too long. */
+int js_conf_expand_node(struct js_conf *c, const char *node, char *err, size_t errlen);
 
 struct js_kind_ratio {
 	char kind[JS_KIND_LEN + 1];

@@ -51,6 +51,58 @@ static void conf_defaults_and_keys(void **st)
 	assert_int_equal(js_conf_parse(2, dp, &c, err, sizeof(err)), -EINVAL);
 }
 
+/* %n in state, sysfs and socket_dir: the node name (several slurmd per host). */
+static void conf_node_expansion(void **st)
+{
+	(void)st;
+	struct js_conf c;
+	char err[400];
+	char *ok[] = {"spool=/var/spool/js", "state=/var/lib/js/%n", "sysfs=/fake/%n/hw/%n",
+		      "socket_dir=/run/js-%n"};
+	assert_int_equal(js_conf_parse(4, ok, &c, err, sizeof(err)), 0);
+	assert_string_equal(c.state, "/var/lib/js/%n"); /* expanded only when the node is known */
+	assert_int_equal(js_conf_expand_node(&c, "node2", err, sizeof(err)), 0);
+	assert_string_equal(c.state, "/var/lib/js/node2");
+	assert_string_equal(c.sysfs, "/fake/node2/hw/node2");
+	assert_string_equal(c.socket_dir, "/run/js-node2");
+	assert_string_equal(c.spool, "/var/spool/js");
+
+	/* without %n nothing changes, whatever the node name */
+	assert_int_equal(js_conf_parse(1, ok, &c, err, sizeof(err)), 0);
+	assert_int_equal(js_conf_expand_node(&c, "", err, sizeof(err)), 0);
+	assert_string_equal(c.state, "/var/lib/joulestep");
+
+	/* unsafe or unknown node names are refused when %n is used */
+	const char *badnode[] = {"", "..", ".", "a/b", "n 1", "x%n"};
+	for (size_t i = 0; i < sizeof(badnode) / sizeof(badnode[0]); i++) {
+		assert_int_equal(js_conf_parse(4, ok, &c, err, sizeof(err)), 0);
+		assert_int_equal(js_conf_expand_node(&c, badnode[i], err, sizeof(err)), -EINVAL);
+		assert_non_null(strstr(err, "node name"));
+	}
+	/* the expanded socket_dir is checked again */
+	char *tmpsock[] = {"socket_dir=/%n/js"};
+	assert_int_equal(js_conf_parse(1, tmpsock, &c, err, sizeof(err)), 0);
+	assert_int_equal(js_conf_expand_node(&c, "tmp", err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "world-writable"));
+	/* too long once expanded */
+	char longp[JS_PATH_MAX + 16], as[JS_PATH_MAX];
+	memset(as, 'a', sizeof(as));
+	as[JS_PATH_MAX - 71] = 0;
+	snprintf(longp, sizeof(longp), "state=/%s/%%n", as); /* JS_PATH_MAX - 67 characters */
+	char *lp[] = {longp};
+	assert_int_equal(js_conf_parse(1, lp, &c, err, sizeof(err)), 0);
+	assert_int_equal(js_conf_expand_node(&c, "nodename", err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "longer than"));
+
+	/* '%' other than %n, and %n in spool, are refused at parse time */
+	char *bad[][1] = {{"state=/var/lib/%h"}, {"sysfs=/x/%"}, {"spool=/var/spool/%n"},
+			  {"socket_dir=/run/%%n"}};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		assert_int_equal(js_conf_parse(1, bad[i], &c, err, sizeof(err)), -EINVAL);
+		assert_non_null(strstr(err, "'%' is not allowed"));
+	}
+}
+
 static void policies(void **st)
 {
 	(void)st;
@@ -325,6 +377,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(conf_defaults_and_keys),
+		cmocka_unit_test(conf_node_expansion),
 		cmocka_unit_test(policies),
 		cmocka_unit_test(tags),
 		cmocka_unit_test(protocol),
