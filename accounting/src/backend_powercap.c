@@ -20,6 +20,7 @@
 
 struct pc_priv {
 	powercap_zone pz[JS_MAX_ZONES];
+	int fd[JS_MAX_ZONES]; /* pz[i].energy_uj, for js_read_counters */
 };
 
 static void pc_close(struct js_energy *e)
@@ -78,6 +79,7 @@ static int pc_open(struct js_energy *e, const char *sysfs_root, char *why, size_
 			pc_close(e);
 			return rc;
 		}
+		p->fd[i] = fd;
 	}
 	return 0;
 }
@@ -85,29 +87,8 @@ static int pc_open(struct js_energy *e, const char *sysfs_root, char *why, size_
 static int pc_read(struct js_energy *e, uint64_t *raw_uj, int *err)
 {
 	struct pc_priv *p = e->priv;
-	size_t i;
-	int first = 0;
 
-	for (i = 0; i < e->zones.nzones; i++) {
-		char buf[32];
-		ssize_t n;
-
-		raw_uj[i] = 0;
-		do {
-			n = pread(p->pz[i].energy_uj, buf, sizeof(buf), 0);
-		} while (n < 0 && errno == EINTR);
-		if (n < 0)
-			err[i] = -errno;
-		else if ((size_t)n == sizeof(buf))
-			err[i] = -ERANGE;
-		else
-			err[i] = js_parse_energy_uj(buf, (size_t)n,
-						    e->zones.zones[i].max_energy_range_uj,
-						    &raw_uj[i]);
-		if (err[i] && !first)
-			first = err[i];
-	}
-	return first;
+	return js_read_counters(e, p->fd, raw_uj, err);
 }
 
 const struct js_backend_ops js_backend_powercap = {

@@ -72,29 +72,8 @@ static int sysfs_open(struct js_energy *e, const char *sysfs_root, char *why, si
 static int sysfs_read(struct js_energy *e, uint64_t *raw_uj, int *err)
 {
 	struct sysfs_priv *p = e->priv;
-	size_t i;
-	int first = 0;
 
-	for (i = 0; i < e->zones.nzones; i++) {
-		char buf[32];
-		ssize_t n;
-
-		raw_uj[i] = 0;
-		do {
-			n = pread(p->fd[i], buf, sizeof(buf), 0);
-		} while (n < 0 && errno == EINTR);
-		if (n < 0)
-			err[i] = -errno;
-		else if ((size_t)n == sizeof(buf))
-			err[i] = -ERANGE; /* longer than any 64-bit number */
-		else
-			err[i] = js_parse_energy_uj(buf, (size_t)n,
-						    e->zones.zones[i].max_energy_range_uj,
-						    &raw_uj[i]);
-		if (err[i] && !first)
-			first = err[i];
-	}
-	return first;
+	return js_read_counters(e, p->fd, raw_uj, err);
 }
 
 const struct js_backend_ops js_backend_sysfs = {

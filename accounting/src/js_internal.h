@@ -58,6 +58,11 @@ void js_fmt(char *buf, size_t len, const char *fmt, ...)
 ssize_t js_read_file(const char *path, char *buf, size_t len);
 ssize_t js_read_fileat(int dirfd, const char *name, char *buf, size_t len);
 int js_read_u64_file(const char *path, uint64_t *out);
+/* pread an energy_uj counter held open in fd and parse it strictly:
+ * 0, or -errno (read error, -EINVAL garbage, -ERANGE too long / over max_uj). */
+int js_read_counter_fd(int fd, uint64_t max_uj, uint64_t *out_uj);
+/* One reading of every zone of e through fds[i]; returns the first error. */
+int js_read_counters(const struct js_energy *e, const int *fds, uint64_t *raw_uj, int *err);
 /* Write a whole string into an existing file (O_WRONLY|O_TRUNC). */
 int js_write_file(const char *path, const char *s);
 /* Write into <sysfs_root>/devices/system/cpu/cpuN/cpufreq/<file>. */
