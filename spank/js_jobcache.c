@@ -88,36 +88,10 @@ int js_jobcache_store(const char *state, const struct js_jobcache *e)
 	int dfd = open_jobs_dir(state, true);
 	if (dfd < 0)
 		return dfd;
-	char name[16], tmp[48];
+	char name[16];
 	snprintf(name, sizeof(name), "%u", e->job_id);
-	snprintf(tmp, sizeof(tmp), "%u.tmp.%d", e->job_id, (int)getpid());
-	(void)unlinkat(dfd, tmp, 0);
-	int fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-	if (fd < 0) {
-		rc = -errno;
-		close(dfd);
-		return rc;
-	}
-	/* root:root even if slurmstepd's egid is the user's at this moment */
-	if (fchown(fd, 0, 0) < 0)
-		rc = -errno;
-	size_t len = strlen(text), off = 0;
-	while (!rc && off < len) {
-		ssize_t w = write(fd, text + off, len - off);
-		if (w < 0 && errno != EINTR)
-			rc = -errno;
-		else if (w > 0)
-			off += (size_t)w;
-	}
-	if (!rc && fsync(fd) < 0)
-		rc = -errno;
-	if (close(fd) < 0 && !rc)
-		rc = -errno;
-	if (!rc && renameat(dfd, tmp, dfd, name) < 0)
-		rc = -errno;
-	if (rc)
-		(void)unlinkat(dfd, tmp, 0);
-	else if (fsync(dfd) < 0)
+	rc = js_write_atomicat(dfd, name, text, strlen(text), 0600, true);
+	if (!rc && fsync(dfd) < 0)
 		rc = -errno;
 	close(dfd);
 	return rc;

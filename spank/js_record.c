@@ -234,6 +234,35 @@ static int write_all(int fd, const char *p, size_t n)
 	return 0;
 }
 
+int js_write_atomicat(int dfd, const char *name, const char *data, size_t len, mode_t mode,
+		      bool chown_root)
+{
+	char tmp[320];
+	int rc = 0, fd;
+
+	if (snprintf(tmp, sizeof(tmp), "%s.tmp.%d", name, (int)getpid()) >= (int)sizeof(tmp))
+		return -ENAMETOOLONG;
+	/* a tmp file of this pid can only be left by a killed slurmstepd */
+	(void)unlinkat(dfd, tmp, 0);
+	fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+	if (fd < 0)
+		return -errno;
+	/* root:root even if slurmstepd's egid is the user's at this moment */
+	if (chown_root && fchown(fd, 0, 0) < 0)
+		rc = -errno;
+	if (!rc)
+		rc = write_all(fd, data, len);
+	if (!rc && fsync(fd) < 0)
+		rc = -errno;
+	if (close(fd) < 0 && !rc)
+		rc = -errno;
+	if (!rc && renameat(dfd, tmp, dfd, name) < 0)
+		rc = -errno;
+	if (rc)
+		(void)unlinkat(dfd, tmp, 0);
+	return rc;
+}
+
 int js_record_dir(struct js_step *s)
 {
 	char dir[JS_PATH_MAX * 2];
@@ -260,30 +289,11 @@ int js_record_write(struct js_step *s, int dfd)
 			    s->job_id, s->step_id);
 		return -ENOMEM;
 	}
-	char name[256], tmp[300];
+	char name[256];
 	snprintf(name, sizeof(name), "%u.%s.%u.%s.json", s->job_id, s->step_id, s->het, s->node);
-	snprintf(tmp, sizeof(tmp), "%s.tmp.%d", name, (int)getpid());
-	int rc = 0;
-	int fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-	if (fd < 0 && errno == EEXIST) { /* left by a killed slurmstepd of this pid */
-		(void)unlinkat(dfd, tmp, 0);
-		fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-	}
-	if (fd < 0) {
-		rc = -errno;
-	} else {
-		size_t len = strlen(text);
-		text[len] = '\n'; /* json_dumps' NUL becomes the final newline */
-		rc = write_all(fd, text, len + 1);
-		if (!rc && fsync(fd) < 0)
-			rc = -errno;
-		if (close(fd) < 0 && !rc)
-			rc = -errno;
-		if (!rc && renameat(dfd, tmp, dfd, name) < 0)
-			rc = -errno;
-		if (rc)
-			(void)unlinkat(dfd, tmp, 0);
-	}
+	size_t len = strlen(text);
+	text[len] = '\n'; /* json_dumps' NUL becomes the final newline */
+	int rc = js_write_atomicat(dfd, name, text, len + 1, 0644, false);
 	if (rc)
 		slurm_error("joulestep: job %u step %s: writing record %s/%s: %s", s->job_id,
 			    s->step_id, dir, name, strerror(-rc));

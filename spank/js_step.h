@@ -122,5 +122,10 @@ int js_root_dir(const char *path, mode_t mode);
 /* The same walk, returning the directory fd (O_CLOEXEC); with create false a
  * missing component gives -ENOENT. */
 int js_root_dirfd(const char *path, mode_t mode, bool create);
+/* Write data to dfd/name atomically: name.tmp.<pid> (O_EXCL|O_NOFOLLOW),
+ * fsync, rename; never a partial file. The caller fsyncs dfd when the rename
+ * must be durable now. Optionally chown root:root. 0 or -errno. */
+int js_write_atomicat(int dfd, const char *name, const char *data, size_t len, mode_t mode,
+		      bool chown_root);
 
 #endif
