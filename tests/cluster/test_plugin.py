@@ -539,6 +539,40 @@ def test_scancel_in_a_phase_restores_the_clock(plug):
     assert rec["phases"][0]["freq_khz"] == int(0.85 * FMAX)
 
 
+def test_task_crash_in_a_phase_restores_the_clock(plug):
+    """The task dies of SIGSEGV inside a write phase: the step ends, the
+    record says the phase was still open, and the clock is back."""
+    flag = plug.c.user_dir(USER) / "crash-phase"
+    flag.unlink(missing_ok=True)
+    script = f"""#!/bin/sh
+#SBATCH -n1
+#SBATCH --energy-policy=io-dvfs
+srun -n1 sh -c '{plug.phase("begin", "write")}; touch {flag}; sleep 1; kill -SEGV $$'
+"""
+    job, _ = plug.run_job(script, state="FAILED")
+    assert flag.exists()
+    rec = plug.wait_records(job, ["batch", "0"])["0"]
+    plug.assert_restored()
+    ph = rec["phases"][0]
+    assert ph["kind"] == "write" and ph["open_at_step_end"] is True
+    assert ph["freq_khz"] == int(0.85 * FMAX)
+
+
+def test_time_limit_in_a_phase_restores_the_clock(plug):
+    """Slurm kills the job at its time limit (1 minute, the shortest Slurm
+    has) while a write phase holds the clock down."""
+    flag = plug.c.user_dir(USER) / "timelimit-phase"
+    flag.unlink(missing_ok=True)
+    res, job = plug.c.sbatch(_in_write_phase_script(plug, flag), user=USER, args=["--time=1"])
+    assert res.returncode == 0, res.stderr
+    _wait_file(flag)
+    assert any(plug.cpufreq(i)["effective_khz"] == int(0.85 * FMAX) for i in range(plug.ncpus))
+    assert plug.c.wait_job(job, timeout=240) == "TIMEOUT"
+    rec = plug.wait_records(job, ["batch"])["batch"]
+    plug.assert_restored()
+    assert rec["phases"][0]["open_at_step_end"] is True
+
+
 def _job_pids(job):
     pids = []
     for d in pathlib.Path("/proc").iterdir():
