@@ -35,7 +35,7 @@ def record(job_id=42, step_id="0", node="node01", *, cluster="demo",
            account="physics", partition="debug", name="ckpt", tags=None,
            policy="io-dvfs", base_khz=2_400_000, exclusive=True, het=0,
            node_model="fake-acpi-2x2", phases=(), errors=(), wrap_uncertain=False,
-           t0=T0):
+           t0=T0, ncpus=2, nnodes=1):
     """One record: job submitted at t0+submit_s, step from t0+start_s."""
     st = t0 + int(start_s * S)
     return {
@@ -45,8 +45,9 @@ def record(job_id=42, step_id="0", node="node01", *, cluster="demo",
                 "gid": 1001, "account": account, "partition": partition,
                 "tags": dict(tags or {})},
         "step": {"step_id": step_id, "het_component": het, "node": node,
-                 "node_model": node_model, "ntasks": 2, "nnodes": 1,
-                 "cpus": "0-1", "ncpus": 2, "exclusive": exclusive,
+                 "node_model": node_model, "ntasks": 2, "nnodes": nnodes,
+                 "cpus": f"0-{ncpus - 1}" if ncpus > 1 else "0", "ncpus": ncpus,
+                 "exclusive": exclusive,
                  "policy": policy, "base_freq_khz": base_khz,
                  "freq_min_ratio": 0.5, "start_ns": st,
                  "end_ns": st + int(dur_s * S), "duration_ns": int(dur_s * S),
@@ -182,4 +183,58 @@ def sweep_study(a=0.0133, b=3.379, c=0.7985, fmax_ghz=2.4, alpha=0.3, reps=3):
                                dur_s=t + 2, cpu_j=p * t + 10, dram_j=0,
                                policy=f"fixed:{fr / fmax_ghz:.4f}",
                                tags={"sweep": "s1"}, phases=ph))
+    return recs
+
+
+#: calibration used by damaris_study (hand-checkable)
+DAMARIS = dict(t_base_s=1200.0, s_cores={1: 1.0, 2: 0.9, 4: 0.75},
+               s_nodes={1: 1.0, 2: 0.95, 4: 0.9}, p_idle_w=30.0, p_max_w=100.0)
+
+
+def damaris_study(reps=2, cal=DAMARIS, measured=None):
+    """Runs for fitting the Dorier model (`model damaris --fit-where io=none`).
+
+    Calibration runs without I/O (tags io=none, study=damaris), one job per
+    (nodes x cores) in 1x1, 1x2, 1x4, 2x4, 4x4 and repetition, one record per
+    node: run time T = T_base / ((c s_cores(c)) (n s_nodes(n))), times 0.99
+    (rep 0) and 1.01 (rep 1), so the mean is T exactly; node power P_max at
+    4 cores per node, 20 + 20 c W below that (80% CPU, 20% DRAM).  Job 8001
+    also has a batch step around step 0 (+50 s, +5000 J on node01) that the
+    fit must ignore (numbered steps only).  Idle runs (tag state=idle): 1 and
+    2 nodes, 60 s at P_idle per node.  measured: {config: [J per node]} runs
+    on 4 nodes tagged approach=config, study=damaris (one run each)."""
+    recs, job = [], 8000
+    scale = [0.99, 1.01] if reps == 2 else [1.0] * reps
+    for n, c in ((1, 1), (1, 2), (1, 4), (2, 4), (4, 4)):
+        t = cal["t_base_s"] / ((c * cal["s_cores"][c]) * (n * cal["s_nodes"][n]))
+        p = cal["p_max_w"] if c == 4 else 20.0 + 20.0 * c
+        for r in range(reps):
+            job += 1
+            d = t * scale[r]
+            for i in range(n):
+                node = f"node{i + 1:02d}"
+                recs.append(record(job, "0", node, start_s=job * 1000, submit_s=job * 1000,
+                                   dur_s=d, cpu_j=0.8 * p * d, dram_j=0.2 * p * d,
+                                   ncpus=c, nnodes=n, policy="monitor",
+                                   tags={"io": "none", "study": "damaris"}))
+                if job == 8001 and i == 0:
+                    recs.append(record(job, "batch", node, start_s=job * 1000 - 20,
+                                       submit_s=job * 1000, dur_s=d + 50,
+                                       cpu_j=0.8 * p * d + 4000, dram_j=0.2 * p * d + 1000,
+                                       ncpus=c, nnodes=n, policy="monitor", exclusive=False,
+                                       tags={"io": "none", "study": "damaris"}))
+    for n in (1, 2):
+        job += 1
+        for i in range(n):
+            recs.append(record(job, "0", f"node{i + 1:02d}", start_s=job * 1000,
+                               submit_s=job * 1000, dur_s=60, cpu_j=0.8 * 60 * cal["p_idle_w"],
+                               dram_j=0.2 * 60 * cal["p_idle_w"], ncpus=1, nnodes=n,
+                               policy="monitor", tags={"state": "idle", "study": "damaris"}))
+    for cfg, energies in (measured or {}).items():
+        job += 1
+        for i, e in enumerate(energies):
+            recs.append(record(job, "0", f"node{i + 1:02d}", start_s=job * 1000,
+                               submit_s=job * 1000, dur_s=100, cpu_j=e, dram_j=0,
+                               ncpus=4, nnodes=len(energies), policy="monitor",
+                               tags={"approach": cfg, "study": "damaris"}))
     return recs

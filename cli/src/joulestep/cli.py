@@ -418,6 +418,16 @@ def model():
               help="P_max: power per node running the simulation (W).")
 @click.option("--n-iter", type=click.IntRange(1), default=1, show_default=True,
               help="Iterations (T_sim = n_iter*T_base/...).")
+@click.option("--fit-where", "fit_where", multiple=True, metavar="KEY=VALUE",
+              help="Fit the calibration from the recorded runs without I/O whose "
+                   "column or tag KEY equals VALUE (repeatable), e.g. --fit-where "
+                   "io=none; calibration options given as well override the fit.")
+@click.option("--idle-where", "idle_where", multiple=True, metavar="KEY=VALUE",
+              help="With --fit-where: recorded idle runs giving P_idle (mean node "
+                   "power), e.g. --idle-where state=idle (else give --p-idle).")
+@click.option("--cores-column", default="ncpus", show_default=True,
+              help="With --fit-where: where a run's cores per node come from: "
+                   "ncpus (the step's CPUs on the node) or tag:KEY.")
 @click.option("--nodes", type=click.IntRange(1), required=True,
               help="Nodes in the allocation.")
 @click.option("--cores-per-node", type=click.IntRange(1), required=True,
@@ -429,28 +439,64 @@ def model():
                    "runs give the accuracy column (Table 3).")
 @where_option
 @query_options
-def damaris(c: Ctx, t_base, s_cores, s_nodes, p_idle, p_max, n_iter, nodes,
-            cores_per_node, approaches, measured_by, where):
+def damaris(c: Ctx, t_base, s_cores, s_nodes, p_idle, p_max, n_iter, fit_where,
+            idle_where, cores_column, nodes, cores_per_node, approaches, measured_by,
+            where):
     """Dorier energy model (eqs. 1-4): predict DC(k) / DN(c:d) energy.
 
     E = T_sim * P_sim; T_sim = T_base / ((n_cores s_cores(n_cores)) (n_nodes
     s_nodes(n_nodes))); DN: P_sim = (c P_max + (P_idle + P_max)/2 d)/(c + d);
-    DC: P_sim = P_max.  Prints the prediction per configuration, the model's
-    pick, and the accuracy against recorded runs where there are any.
+    DC: P_sim = P_max.  The calibration comes from the options, or is fitted
+    from recorded runs without I/O (--fit-where): T_base and the scalability
+    tables from their run times, P_max from their node power at the most
+    cores per node, P_idle from idle runs (--idle-where) or --p-idle.
+    Prints the prediction per configuration, the model's pick, and the
+    accuracy against recorded runs where there are any.
     """
+    import dataclasses
+
     from . import models, studies
-    missing = [n for n, v in (("--t-base", t_base), ("--s-cores", s_cores),
-                              ("--s-nodes", s_nodes), ("--p-idle", p_idle),
-                              ("--p-max", p_max)) if v is None]
-    if missing:
-        raise click.UsageError("calibration needs " + ", ".join(missing))
+    fit = None
+    if fit_where:
+        conn = c.connect()
+        try:
+            fit = studies.fit_damaris(conn, _where(fit_where), _where(idle_where),
+                                      cores_column, n_iter, p_idle, p_max,
+                                      cluster=c.settings().cluster)
+        except studies.StudyError as e:
+            raise click.ClickException(str(e)) from None
+        finally:
+            conn.close()
+    else:
+        if idle_where:
+            raise click.UsageError("--idle-where needs --fit-where")
+        missing = [n for n, v in (("--t-base", t_base), ("--s-cores", s_cores),
+                                  ("--s-nodes", s_nodes), ("--p-idle", p_idle),
+                                  ("--p-max", p_max)) if v is None]
+        if missing:
+            raise click.UsageError("calibration needs " + ", ".join(missing)
+                                   + " (or fit it from recorded runs with --fit-where)")
     try:
-        cal = models.DamarisCalibration(
-            t_base_s=t_base, s_cores=studies.parse_table(s_cores, "--s-cores"),
-            s_nodes=studies.parse_table(s_nodes, "--s-nodes"), p_idle_w=p_idle,
-            p_max_w=p_max, n_iter=n_iter)
-    except ValueError as e:
+        given = {k: v for k, v in (
+            ("t_base_s", t_base), ("p_idle_w", p_idle), ("p_max_w", p_max),
+            ("s_cores", None if s_cores is None else studies.parse_table(s_cores,
+                                                                         "--s-cores")),
+            ("s_nodes", None if s_nodes is None else studies.parse_table(s_nodes,
+                                                                         "--s-nodes")))
+            if v is not None}
+        if fit is None:
+            cal = models.DamarisCalibration(n_iter=n_iter, **given)
+        else:
+            cal = dataclasses.replace(fit["calibration"], **given)
+    except (ValueError, studies.StudyError) as e:
         raise click.ClickException(str(e)) from None
+    sources = {k: "option" for k in given}
+    if fit is not None:
+        nruns = int(fit["runs"]["runs"].sum())
+        for k, v in (("t_base_s", f"fitted, {nruns} runs"), ("s_cores", "fitted"),
+                     ("s_nodes", "fitted"), ("p_max_w", f"fitted, {fit['p_max_from']}"),
+                     ("p_idle_w", f"fitted, {fit['p_idle_from']}")):
+            sources.setdefault(k, v)
     measured = None
     if c.db_path(False).exists():
         conn = c.connect()
@@ -470,7 +516,18 @@ def damaris(c: Ctx, t_base, s_cores, s_nodes, p_idle, p_max, n_iter, nodes,
     if r["accuracy"] is not None:
         parts.append(("accuracy", r["accuracy"], None,
                       "accuracy against recorded runs (Table 3):"))
-    _emit_frames(c, parts, {"pick": r["pick"]})
+    doc = {"pick": r["pick"]}
+    if fit is not None:
+        from .frames import frame_table, records
+        calt = studies.calibration_table(cal, sources)
+        doc["calibration"] = records(calt)
+        doc["calibration_runs"] = records(fit["runs"])
+        if c.fmt == "table":
+            click.echo("calibration runs (without I/O):")
+            click.echo(frame_table(fit["runs"]))
+            click.echo("\ncalibration:")
+            click.echo(frame_table(calt) + "\n")
+    _emit_frames(c, parts, doc)
     if c.fmt == "table":
         click.echo(f"The model picks {r['pick']}.")
 

@@ -253,3 +253,142 @@ def model_damaris(cal, approaches, nodes, cores_per_node, measured=None) -> dict
         raise StudyError(str(e)) from None
     return {"prediction": pred, "accuracy": acc,
             "pick": pred.loc[pred["best"], "config"].iloc[0]}
+
+
+def _is_numbered(step_id) -> bool:
+    return str(step_id).isdigit()
+
+
+def node_runs(conn, where=(), cores="ncpus", since_ns=None, until_ns=None,
+              cluster=None, opt="--where") -> pd.DataFrame:
+    """One row per (recorded run, node) for calibrating the Dorier model.
+
+    A run is a job; only its numbered (srun) steps are used when it has any,
+    else all its steps (a batch step's time and energy include the script
+    around the simulation).  Columns: job_pk, job_id, node, nodes (distinct
+    nodes of the run), cores_per_node (`cores`: the steps' ncpus on the
+    node, or a tag:KEY holding an integer; the largest over the node's
+    steps; every node of a run must agree), duration_s (the run's last
+    end - first start), energy_j (the node's counted CPU + DRAM energy),
+    power_w (energy_j / duration_s)."""
+    cols = ["job_pk", "job_id", "node", "nodes", "cores_per_node", "duration_s",
+            "energy_j", "power_w"]
+    try:
+        st = frames.apply_where(frames.steps(conn, since_ns, until_ns, cluster), where)
+    except frames.FilterError as e:
+        raise StudyError(str(e).replace("--where ", opt + " ", 1)) from None
+    if st.empty:
+        return pd.DataFrame(columns=cols)
+    num = st["step_id"].map(_is_numbered)
+    has_num = num.groupby(st["job_pk"]).transform("any")
+    st = st[num | ~has_num]
+    if cores not in st.columns or not (cores == "ncpus" or cores.startswith("tag:")):
+        tags = sorted(c for c in st.columns if c.startswith("tag:"))
+        raise StudyError(f"--cores-column {cores}: not recorded here; use ncpus or one "
+                         f"of: {', '.join(tags) or '(no tags)'}")
+    cc = pd.to_numeric(st[cores], errors="coerce")
+    bad = st[cc.isna() | (cc < 1) | (cc != cc.round())]
+    if not bad.empty:
+        b = bad.iloc[0]
+        raise StudyError(f"job {b['job_id']} on {b['node']}: no core count in {cores} "
+                         f"(need a positive integer; pick another with --cores-column)")
+    cnt = counted_steps(st)
+    e = (cnt["energy_cpu_uj"].astype(float).fillna(0)
+         + cnt["energy_dram_uj"].astype(float).fillna(0)) / 1e6
+    st = st.assign(_cores=cc.astype(int), _e=e.to_numpy())
+    rows = []
+    for job_pk, g in st.groupby("job_pk", sort=True):
+        dur = (g["end_ns"].max() - g["start_ns"].min()) / 1e9
+        per_node = g.groupby("node").agg(c=("_cores", "max"), e=("_e", "sum"))
+        if per_node["c"].nunique() > 1:
+            raise StudyError(f"job {g['job_id'].iloc[0]}: nodes use different core counts "
+                             f"({', '.join(map(str, sorted(set(per_node['c']))))}); a "
+                             f"calibration run needs the same cores on every node")
+        if not dur > 0:
+            raise StudyError(f"job {g['job_id'].iloc[0]}: run time is 0")
+        for node, r in per_node.iterrows():
+            rows.append(dict(job_pk=int(job_pk), job_id=int(g["job_id"].iloc[0]),
+                             node=node, nodes=len(per_node), cores_per_node=int(r["c"]),
+                             duration_s=dur, energy_j=float(r["e"]),
+                             power_w=float(r["e"]) / dur))
+    return pd.DataFrame(rows, columns=cols)
+
+
+CAL_NEEDS = ("recorded runs without I/O: one on 1 node with 1 core (T_base), "
+             "1-node runs at other core counts (s_cores) and runs on more nodes "
+             "with a core count also run on 1 node (s_nodes)")
+
+
+def fit_damaris(conn, fit_where, idle_where=(), cores="ncpus", n_iter=1,
+                p_idle_w=None, p_max_w=None, since_ns=None, until_ns=None,
+                cluster=None) -> dict:
+    """Fit the Dorier calibration from recorded runs (models.fit_damaris_calibration).
+
+    Runs without I/O are those matching fit_where.  Durations and node
+    counts come from node_runs; P_max is the mean node power (each run x
+    node one sample) over the calibration runs at the largest cores-per-node
+    count (a node running the simulation on all its cores); P_idle is the
+    mean node power of the runs matching idle_where, or p_idle_w when given
+    (it overrides them); p_max_w, when given, overrides P_max.  Returns {"calibration": DamarisCalibration,
+    "runs": per (nodes, cores_per_node) table, "p_max_from": text,
+    "p_idle_from": text}."""
+    if not fit_where:
+        raise StudyError("give the runs without I/O to fit, e.g. --fit-where io=none")
+    nr = node_runs(conn, fit_where, cores, since_ns, until_ns, cluster, "--fit-where")
+    sel = " ".join(f"{k}={v}" for k, v in fit_where)
+    if nr.empty:
+        raise StudyError(f"no recorded run matches --fit-where {sel}: the fit needs "
+                         + CAL_NEEDS)
+    runs = nr.drop_duplicates("job_pk")[["job_pk", "nodes", "cores_per_node", "duration_s"]]
+    if not ((runs["nodes"] == 1) & (runs["cores_per_node"] == 1)).any():
+        have = sorted({(int(a), int(b)) for a, b in zip(runs["nodes"], runs["cores_per_node"])})
+        raise StudyError("too few runs to fit: no run on 1 node with 1 core; the fit "
+                         "needs " + CAL_NEEDS + "; have (nodes x cores): "
+                         + ", ".join(f"{a}x{b}" for a, b in have))
+    cmax = int(runs["cores_per_node"].max())
+    busy = nr[nr["cores_per_node"] == cmax]["power_w"]
+    max_from = (f"{int((runs['cores_per_node'] == cmax).sum())} runs at {cmax} "
+                f"cores/node, {len(busy)} node samples")
+    if p_max_w is not None:
+        busy, max_from = pd.Series([float(p_max_w)]), None
+    power = [pd.DataFrame({"state": "busy", "power_w": busy})]
+    idle_from = None
+    if p_idle_w is None:
+        if not idle_where:
+            raise StudyError("P_idle: give --p-idle W or select recorded idle runs "
+                             "with --idle-where KEY=VALUE")
+        idle = node_runs(conn, idle_where, "ncpus", since_ns, until_ns, cluster,
+                         "--idle-where")
+        if idle.empty:
+            raise StudyError("no recorded run matches --idle-where "
+                             + " ".join(f"{k}={v}" for k, v in idle_where)
+                             + ": give --p-idle W instead")
+        power.append(pd.DataFrame({"state": "idle", "power_w": idle["power_w"]}))
+        idle_from = f"{idle['job_pk'].nunique()} idle runs, {len(idle)} node samples"
+    else:
+        power.append(pd.DataFrame({"state": ["idle"], "power_w": [float(p_idle_w)]}))
+    try:
+        cal = models.fit_damaris_calibration(runs, pd.concat(power, ignore_index=True),
+                                             n_iter=n_iter)
+    except ValueError as e:
+        raise StudyError(f"calibration fit: {e}") from None
+    table = (runs.groupby(["nodes", "cores_per_node"])["duration_s"]
+             .agg(runs="count", duration_s="mean", duration_std_s="std").reset_index())
+    pw = nr.groupby(["nodes", "cores_per_node"])["power_w"].mean().rename("node_power_w")
+    table = table.merge(pw.reset_index(), on=["nodes", "cores_per_node"])
+    return {"calibration": cal, "runs": table,
+            "p_max_from": max_from, "p_idle_from": idle_from}
+
+
+def calibration_table(cal, sources: dict) -> pd.DataFrame:
+    """The calibration as rows (parameter, value, source): t_base_s, n_iter,
+    p_idle_w, p_max_w, s_cores(N), s_nodes(N).  sources maps t_base_s,
+    s_cores, s_nodes, p_idle_w, p_max_w to 'fitted ...' or 'option'."""
+    rows = [("t_base_s", cal.t_base_s, sources.get("t_base_s")),
+            ("n_iter", float(cal.n_iter), "option"),
+            ("p_idle_w", cal.p_idle_w, sources.get("p_idle_w")),
+            ("p_max_w", cal.p_max_w, sources.get("p_max_w"))]
+    for name in ("s_cores", "s_nodes"):
+        for n, s in sorted(getattr(cal, name).items()):
+            rows.append((f"{name}({n})", float(s), sources.get(name)))
+    return pd.DataFrame(rows, columns=["parameter", "value", "source"])
