@@ -34,6 +34,7 @@
 
 #include "js_jobcache.h"
 #include "js_step.h"
+#include "js_tuned.h"
 
 /* The spank_* API lives in the host process (srun, sbatch, slurmstepd link
  * libslurmfull), not in libslurm.so: weak references keep the link strict
@@ -67,7 +68,7 @@ static void meta_start(spank_t sp);
 
 static struct spank_option g_options[] = {
 	{"energy-policy", "NAME",
-	 "joulestep frequency policy: monitor | io-dvfs | ckpt-dvfs | fixed:R | phase:KIND=R[,KIND=R...] (R = ratio of fmax)",
+	 "joulestep frequency policy: monitor | io-dvfs | ckpt-dvfs | fixed:R | phase:KIND=R[,KIND=R...] (R = ratio of fmax) | tuned (the admin's tuned= file)",
 	 1, OPT_POLICY, opt_cb},
 	{"energy-tag", "K=V[,K=V...]",
 	 "joulestep labels stored with the job's energy records ([A-Za-z0-9_.:+-], key<=32, value<=64, <=16 tags)",
@@ -526,6 +527,16 @@ static void resolve_policy(spank_t sp, struct js_step *s)
 		else
 			s->policy = p;
 	}
+	/* tuned: the admin's file gives the phase map (allowed only with a
+	 * tuned= file, js_conf_parse); if it cannot be used, the step only
+	 * measures. */
+	if (s->policy.type == JS_POL_TUNED && (s->conf.policies_mask & (1u << JS_POL_TUNED)) &&
+	    js_tuned_load(s->conf.tuned, &s->policy, s->tuned_model, sizeof(s->tuned_model), err,
+			  sizeof(err))) {
+		js_step_error(s, "policy: tuned file %s: %s; the step runs as monitor", s->conf.tuned, err);
+		memset(&s->policy, 0, sizeof(s->policy));
+		s->policy.type = JS_POL_MONITOR;
+	}
 	int n = js_policy_enforce(&s->policy, &s->conf, err, sizeof(err));
 	if (n)
 		js_step_error(s, "policy: admin bounds: %s", err);
@@ -632,6 +643,10 @@ void js_step_deferred(struct js_step *s)
 		s->defer_cpus = false;
 	}
 	node_model(s);
+	if (s->policy.type == JS_POL_TUNED && s->tuned_model[0] &&
+	    strcmp(s->tuned_model, s->node_model))
+		js_step_error(s, "policy: tuned file %s was made for node model '%s', this node is '%s'; applied anyway",
+			      s->conf.tuned, s->tuned_model, s->node_model);
 }
 
 static int remote_init(spank_t sp)

@@ -10,7 +10,7 @@
 #include <string.h>
 
 static const char *const pol_names[JS_POL_COUNT] = {
-	"monitor", "io-dvfs", "ckpt-dvfs", "fixed", "phase",
+	"monitor", "io-dvfs", "ckpt-dvfs", "fixed", "phase", "tuned",
 };
 
 const char *js_pol_name(enum js_pol p)
@@ -101,7 +101,8 @@ void js_conf_defaults(struct js_conf *c)
 	snprintf(c->sysfs, sizeof(c->sysfs), "/sys");
 	snprintf(c->socket_dir, sizeof(c->socket_dir), "/run/joulestep");
 	snprintf(c->backend, sizeof(c->backend), "powercap,papi,sysfs");
-	c->policies_mask = (1u << JS_POL_COUNT) - 1;
+	/* tuned joins the defaults only with a tuned= file (js_conf_parse) */
+	c->policies_mask = ((1u << JS_POL_COUNT) - 1) & ~(1u << JS_POL_TUNED);
 	c->default_policy = JS_POL_MONITOR;
 	c->min_ratio = 0.5;
 	c->sample_ms = 1000;
@@ -126,7 +127,7 @@ static int parse_policy_list(const char *v, unsigned *mask, char *err, size_t er
 				found = i;
 		if (found < 0)
 			return fail(err, errlen,
-				    "policies=: unknown policy '%s' (allowed: monitor,io-dvfs,ckpt-dvfs,fixed,phase)",
+				    "policies=: unknown policy '%s' (allowed: monitor,io-dvfs,ckpt-dvfs,fixed,phase,tuned)",
 				    t);
 		m |= 1u << found;
 	}
@@ -206,6 +207,7 @@ int js_conf_parse(int ac, char **av, struct js_conf *c, char *err, size_t errlen
 {
 	js_conf_defaults(c);
 	const char *default_pol = NULL;
+	bool policies_given = false;
 	for (int i = 0; i < ac; i++) {
 		const char *a = av[i];
 		const char *eq = strchr(a, '=');
@@ -245,6 +247,10 @@ int js_conf_parse(int ac, char **av, struct js_conf *c, char *err, size_t errlen
 		} else if (KEY("policies")) {
 			if (parse_policy_list(v, &c->policies_mask, err, errlen))
 				return -EINVAL;
+			policies_given = true;
+		} else if (KEY("tuned")) {
+			if (set_path(c->tuned, "tuned", v, false, err, errlen))
+				return -EINVAL;
 		} else if (KEY("default_policy")) {
 			default_pol = v;
 		} else if (KEY("min_ratio")) {
@@ -272,11 +278,17 @@ int js_conf_parse(int ac, char **av, struct js_conf *c, char *err, size_t errlen
 			c->submit_cache_hours = (unsigned)u;
 		} else {
 			return fail(err, errlen,
-				    "unknown key '%.*s' (allowed: spool state sysfs socket_dir cluster policies default_policy min_ratio sample_ms max_phases max_depth rate backend submit_cache_hours)",
+				    "unknown key '%.*s' (allowed: spool state sysfs socket_dir cluster policies default_policy min_ratio sample_ms max_phases max_depth rate backend submit_cache_hours tuned)",
 				    (int)(kl > 40 ? 40 : kl), a);
 		}
 #undef KEY
 	}
+	/* tuned is allowed by default only when there is a tuned= file; an
+	 * explicit policies=...,tuned needs one too. */
+	if (c->tuned[0] && !policies_given)
+		c->policies_mask |= 1u << JS_POL_TUNED;
+	if (!c->tuned[0] && (c->policies_mask & (1u << JS_POL_TUNED)))
+		return fail(err, errlen, "policies=: tuned needs tuned=FILE (the policy file written by `joulestep model dvfs --save`)");
 	if (default_pol) {
 		struct js_policy p;
 		char e2[200];
@@ -294,7 +306,7 @@ int js_conf_parse(int ac, char **av, struct js_conf *c, char *err, size_t errlen
 int js_policy_parse(const char *s, struct js_policy *p, char *err, size_t errlen)
 {
 	static const char allowed[] =
-		"allowed: monitor, io-dvfs, ckpt-dvfs, fixed:R or phase:KIND=R[,KIND=R...] with R a ratio of fmax in (0, 1]";
+		"allowed: monitor, io-dvfs, ckpt-dvfs, fixed:R, phase:KIND=R[,KIND=R...] with R a ratio of fmax in (0, 1], or tuned (the admin's tuned= file)";
 	memset(p, 0, sizeof(*p));
 	if (!s || !*s)
 		return fail(err, errlen, "empty policy (%s)", allowed);
@@ -304,6 +316,8 @@ int js_policy_parse(const char *s, struct js_policy *p, char *err, size_t errlen
 		p->type = JS_POL_IO_DVFS;
 	} else if (!strcmp(s, "ckpt-dvfs")) {
 		p->type = JS_POL_CKPT_DVFS;
+	} else if (!strcmp(s, "tuned")) {
+		p->type = JS_POL_TUNED;
 	} else if (!strncmp(s, "fixed:", 6)) {
 		p->type = JS_POL_FIXED;
 		if (parse_ratio(s + 6, &p->fixed_ratio))
@@ -360,6 +374,8 @@ int js_policy_check(const struct js_policy *p, const struct js_conf *c, char *er
 {
 	char al[160];
 	js_policy_allowed(c, al, sizeof(al));
+	if (p->type == JS_POL_TUNED && !c->tuned[0])
+		return fail(err, errlen, "tuned needs the admin's tuned= file, and this cluster has none");
 	if (!(c->policies_mask & (1u << p->type)))
 		return fail(err, errlen, "policy %s is not allowed on this cluster (allowed: %s)",
 			    js_pol_name(p->type), al);
@@ -396,8 +412,8 @@ int js_policy_enforce(struct js_policy *p, const struct js_conf *c, char *err, s
 	}
 	for (size_t i = 0; i < p->nmap; i++) {
 		if (p->map[i].ratio < c->min_ratio) {
-			fail(err, errlen, "phase:%s=%g clamped to min_ratio %g", p->map[i].kind,
-			     p->map[i].ratio, c->min_ratio);
+			fail(err, errlen, "%s:%s=%g clamped to min_ratio %g", js_pol_name(p->type),
+			     p->map[i].kind, p->map[i].ratio, c->min_ratio);
 			p->map[i].ratio = c->min_ratio;
 			n++;
 		}
@@ -441,6 +457,7 @@ double js_policy_kind_ratio(const struct js_policy *p, const struct js_conf *c, 
 			return JS_RATIO_BASE; /* never throttle the asynchronous part */
 		return JS_RATIO_INHERIT;
 	case JS_POL_PHASE:
+	case JS_POL_TUNED: /* the same map, read from the tuned= file */
 		for (size_t i = 0; i < p->nmap; i++)
 			if (!strcmp(p->map[i].kind, kind))
 				return p->map[i].ratio;

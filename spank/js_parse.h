@@ -25,6 +25,7 @@ enum js_pol {
 	JS_POL_CKPT_DVFS,
 	JS_POL_FIXED,
 	JS_POL_PHASE,
+	JS_POL_TUNED,               /* the admin's tuned= file: a phase map      */
 	JS_POL_COUNT
 };
 
@@ -36,6 +37,7 @@ struct js_conf {
 	char socket_dir[JS_PATH_MAX];
 	char cluster[64];           /* "" = from SLURM_CLUSTER_NAME             */
 	char backend[64];
+	char tuned[JS_PATH_MAX];    /* tuned= policy file; "" = none            */
 	unsigned policies_mask;     /* bit (1u << enum js_pol)                  */
 	enum js_pol default_policy;
 	double min_ratio;
@@ -63,14 +65,16 @@ struct js_kind_ratio {
 struct js_policy {
 	enum js_pol type;
 	double fixed_ratio;                     /* fixed:R                     */
-	size_t nmap;                            /* phase:KIND=R,...            */
+	size_t nmap;                            /* phase:KIND=R,... and tuned  */
 	struct js_kind_ratio map[JS_MAX_MAP];
 };
 
 const char *js_pol_name(enum js_pol p);
-/* Syntax only (and R in (0,1]). */
+/* Syntax only (and R in (0,1]). "tuned" gives type JS_POL_TUNED with an
+ * empty map: slurmstepd fills it from the tuned= file (js_tuned.h). */
 int js_policy_parse(const char *s, struct js_policy *p, char *err, size_t errlen);
-/* Admin bounds: policy allowed and every R >= min_ratio. */
+/* Admin bounds: policy allowed and every R >= min_ratio; tuned needs a
+ * tuned= file. */
 int js_policy_check(const struct js_policy *p, const struct js_conf *c, char *err,
 		    size_t errlen);
 /* "monitor, io-dvfs, fixed:R, ..." as allowed by c. */

@@ -134,6 +134,12 @@ static json_t *build(struct js_step *s)
 	json_object_set_new(step, "ncpus", json_integer(s->ncpus));
 	json_object_set_new(step, "exclusive", json_boolean(s->exclusive));
 	json_object_set_new(step, "policy", json_string(pol));
+	if (s->policy.type == JS_POL_TUNED) { /* the map applied, after the admin bounds */
+		json_t *map = json_object();
+		for (size_t i = 0; i < s->policy.nmap; i++)
+			json_object_set_new(map, s->policy.map[i].kind, json_real(s->policy.map[i].ratio));
+		json_object_set_new(step, "policy_map", map);
+	}
 	json_object_set_new(step, "base_freq_khz", s->base_khz ? json_integer(s->base_khz) : json_null());
 	json_object_set_new(step, "freq_min_ratio", json_real(s->conf.min_ratio));
 	json_object_set_new(step, "start_ns", json_integer((json_int_t)s->start_ns));
@@ -214,6 +220,10 @@ static json_t *build(struct js_step *s)
 		json_array_append_new(errs, json_string(s->errors[i]));
 	pthread_mutex_unlock(&s->err_mu);
 	json_object_set_new(prov, "errors", errs);
+	if (s->policy.type == JS_POL_TUNED) {
+		json_object_set_new(prov, "tuned_file", json_string(s->conf.tuned));
+		json_object_set_new(prov, "tuned_node_model", jstr_or_null(s->tuned_model));
+	}
 	json_object_set_new(prov, "plugin_version", json_string(JS_PLUGIN_VERSION));
 	json_object_set_new(root, "provenance", prov);
 	return root;

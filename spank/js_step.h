@@ -51,6 +51,7 @@ struct js_step {
 	int exit_code;                            /* -1 unknown                 */
 	/* policy */
 	struct js_policy policy;
+	char tuned_model[128];      /* tuned: the file's node_model, "" = none  */
 	struct js_tags tags;
 	/* cpus */
 	struct js_cpuset cpus;

@@ -736,3 +736,159 @@ srun -n1 sh -c '{plug.phase("begin", "compress")}; {plug.adv("compress", 2)}; {p
         assert close(rec_ph["energy_cpu_uj"], truth[kind][0])
         assert ph[kind]["freq_mhz"] == pytest.approx(khz / 1000)
         assert ph[kind]["bytes"] == nbytes
+
+
+# ------------------------------------------------------------------ tuned policy
+def _khz(ratio: float) -> int:
+    """ratio·fmax on the fake hardware: the nearest 100 MHz step (ties down) in [FMIN, FMAX]."""
+    want = ratio * FMAX
+    steps = range(FMIN, FMAX + 1, 100000)
+    return min(steps, key=lambda k: (abs(k - want), k))
+
+
+@pytest.fixture(scope="module")
+def tuned_file(js, repo, tmp_path_factory):
+    """A tuned policy file made the way an admin makes one: a recorded frequency
+    sweep (compress: mostly CPU-bound; write: mostly I/O-bound) ingested into a
+    database, then `joulestep model dvfs --save`. Installed root-owned 0644 under
+    the plugin's root-owned work directory."""
+    import sys
+    sys.path.insert(0, str(repo / "tests" / "cli"))
+    import recgen
+    work = tmp_path_factory.mktemp("tuned")
+    job = 9000
+    for kind, alpha in (("compress", 0.6), ("write", 0.2)):
+        for i in range(17):  # 0.8 .. 2.4 GHz
+            fr = round(0.8 + 0.1 * i, 3)
+            job += 1
+            p = 40.0 * (0.0133 * fr ** 3.379 + 0.7985)
+            t = 10.0 * (alpha * 2.4 / fr + 1 - alpha)
+            ph = [recgen.phase(0, kind, 1, t, p * t, 0, freq_khz=int(round(fr * 1e6)))]
+            recgen.write(work / "spool", recgen.record(
+                job, "0", "node01", start_s=job, submit_s=job, dur_s=t + 2, cpu_j=p * t + 10,
+                dram_j=0, policy="monitor", tags={"sweep": "tuned"}, node_model="sweep-model-x",
+                phases=ph))
+    db = work / "js.db"
+    _cli(repo, "--db", db, "ingest", work / "spool")
+    out = _cli(repo, "--db", db, "model", "dvfs", "--where", "sweep=tuned", "--save", work / "tuned.json")
+    assert "Wrote" in out, out
+    dst = js.root / "tuned.json"
+    dst.write_text((work / "tuned.json").read_text())
+    os.chown(dst, 0, 0)
+    os.chmod(dst, 0o644)
+    doc = json.loads(dst.read_text())
+    ratios = {k: v["ratio"] for k, v in doc["phases"].items()}
+    # the two kinds get different clocks, both inside the admin's default bounds
+    assert set(ratios) == {"compress", "write"}
+    assert 0.5 <= ratios["write"] < ratios["compress"] < 1.0, ratios
+    assert _khz(ratios["write"]) != _khz(ratios["compress"])
+    return dst, ratios
+
+
+def _tuned_script(plug):
+    return f"""#!/bin/sh
+#SBATCH -n1
+#SBATCH --energy-policy=tuned
+{plug.cat_freq("before")}
+{plug.phase("begin", "compress")}
+{plug.cat_freq("compress")}
+{plug.adv("compress", 1)}
+{plug.phase("end")}
+{plug.cat_freq("between")}
+{plug.phase("begin", "write")}
+{plug.cat_freq("write")}
+{plug.adv("write", 1)}
+{plug.phase("end")}
+{plug.phase("begin", "checkpoint")}
+{plug.cat_freq("ckpt")}
+{plug.phase("end")}
+"""
+
+
+def test_tuned_policy_applies_the_admin_file(plug, tuned_file):
+    path, ratios = tuned_file
+    plug.configure(tuned=path)
+    job, out = plug.run_job(_tuned_script(plug))
+    rec = plug.wait_records(job, ["batch"])["batch"]
+    fl = freq_lines(out)
+    cpus = _expand(rec["step"]["cpus"])
+    others = [i for i in range(plug.ncpus) if i not in cpus]
+    for cpu in cpus:
+        assert fl["compress"][cpu] == ("userspace", str(_khz(ratios["compress"])))
+        assert fl["write"][cpu] == ("userspace", str(_khz(ratios["write"])))
+        assert fl["between"][cpu] == ("userspace", str(FMAX))  # base clock between phases
+        assert fl["ckpt"][cpu] == ("userspace", str(FMAX))     # kind not in the file: inherits
+    for cpu in others:
+        for tag in ("compress", "write"):
+            assert fl[tag][cpu] == fl["before"][cpu]
+    st = rec["step"]
+    assert st["policy"] == "tuned"
+    assert st["policy_map"] == pytest.approx(ratios)
+    ph = {p["kind"]: p for p in rec["phases"]}
+    assert ph["compress"]["freq_khz"] == _khz(ratios["compress"])
+    assert ph["write"]["freq_khz"] == _khz(ratios["write"])
+    assert ph["checkpoint"]["freq_khz"] is None
+    prov = rec["provenance"]
+    assert prov["tuned_file"] == str(path)
+    assert prov["tuned_node_model"] == "sweep-model-x"
+    # made on another node model: applied, and said so (the only error)
+    assert st["node_model"] != "sweep-model-x"
+    assert len(prov["errors"]) == 1, prov["errors"]
+    assert "made for node model 'sweep-model-x'" in prov["errors"][0]
+    assert "applied anyway" in prov["errors"][0]
+    plug.c.wait_idle()
+    plug.assert_restored()
+
+    # a stricter admin floor clamps the file's ratios, and the record says so
+    plug.configure(tuned=path, min_ratio=0.8)
+    job, out = plug.run_job(_tuned_script(plug))
+    rec = plug.wait_records(job, ["batch"])["batch"]
+    fl = freq_lines(out)
+    for cpu in _expand(rec["step"]["cpus"]):
+        assert fl["write"][cpu] == ("userspace", str(_khz(0.8)))
+        assert fl["compress"][cpu] == ("userspace", str(_khz(max(0.8, ratios["compress"]))))
+    assert rec["step"]["policy_map"]["write"] == pytest.approx(0.8)
+    assert any(f"tuned:write={ratios['write']:g} clamped to min_ratio 0.8" in e
+               for e in rec["provenance"]["errors"]), rec["provenance"]["errors"]
+
+
+def test_tuned_refused_at_submission_without_a_tuned_file(plug):
+    before = queued_jobs(plug.c)
+    res, job = plug.c.sbatch("#!/bin/sh\n#SBATCH --energy-policy=tuned\ntrue\n", user=USER)
+    assert res.returncode != 0 and job is None
+    assert "tuned needs the admin's tuned= file" in res.stderr, res.stderr
+    assert "allowed on this cluster: monitor" in res.stderr
+    assert queued_jobs(plug.c) == before
+    res = plug.c.srun(["--energy-policy=tuned", "true"], user=USER)
+    assert res.returncode != 0 and "tuned needs the admin's tuned= file" in res.stderr
+
+
+@pytest.mark.parametrize("owner, mode, why", [
+    (USER, 0o644, "must be owned by root"),
+    ("root", 0o666, "must be writable by root only"),
+])
+def test_tuned_file_a_user_controls_is_refused(plug, tuned_file, owner, mode, why):
+    """slurmstepd never takes a policy decision from a file a user could write:
+    the step runs as monitor, the record says why, the job completes."""
+    src, _ = tuned_file
+    bad = plug.root / "tuned-bad.json"
+    bad.write_text(src.read_text())
+    pw = pwd.getpwnam(owner)
+    os.chown(bad, pw.pw_uid, pw.pw_gid)
+    os.chmod(bad, mode)
+    plug.configure(tuned=bad)
+    try:
+        job, out = plug.run_job(_tuned_script(plug))
+    finally:
+        bad.unlink()
+    rec = plug.wait_records(job, ["batch"])["batch"]
+    fl = freq_lines(out)
+    for cpu in range(plug.ncpus):  # no clock changed
+        assert fl["write"][cpu] == fl["before"][cpu] == fl["compress"][cpu]
+    assert rec["step"]["policy"] == "monitor"
+    assert "policy_map" not in rec["step"]
+    assert [p["freq_khz"] for p in rec["phases"]] == [None, None, None]
+    errs = rec["provenance"]["errors"]
+    assert len(errs) == 1 and f"tuned file {bad}" in errs[0] and why in errs[0], errs
+    assert "runs as monitor" in errs[0]
+    assert rec["step"]["exit_code"] == 0

@@ -8,12 +8,16 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
 #include "js_parse.h"
 #include "js_phase.h"
+#include "js_tuned.h"
 
 static void conf_defaults_and_keys(void **st)
 {
@@ -153,6 +157,198 @@ static void policies(void **st)
 	c.min_ratio = 0.9;
 	assert_int_equal(js_policy_parse("io-dvfs", &p, err, sizeof(err)), 0);
 	assert_true(js_policy_kind_ratio(&p, &c, "write") == 0.9);
+}
+
+/* The tuned= key and the tuned policy at submission. */
+static void tuned_conf(void **st)
+{
+	(void)st;
+	struct js_conf c;
+	struct js_policy p;
+	char err[400];
+	/* no tuned= file: tuned is not in the defaults, and refused with a reason */
+	assert_int_equal(js_conf_parse(0, NULL, &c, err, sizeof(err)), 0);
+	assert_int_equal(c.tuned[0], 0);
+	assert_false(c.policies_mask & (1u << JS_POL_TUNED));
+	assert_int_equal(js_policy_parse("tuned", &p, err, sizeof(err)), 0);
+	assert_int_equal(p.type, JS_POL_TUNED);
+	assert_int_equal(p.nmap, 0);
+	assert_int_equal(js_policy_check(&p, &c, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "tuned needs the admin's tuned= file"));
+	/* with one: in the defaults */
+	char *ok[] = {"tuned=/etc/joulestep/tuned.json"};
+	assert_int_equal(js_conf_parse(1, ok, &c, err, sizeof(err)), 0);
+	assert_string_equal(c.tuned, "/etc/joulestep/tuned.json");
+	assert_true(c.policies_mask & (1u << JS_POL_TUNED));
+	assert_int_equal(js_policy_check(&p, &c, err, sizeof(err)), 0);
+	char buf[200];
+	js_policy_allowed(&c, buf, sizeof(buf));
+	assert_non_null(strstr(buf, ", tuned"));
+	/* an explicit policies= list decides */
+	char *listed[] = {"tuned=/etc/js/t.json", "policies=monitor,tuned"};
+	assert_int_equal(js_conf_parse(2, listed, &c, err, sizeof(err)), 0);
+	assert_int_equal(c.policies_mask, (1u << JS_POL_MONITOR) | (1u << JS_POL_TUNED));
+	char *unlisted[] = {"tuned=/etc/js/t.json", "policies=monitor,io-dvfs"};
+	assert_int_equal(js_conf_parse(2, unlisted, &c, err, sizeof(err)), 0);
+	assert_int_equal(js_policy_check(&p, &c, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "not allowed on this cluster (allowed: monitor, io-dvfs)"));
+	/* tuned listed without a file; relative or odd paths */
+	char *nofile[] = {"policies=monitor,tuned"};
+	assert_int_equal(js_conf_parse(1, nofile, &c, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "tuned needs tuned=FILE"));
+	char *bad[][1] = {{"tuned=tuned.json"}, {"tuned=/etc/../t.json"}, {"tuned=/etc/%n.json"}};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		assert_int_equal(js_conf_parse(1, bad[i], &c, err, sizeof(err)), -EINVAL);
+	/* not a default policy */
+	char *dp[] = {"tuned=/etc/js/t.json", "default_policy=tuned"};
+	assert_int_equal(js_conf_parse(2, dp, &c, err, sizeof(err)), -EINVAL);
+}
+
+static int TP(const char *json, struct js_policy *p, char *nm, char *err)
+{
+	return js_tuned_parse(json, strlen(json), p, nm, 128, err, 400);
+}
+
+#define TUNED_HEAD "{\"format\": \"joulestep-policy\", \"version\": 1, "
+
+/* The tuned file's JSON into the kind -> ratio map; then the same lookup
+ * and admin clamping as phase:KIND=R. */
+static void tuned_parse(void **st)
+{
+	(void)st;
+	struct js_conf c;
+	struct js_policy p;
+	char err[400], nm[128], buf[300];
+	js_conf_defaults(&c);
+	const char *good = TUNED_HEAD "\"node_model\": \"c220g5\", "
+		"\"policy\": \"phase:compress=0.886,write=0.886\", \"extra\": [1, 2], "
+		"\"phases\": {\"compress\": {\"ratio\": 0.875, \"freq_khz\": 3500000}, "
+		"\"write\": {\"ratio\": 0.3}, \"my_kind-2\": {\"ratio\": 1}}}";
+	assert_int_equal(TP(good, &p, nm, err), 0);
+	assert_int_equal(p.type, JS_POL_TUNED);
+	assert_int_equal(p.nmap, 3);
+	assert_string_equal(nm, "c220g5");
+	/* the same lookup as phase:KIND=R; kinds not in the file inherit */
+	assert_true(js_policy_kind_ratio(&p, &c, "compress") == 0.875);
+	assert_true(js_policy_kind_ratio(&p, &c, "my_kind-2") == 1.0);
+	assert_true(js_policy_kind_ratio(&p, &c, "checkpoint") == JS_RATIO_INHERIT);
+	assert_true(js_policy_base_ratio(&p) == 1.0);
+	assert_int_equal(js_policy_format(&p, buf, sizeof(buf)), 0);
+	assert_string_equal(buf, "tuned");
+	/* the phase: policy with the same map looks up the same ratios */
+	struct js_policy ph;
+	assert_int_equal(js_policy_parse("phase:compress=0.875,write=0.3,my_kind-2=1", &ph, err, sizeof(err)), 0);
+	for (const char *const *k = (const char *const[]){"compress", "write", "my_kind-2", "flush", NULL}; *k; k++)
+		assert_true(js_policy_kind_ratio(&p, &c, *k) == js_policy_kind_ratio(&ph, &c, *k));
+	/* admin bounds: write=0.3 is clamped to min_ratio, and said */
+	c.policies_mask |= 1u << JS_POL_TUNED;
+	assert_int_equal(js_policy_enforce(&p, &c, err, sizeof(err)), 1);
+	assert_non_null(strstr(err, "tuned:write=0.3 clamped to min_ratio 0.5"));
+	assert_true(js_policy_kind_ratio(&p, &c, "write") == 0.5);
+	assert_int_equal(p.type, JS_POL_TUNED);
+
+	/* node_model absent or null */
+	assert_int_equal(TP(TUNED_HEAD "\"phases\": {\"write\": {\"ratio\": 0.85}}}", &p, nm, err), 0);
+	assert_string_equal(nm, "");
+	assert_int_equal(TP(TUNED_HEAD "\"node_model\": null, \"phases\": {\"write\": {\"ratio\": 0.85}}}", &p, nm, err), 0);
+	assert_true(js_policy_kind_ratio(&p, &c, "write") == 0.85);
+
+	/* 16 kinds is the limit */
+	char many[2048];
+	int n = snprintf(many, sizeof(many), TUNED_HEAD "\"phases\": {");
+	for (int i = 0; i < JS_MAX_MAP; i++)
+		n += snprintf(many + n, sizeof(many) - (size_t)n, "%s\"k%d\": {\"ratio\": 0.9}", i ? ", " : "", i);
+	snprintf(many + n, sizeof(many) - (size_t)n, "}}");
+	assert_int_equal(TP(many, &p, nm, err), 0);
+	assert_int_equal(p.nmap, JS_MAX_MAP);
+	snprintf(many + n, sizeof(many) - (size_t)n, ", \"k99\": {\"ratio\": 0.9}}}");
+	strcpy(nm, "kept");
+	struct js_policy before = p;
+	assert_int_equal(TP(many, &p, nm, err), -EINVAL);
+	assert_non_null(strstr(err, "at most 16"));
+	assert_memory_equal(&p, &before, sizeof(p)); /* unchanged on error */
+	assert_string_equal(nm, "kept");
+
+	struct { const char *json, *msg; } bad[] = {
+		{"", "not valid JSON"},
+		{"{\"format\": \"joulestep-policy\", ", "not valid JSON"},
+		{"[1, 2]", "not a JSON object"},
+		{"{\"version\": 1, \"phases\": {\"write\": {\"ratio\": 0.8}}}", "\"format\" must be"},
+		{"{\"format\": \"joulestep-record\", \"version\": 1, \"phases\": {}}", "\"format\" must be"},
+		{"{\"format\": \"joulestep-policy\", \"version\": 2, \"phases\": {\"write\": {\"ratio\": 0.8}}}", "\"version\" must be 1"},
+		{"{\"format\": \"joulestep-policy\", \"version\": \"1\", \"phases\": {\"write\": {\"ratio\": 0.8}}}", "\"version\" must be 1"},
+		{TUNED_HEAD "\"policy\": \"phase:write=0.8\"}", "\"phases\" must be a non-empty object"},
+		{TUNED_HEAD "\"phases\": {}}", "non-empty"},
+		{TUNED_HEAD "\"phases\": [\"write\"]}", "non-empty"},
+		{TUNED_HEAD "\"phases\": {\"write\": {\"ratio\": 0}}}", "(0, 1]"},
+		{TUNED_HEAD "\"phases\": {\"write\": {\"ratio\": 1.2}}}", "(0, 1]"},
+		{TUNED_HEAD "\"phases\": {\"write\": {\"ratio\": -0.5}}}", "(0, 1]"},
+		{TUNED_HEAD "\"phases\": {\"write\": {\"ratio\": \"0.8\"}}}", "(0, 1]"},
+		{TUNED_HEAD "\"phases\": {\"write\": {\"freq_khz\": 3400000}}}", "(0, 1]"},
+		{TUNED_HEAD "\"phases\": {\"write\": 0.8}}", "(0, 1]"},
+		{TUNED_HEAD "\"phases\": {\"Write\": {\"ratio\": 0.8}}}", "kind 'Write' invalid"},
+		{TUNED_HEAD "\"phases\": {\"a b\": {\"ratio\": 0.8}}}", "invalid (allowed [a-z0-9_-]{1,32})"},
+		{TUNED_HEAD "\"phases\": {\"kkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkk\": {\"ratio\": 0.8}}}", "invalid"},
+		{TUNED_HEAD "\"phases\": {\"write\": {\"ratio\": 0.8}, \"write\": {\"ratio\": 0.9}}}", "duplicate"},
+		{TUNED_HEAD "\"node_model\": 5, \"phases\": {\"write\": {\"ratio\": 0.8}}}", "node_model"},
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		err[0] = 0;
+		assert_int_equal(TP(bad[i].json, &p, nm, err), -EINVAL);
+		if (!strstr(err, bad[i].msg))
+			fail_msg("case %zu: '%s' not in '%s'", i, bad[i].msg, err);
+	}
+	/* not NUL-terminated: only len bytes are read */
+	const char *two = TUNED_HEAD "\"phases\": {\"write\": {\"ratio\": 0.8}}}garbage";
+	assert_int_equal(js_tuned_parse(two, strlen(two) - 7, &p, nm, sizeof(nm), err, sizeof(err)), 0);
+}
+
+/* js_tuned_load: only a root-owned regular file that no user can write. */
+static void tuned_load(void **st)
+{
+	(void)st;
+	const char *dir = getenv("JS_TEST_TMPDIR");
+	if (!dir || geteuid() != 0)
+		skip(); /* needs root to make root-owned files: run by test_spank_unit.py as root */
+	char path[512], link[512], err[400], nm[128];
+	struct js_policy p;
+	snprintf(path, sizeof(path), "%s/tuned.json", dir);
+	snprintf(link, sizeof(link), "%s/tuned-link.json", dir);
+	FILE *f = fopen(path, "w");
+	assert_non_null(f);
+	fputs(TUNED_HEAD "\"node_model\": \"m1\", \"phases\": {\"write\": {\"ratio\": 0.85}}}\n", f);
+	fclose(f);
+	assert_int_equal(chmod(path, 0644), 0);
+	assert_int_equal(js_tuned_load(path, &p, nm, sizeof(nm), err, sizeof(err)), 0);
+	assert_int_equal(p.nmap, 1);
+	assert_string_equal(nm, "m1");
+	/* group- or world-writable, or owned by a user: refused */
+	assert_int_equal(chmod(path, 0664), 0);
+	assert_int_equal(js_tuned_load(path, &p, nm, sizeof(nm), err, sizeof(err)), -EPERM);
+	assert_non_null(strstr(err, "writable by root only"));
+	assert_int_equal(chmod(path, 0646), 0);
+	assert_int_equal(js_tuned_load(path, &p, nm, sizeof(nm), err, sizeof(err)), -EPERM);
+	assert_int_equal(chmod(path, 0644), 0);
+	assert_int_equal(chown(path, 65534, 65534), 0);
+	assert_int_equal(js_tuned_load(path, &p, nm, sizeof(nm), err, sizeof(err)), -EPERM);
+	assert_non_null(strstr(err, "owned by uid 65534; must be owned by root"));
+	assert_int_equal(chown(path, 0, 0), 0);
+	/* a symlink, even to a good file, a directory, a missing file */
+	assert_int_equal(symlink(path, link), 0);
+	assert_int_equal(js_tuned_load(link, &p, nm, sizeof(nm), err, sizeof(err)), -ELOOP);
+	assert_non_null(strstr(err, "symbolic link"));
+	assert_int_equal(js_tuned_load(dir, &p, nm, sizeof(nm), err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "not a regular file"));
+	snprintf(link, sizeof(link), "%s/missing.json", dir);
+	assert_int_equal(js_tuned_load(link, &p, nm, sizeof(nm), err, sizeof(err)), -ENOENT);
+	/* malformed content, too big */
+	f = fopen(path, "w");
+	fputs("{\"format\": \"joulestep-policy\",", f);
+	fclose(f);
+	assert_int_equal(js_tuned_load(path, &p, nm, sizeof(nm), err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "not valid JSON"));
+	assert_int_equal(truncate(path, JS_TUNED_MAX_BYTES + 1), 0);
+	assert_int_equal(js_tuned_load(path, &p, nm, sizeof(nm), err, sizeof(err)), -EFBIG);
 }
 
 static void tags(void **st)
@@ -379,6 +575,9 @@ int main(void)
 		cmocka_unit_test(conf_defaults_and_keys),
 		cmocka_unit_test(conf_node_expansion),
 		cmocka_unit_test(policies),
+		cmocka_unit_test(tuned_conf),
+		cmocka_unit_test(tuned_parse),
+		cmocka_unit_test(tuned_load),
 		cmocka_unit_test(tags),
 		cmocka_unit_test(protocol),
 		cmocka_unit_test(bucket),
