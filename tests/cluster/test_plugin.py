@@ -892,3 +892,29 @@ def test_tuned_file_a_user_controls_is_refused(plug, tuned_file, owner, mode, wh
     assert len(errs) == 1 and f"tuned file {bad}" in errs[0] and why in errs[0], errs
     assert "runs as monitor" in errs[0]
     assert rec["step"]["exit_code"] == 0
+
+
+def test_collective_phase_of_two_ranks(plug):
+    """Both ranks of an srun step mark the same write phase: one step-level
+    phase from the first begin to the last end, with per-rank timings and
+    bytes, at the io-dvfs clock."""
+    script = f"""#!/bin/sh
+#SBATCH -n2 -c1
+#SBATCH --energy-policy=io-dvfs
+srun -n2 -c1 sh -c '{plug.phase("begin", "write", "dump-1")}; sleep 0.$((3 * SLURM_PROCID + 2)); {plug.phase("end", "--bytes", "$((1000 * (SLURM_PROCID + 1)))")}'
+"""
+    job, _ = plug.run_job(script)
+    rec = plug.wait_records(job, ["batch", "0"])["0"]
+    writes = [p for p in rec["phases"] if p["kind"] == "write"]
+    assert len(writes) == 1, rec["phases"]
+    w = writes[0]
+    assert w["label"] == "dump-1" and w["nranks"] == 2
+    ranks = {r["rank"]: r for r in w["ranks"]}
+    assert set(ranks) == {0, 1}
+    assert w["start_ns"] == min(r["start_ns"] for r in ranks.values())
+    assert w["end_ns"] == max(r["end_ns"] for r in ranks.values())
+    # rank 1 sleeps 0.5 s, rank 0 0.2 s: the step-level phase spans the slower one
+    assert ranks[1]["end_ns"] - ranks[1]["start_ns"] > ranks[0]["end_ns"] - ranks[0]["start_ns"]
+    assert ranks[0]["bytes"] == 1000 and ranks[1]["bytes"] == 2000
+    assert w["bytes"] == 3000
+    assert w["freq_khz"] == int(0.85 * FMAX)

@@ -575,7 +575,7 @@ def dvfs(c: Ctx, where, kind, level, max_slowdown, save_path, node_model, since,
     if save_path and c.fmt == "table":
         import json as _json
         click.echo(f"Wrote {save_path}: policy "
-                   f"{_json.loads(policy)['policy']} (plugin: --energy-policy=...)")
+                   f"{_json.loads(policy)['policy']} (plugin: tuned=FILE, --energy-policy=tuned)")
 
 
 # ---------------------------------------------------------------- tune
