@@ -941,7 +941,7 @@ int slurm_spank_exit(spank_t sp, int ac, char **av)
 	if (grc != 0) {
 		fprintf(stderr, "joulestep: step %u.%s: no energy record readable at %s/ from this host "
 				"(the spool is on the compute nodes or not shared); ask your admin or use "
-				"`joulestep report --job %u` where the records are ingested\n",
+				"`joulestep job %u` where the records are ingested\n",
 			jobid, step, g_conf.spool, jobid);
 		return 0;
 	}
