@@ -3,6 +3,7 @@
 #include "js_phase.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +33,7 @@ struct js_phases {
 	size_t nrs, rscap;
 	uint32_t *open;                     /* open step phases, opening order */
 	size_t nopen, opencap;
+	size_t nentries;                    /* rank entries, all phases        */
 	double level;
 	uint32_t cur_khz;
 	bool closing;
@@ -88,11 +90,19 @@ const struct js_sphase *js_phases_get(const struct js_phases *ps, size_t i)
 }
 double js_phases_level(const struct js_phases *ps) { return ps->level; }
 
-static struct rank_state *rank_get(struct js_phases *ps, int rank)
+static struct rank_state *rank_find(struct js_phases *ps, int rank)
 {
 	for (size_t i = 0; i < ps->nrs; i++)
 		if (ps->rs[i].rank == rank)
 			return &ps->rs[i];
+	return NULL;
+}
+
+static struct rank_state *rank_get(struct js_phases *ps, int rank)
+{
+	struct rank_state *f = rank_find(ps, rank);
+	if (f)
+		return f;
 	if (grow((void **)&ps->rs, &ps->rscap, ps->nrs + 1, sizeof(*ps->rs)))
 		return NULL;
 	struct rank_state *r = &ps->rs[ps->nrs++];
@@ -101,11 +111,17 @@ static struct rank_state *rank_get(struct js_phases *ps, int rank)
 	return r;
 }
 
-static struct kind_count *count_get(struct rank_state *r, const char *kind, unsigned depth)
+static struct kind_count *count_find(struct rank_state *r, const char *kind, unsigned depth)
 {
 	for (size_t i = 0; i < r->ncounts; i++)
 		if (r->counts[i].depth == depth && !strcmp(r->counts[i].kind, kind))
 			return &r->counts[i];
+	return NULL;
+}
+
+/* Called only once the phase is joined: a refused BEGIN leaves nothing. */
+static struct kind_count *count_new(struct rank_state *r, const char *kind, unsigned depth)
+{
 	if (grow((void **)&r->counts, &r->ccap, r->ncounts + 1, sizeof(*r->counts)))
 		return NULL;
 	struct kind_count *c = &r->counts[r->ncounts++];
@@ -146,21 +162,25 @@ int js_phases_begin(struct js_phases *ps, int rank, const char *kind, const char
 {
 	uint64_t now = ps->ops.now_ns(ps->ops.ctx);
 	uint64_t t = clamp_t(ps, t_ns, now);
+	/* Untrusted input: bound what a client can make the server keep. */
+	if (!rank_find(ps, rank) && ps->nrs >= JS_MAX_RANKS)
+		return -EUSERS;
+	if (ps->nentries >= JS_MAX_RANK_ENTRIES)
+		return -ENOSPC;
 	struct rank_state *r = rank_get(ps, rank);
 	if (!r)
 		return -ENOMEM;
 	if (r->depth >= ps->max_depth)
 		return -ERANGE;
 	unsigned d = r->depth;
-	struct kind_count *kc = count_get(r, kind, d);
-	if (!kc)
-		return -ENOMEM;
+	struct kind_count *kc = count_find(r, kind, d);
+	uint32_t nth = kc ? kc->n : 0;
 	int parent = d ? (int)r->stack[d - 1] : -1;
 
 	size_t idx = ps->n;
 	for (size_t i = ps->n; i-- > 0;) {
 		struct js_sphase *p = &ps->ph[i];
-		if (p->depth == d && p->nth == kc->n && p->parent_seq == parent &&
+		if (p->depth == d && p->nth == nth && p->parent_seq == parent &&
 		    !strcmp(p->kind, kind)) {
 			idx = i;
 			break;
@@ -180,7 +200,7 @@ int js_phases_begin(struct js_phases *ps, int rank, const char *kind, const char
 		snprintf(p->label, sizeof(p->label), "%s", label ? label : "");
 		p->depth = d;
 		p->parent_seq = parent;
-		p->nth = kc->n;
+		p->nth = nth;
 		p->start_ns = t;
 		p->bytes = -1;
 		if (own_ratio != JS_RATIO_INHERIT)
@@ -193,11 +213,12 @@ int js_phases_begin(struct js_phases *ps, int rank, const char *kind, const char
 	struct js_sphase *p = &ps->ph[idx];
 	if (grow((void **)&p->ranks, &p->cap, p->nranks + 1, sizeof(*p->ranks)))
 		return -ENOMEM;
-	if (p->nopen == 0) {
-		if (grow((void **)&ps->open, &ps->opencap, ps->nopen + 1, sizeof(*ps->open)))
-			return -ENOMEM;
+	if (p->nopen == 0 && grow((void **)&ps->open, &ps->opencap, ps->nopen + 1, sizeof(*ps->open)))
+		return -ENOMEM;
+	if (!kc && !(kc = count_new(r, kind, d)))
+		return -ENOMEM;
+	if (p->nopen == 0)
 		ps->open[ps->nopen++] = p->seq;
-	}
 	struct js_rank_timing *rt = &p->ranks[p->nranks];
 	rt->rank = rank;
 	rt->start_ns = t;
@@ -206,6 +227,7 @@ int js_phases_begin(struct js_phases *ps, int rank, const char *kind, const char
 	r->stack[d] = p->seq;
 	r->timing[d] = p->nranks;
 	p->nranks++;
+	ps->nentries++;
 	p->nopen++;
 	if (t < p->start_ns)
 		p->start_ns = t;
@@ -230,8 +252,10 @@ static void end_one(struct js_phases *ps, struct rank_state *r, long long bytes,
 	struct js_rank_timing *rt = &p->ranks[r->timing[d]];
 	rt->end_ns = t < rt->start_ns ? rt->start_ns : t;
 	rt->bytes = bytes;
-	if (bytes >= 0)
-		p->bytes = (p->bytes < 0 ? 0 : p->bytes) + bytes;
+	if (bytes >= 0) { /* saturating: clients send any value up to INT64_MAX */
+		long long sum = p->bytes < 0 ? 0 : p->bytes;
+		p->bytes = bytes > LLONG_MAX - sum ? LLONG_MAX : sum + bytes;
+	}
 	if (rt->end_ns > p->end_ns)
 		p->end_ns = rt->end_ns;
 	if (seq)

@@ -11,6 +11,12 @@
 
 #include "js_parse.h"
 
+/* Hard bounds on what untrusted markers can make the server keep, besides
+ * max_phases: distinct ranks per step, and rank entries (one per rank per
+ * step-level phase it entered, ~32 bytes each) per step. */
+#define JS_MAX_RANKS 4096
+#define JS_MAX_RANK_ENTRIES (1u << 20)
+
 struct js_rank_timing {
 	int rank;
 	uint64_t start_ns, end_ns;   /* CLOCK_MONOTONIC, end 0 while open      */
@@ -57,8 +63,9 @@ void js_phases_free(struct js_phases *ps);
 
 /* own_ratio from js_policy_kind_ratio(). t_ns: the client's CLOCK_MONOTONIC
  * (0 = now); clamped into [step start, now].
- * Errors: -ERANGE nesting deeper than max_depth, -ENOSPC max_phases reached,
- * -ENOMEM. */
+ * Errors: -ERANGE nesting deeper than max_depth, -ENOSPC max_phases or
+ * JS_MAX_RANK_ENTRIES reached, -EUSERS more than JS_MAX_RANKS ranks, -ENOMEM.
+ * A refused BEGIN changes nothing. */
 int js_phases_begin(struct js_phases *ps, int rank, const char *kind, const char *label,
 		    double own_ratio, uint64_t t_ns, uint32_t *seq, uint32_t *khz);
 /* -ENOENT when the rank has no open phase. */

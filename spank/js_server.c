@@ -26,6 +26,8 @@
 
 #define MAX_CONNS 512
 #define MSGS_PER_WAKEUP 64
+#define ACCEPTS_PER_WAKEUP 64
+#define REFUSALS_LOGGED 16
 
 struct conn {
 	int fd;
@@ -165,7 +167,8 @@ static void handle(struct js_step *s, struct conn *c, const char *buf, size_t le
 	}
 	s->rejected++;
 	const char *msg = rc == -ERANGE ? "nesting deeper than max_depth"
-			: rc == -ENOSPC ? "max_phases reached for this step"
+			: rc == -ENOSPC ? "max_phases (or 1048576 rank entries) reached for this step"
+			: rc == -EUSERS ? "more than 4096 distinct ranks in this step"
 			: rc == -ENOENT ? "no open phase for this rank"
 			: rc == -ENOMEM ? "out of memory"
 			: "rejected";
@@ -214,6 +217,7 @@ static void *server_main(void *arg)
 	size_t nc = 0;
 	struct js_bucket bucket;
 	bool rate_logged = false;
+	unsigned long refused = 0;
 
 	(void)pthread_setname_np(pthread_self(), "js-step");
 	if (s->sock_path[0])
@@ -308,7 +312,9 @@ static void *server_main(void *arg)
 				conns[w++] = conns[i];
 		nc = w;
 		if (pfd[1].revents & POLLIN) {
-			for (;;) {
+			/* bounded: a connect flood (any local user may connect)
+			 * must not keep the thread from markers and stop */
+			for (int a = 0; a < ACCEPTS_PER_WAKEUP; a++) {
 				int fd = accept4(s->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
 				if (fd < 0)
 					break;
@@ -317,8 +323,10 @@ static void *server_main(void *arg)
 				if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &cl) < 0 ||
 				    (cr.uid != s->uid && cr.uid != 0)) {
 					reply(fd, "JS1 ERR %d permission denied", EACCES);
-					slurm_info("joulestep: job %u step %s: refused phase connection from uid %d pid %d (only uid %u and root)",
-						   s->job_id, s->step_id, (int)cr.uid, (int)cr.pid, (unsigned)s->uid);
+					if (++refused <= REFUSALS_LOGGED)
+						slurm_info("joulestep: job %u step %s: refused phase connection from uid %d pid %d (only uid %u and root)%s",
+							   s->job_id, s->step_id, (int)cr.uid, (int)cr.pid, (unsigned)s->uid,
+							   refused == REFUSALS_LOGGED ? "; further refusals in this step are not logged" : "");
 					refuse_close(fd);
 					continue;
 				}
@@ -335,12 +343,18 @@ static void *server_main(void *arg)
 	}
 	for (size_t i = 0; i < nc; i++) {
 		/* Drain what is already queued so that END markers sent just
-		 * before the tasks exited still count. */
+		 * before the tasks exited still count. Still rate-limited: a
+		 * backlog of queued markers (each may set the clock of every
+		 * step CPU) must not hold slurmstepd at step end. */
 		for (int k = 0; k < 4096; k++) {
 			char buf[JS_MSG_MAX + 64];
 			ssize_t r = recv(conns[i].fd, buf, sizeof(buf), MSG_DONTWAIT | MSG_TRUNC);
 			if (r <= 0)
 				break;
+			if (!js_bucket_take(&bucket, mono_now())) {
+				s->dropped_rate++;
+				continue;
+			}
 			handle(s, &conns[i], buf, (size_t)r < sizeof(buf) ? (size_t)r : sizeof(buf),
 			       (size_t)r > JS_MSG_MAX);
 		}

@@ -33,6 +33,21 @@ static unsigned long long g_retry_until;  /* CLOCK_MONOTONIC ns */
 
 static unsigned long long mono_ns(void);
 
+/* fork() while another thread holds mu (e.g. waiting up to 5 s for a sync
+ * reply) would leave the child's copy locked forever: its first marker would
+ * hang. The child starts with a fresh, unlocked mutex (it reconnects anyway:
+ * ensure_conn notices the new pid). glibc drops the handler at dlclose. */
+static void atfork_child(void)
+{
+	pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
+	mu = fresh;
+}
+
+__attribute__((constructor)) static void client_init(void)
+{
+	(void)pthread_atfork(NULL, NULL, atfork_child);
+}
+
 static int charset(const char *s, size_t max, int upper, const char *extra)
 {
 	size_t n = s ? strlen(s) : 0;

@@ -491,6 +491,71 @@ i=0; while [ ! -e {flag}.done ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); don
     assert not pathlib.Path(path).exists()  # socket removed at step end
 
 
+def test_hostile_markers_are_bounded(plug):
+    """Untrusted input cannot grow the step's state without bound or flood the
+    log: at most 4096 distinct ranks (ERR 87 after), byte sums saturate at
+    2^63-1, and only the first 16 refused connections of a step are logged."""
+    plug.configure(rate=1000000)  # the bounds, not the rate limit, are under test
+    flag = plug.c.user_dir(USER) / "hostile"
+    flag.unlink(missing_ok=True)
+    (plug.c.user_dir(USER) / "hostile.done").unlink(missing_ok=True)
+    script = f"""#!/bin/sh
+#SBATCH -n1
+echo "$JOULESTEP_SOCKET" > {flag}.tmp && mv {flag}.tmp {flag}
+i=0; while [ ! -e {flag}.done ] && [ $i -lt 1200 ]; do sleep 0.1; i=$((i+1)); done
+"""
+    res, job = plug.c.sbatch(script, user=USER)
+    assert res.returncode == 0
+    try:
+        deadline = time.monotonic() + 30
+        while not flag.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        path = flag.read_text().strip()
+        refuse = ("import socket,sys\n"
+                  "for i in range(20):\n"
+                  "    s=socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET); s.settimeout(5)\n"
+                  "    s.connect(sys.argv[1]); print(s.recv(300).decode()); s.close()")
+        other = plug.c.run(["python3", "-c", refuse, path], user="jsother")
+        assert other.stdout.count("JS1 ERR 13") == 20, other
+        flood = ("import socket,sys; s=socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET);"
+                 "s.settimeout(30); s.connect(sys.argv[1])\n"
+                 "def upto(i):\n"
+                 "    while True:\n"
+                 "        m = s.recv(300).decode(); print(m)\n"
+                 "        if f' id={i} ' in m: return\n"
+                 "for r in range(4100): s.send(b'JS1 BEGIN write - rank=%d' % r)\n"
+                 "s.send(b'JS1 BEGIN write - rank=999999 id=1 sync'); upto(1)\n"
+                 "for r in (0, 1): s.send(b'JS1 END bytes=9223372036854775807 rank=%d' % r)\n"
+                 "s.send(b'JS1 PING id=2 sync'); upto(2)")
+        out = plug.c.run(["python3", "-c", flood, path], user=USER).stdout.splitlines()
+        # the 4 async BEGINs past the bound got ERR 87 without an id, then ours
+        assert out[:4] == ["JS1 ERR 87 more than 4096 distinct ranks in this step"] * 4, out
+        assert out[4].startswith("JS1 ERR 87 id=1 more than 4096 distinct ranks"), out
+        assert out[5].startswith("JS1 OK id=2 PONG"), out
+    finally:
+        (plug.c.user_dir(USER) / "hostile.done").touch()
+    assert plug.c.wait_job(job) == "COMPLETED"
+    rec = plug.wait_records(job, ["batch"])["batch"]
+    assert len(rec["phases"]) == 1
+    ph = rec["phases"][0]
+    assert ph["nranks"] == 4096 and len(ph["ranks"]) == 4096
+    assert ph["bytes"] == 2**63 - 1
+    assert rec["provenance"]["markers_rejected"] == 5
+    logged = []
+    for f in plug.c.log_dir.glob("*"):
+        logged += [l for l in f.read_text(errors="replace").splitlines()
+                   if f"job {job} step batch: refused phase connection" in l]
+    # the daemon may log to both its .log and .stdout: count distinct lines per file
+    per_file = {}
+    for f in plug.c.log_dir.glob("*"):
+        n = sum(f"job {job} step batch: refused phase connection" in l
+                for l in f.read_text(errors="replace").splitlines())
+        if n:
+            per_file[f.name] = n
+    assert per_file and set(per_file.values()) == {16}, per_file
+    assert any("further refusals in this step are not logged" in l for l in logged)
+
+
 def test_no_fd_leaks_into_tasks(plug):
     script = f"""#!/bin/sh
 #SBATCH -n1

@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -569,6 +570,61 @@ static void phases_ckpt_and_limits(void **st)
 	js_phases_free(ps);
 }
 
+/* Untrusted markers cannot make the server keep unbounded state. */
+static void phases_hostile_bounds(void **st)
+{
+	(void)st;
+	struct fake f = {.now = 10};
+	struct js_phase_ops ops = {&f, f_set, f_snap, f_now};
+	uint32_t seq, khz;
+	/* bytes= up to INT64_MAX from every rank: the sum saturates */
+	struct js_phases *ps = js_phases_new(10, 4, &ops, 5);
+	assert_int_equal(js_phases_begin(ps, 0, "write", NULL, JS_RATIO_INHERIT, 0, &seq, &khz), 0);
+	assert_int_equal(js_phases_begin(ps, 1, "write", NULL, JS_RATIO_INHERIT, 0, &seq, &khz), 0);
+	assert_int_equal(js_phases_begin(ps, 2, "write", NULL, JS_RATIO_INHERIT, 0, &seq, &khz), 0);
+	assert_int_equal(js_phases_end(ps, 0, INT64_MAX, 0, &seq), 0);
+	assert_int_equal(js_phases_end(ps, 1, INT64_MAX, 0, &seq), 0);
+	assert_int_equal(js_phases_end(ps, 2, 5, 0, &seq), 0);
+	assert_true(js_phases_get(ps, 0)->bytes == INT64_MAX);
+	/* distinct ranks are bounded; known ranks go on */
+	for (int r = 3; r < JS_MAX_RANKS; r++)
+		assert_int_equal(js_phases_begin(ps, r, "write", NULL, JS_RATIO_INHERIT, 0, &seq, &khz), 0);
+	assert_int_equal(js_phases_begin(ps, JS_MAX_RANKS, "write", NULL, JS_RATIO_INHERIT, 0, &seq, &khz), -EUSERS);
+	assert_int_equal(js_phases_begin(ps, 0x7fffffff, "write", NULL, JS_RATIO_INHERIT, 0, &seq, &khz), -EUSERS);
+	assert_int_equal(js_phases_begin(ps, 0, "compress", NULL, JS_RATIO_INHERIT, 0, &seq, &khz), 0);
+	js_phases_free(ps);
+
+	/* a BEGIN refused for max_phases keeps nothing (distinct kinds used
+	 * to leave a per-rank counter each, forever) */
+	ps = js_phases_new(1, 4, &ops, 5);
+	assert_int_equal(js_phases_begin(ps, 0, "a", NULL, JS_RATIO_INHERIT, 0, &seq, &khz), 0);
+	assert_int_equal(js_phases_end(ps, 0, -1, 0, &seq), 0);
+	char kind[16];
+	snprintf(kind, sizeof(kind), "k0");
+	assert_int_equal(js_phases_begin(ps, 0, kind, NULL, JS_RATIO_INHERIT, 0, &seq, &khz), -ENOSPC);
+	struct mallinfo2 m0 = mallinfo2();
+	for (int i = 1; i < 100000; i++) {
+		snprintf(kind, sizeof(kind), "k%d", i);
+		assert_int_equal(js_phases_begin(ps, 0, kind, NULL, JS_RATIO_INHERIT, 0, &seq, &khz), -ENOSPC);
+	}
+	struct mallinfo2 m1 = mallinfo2();
+	assert_true(m1.uordblks + m1.hblkhd <= m0.uordblks + m0.hblkhd + 4096);
+	js_phases_free(ps);
+
+	/* rank entries (rank x step-level phase) are bounded too */
+	enum { NR = 64, NP = JS_MAX_RANK_ENTRIES / NR };
+	ps = js_phases_new(NP + 10, 4, &ops, 5);
+	for (int k = 0; k < NP; k++)
+		for (int r = 0; r < NR; r++) {
+			assert_int_equal(js_phases_begin(ps, r, "a", NULL, JS_RATIO_INHERIT, 0, &seq, &khz), 0);
+			assert_int_equal(js_phases_end(ps, r, -1, 0, &seq), 0);
+		}
+	assert_int_equal(js_phases_count(ps), NP);
+	assert_int_equal(js_phases_begin(ps, 0, "a", NULL, JS_RATIO_INHERIT, 0, &seq, &khz), -ENOSPC);
+	assert_int_equal(js_phases_count(ps), NP);
+	js_phases_free(ps);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -583,6 +639,7 @@ int main(void)
 		cmocka_unit_test(bucket),
 		cmocka_unit_test(phases_collective_and_nesting),
 		cmocka_unit_test(phases_ckpt_and_limits),
+		cmocka_unit_test(phases_hostile_bounds),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
