@@ -1,8 +1,8 @@
 """SQLite store: opening + migrations, record validation, ingest.
 
 The schema lives in versioned migration files ``sql/NNN_name.sql`` (the
-canonical copy is the repository's top-level sql/; the package ships an
-identical copy in joulestep/sql/, checked by tests/cli/test_schema.py).
+repository's top-level sql/; joulestep/sql is a symlink to it, shipped as
+package data).
 Each file ends with ``PRAGMA user_version = NNN``.  :func:`connect` applies
 the pending ones, in one transaction, whenever a database is opened.
 """
