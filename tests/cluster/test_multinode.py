@@ -23,6 +23,7 @@ import time
 import pytest
 
 import fakehw
+import spool
 from harness import Cluster, make_workdir
 from test_plugin import adv_truth, close, freq_lines
 
@@ -85,26 +86,11 @@ class MultiNode:
         return f"{self.build}/bin/joulestep-phase " + " ".join(str(a) for a in args)
 
     def records(self, job) -> dict:
-        """(step_id, node) -> record, and every record file name."""
-        d = self.spool / "jstest" / str(job)
-        out = {}
-        for f in sorted(d.glob("*.json")) if d.exists() else []:
-            r = json.loads(f.read_text())
-            key = (r["step"]["step_id"], r["step"]["node"])
-            assert key not in out, f"two records for {key}"
-            assert f.name == f"{job}.{key[0]}.0.{key[1]}.json", f.name
-            out[key] = r
-        return out
+        """(step_id, node) -> record."""
+        return spool.records(self.spool, job, by_node=True)
 
     def wait_records(self, job, keys, timeout=20) -> dict:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            recs = self.records(job)
-            if set(keys) <= set(recs):
-                return recs
-            time.sleep(0.2)
-        raise AssertionError(f"job {job}: records {sorted(self.records(job))}, want {sorted(keys)}\n"
-                             f"{self.c.logs()}")
+        return spool.wait_records(self.spool, job, keys, self.c.logs, timeout, by_node=True)
 
     def assert_restored(self):
         for n in NODES:

@@ -19,6 +19,7 @@ import time
 import pytest
 
 import fakehw
+import spool
 
 pytestmark = pytest.mark.cluster
 
@@ -94,22 +95,10 @@ class PluginEnv:
                 assert now[k] == self.orig[i][k], (i, k, now[k], self.orig[i][k])
 
     def records(self, job) -> dict:
-        d = self.spool / "jstest" / str(job)
-        out = {}
-        for f in sorted(d.glob("*.json")) if d.exists() else []:
-            r = json.loads(f.read_text())
-            out[r["step"]["step_id"]] = r
-        return out
+        return spool.records(self.spool, job)
 
     def wait_records(self, job, steps, timeout=20):
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            recs = self.records(job)
-            if set(steps) <= set(recs):
-                return recs
-            time.sleep(0.2)
-        raise AssertionError(f"job {job}: records {sorted(self.records(job))}, want {steps}\n"
-                             f"{self.c.logs()}")
+        return spool.wait_records(self.spool, job, steps, self.c.logs, timeout)
 
     def run_job(self, script: str, args=(), user=USER, timeout=90, state="COMPLETED"):
         res, job = self.c.sbatch(script, user=user, args=args)
@@ -440,21 +429,28 @@ def test_ckpt_dvfs_and_fixed(plug):
 
 
 # ------------------------------------------------------------------ security
-def test_other_user_cannot_connect(plug):
-    flag = plug.c.user_dir(USER) / "sockpath"
+def _job_with_socket(plug, name, max_wait_ticks=600):
+    """Start a batch job as USER that publishes its JOULESTEP_SOCKET and waits
+    (up to max_wait_ticks x 0.1 s) until <name>.done appears. Returns
+    (job, socket path, done flag)."""
+    flag = plug.c.user_dir(USER) / name
+    done = plug.c.user_dir(USER) / f"{name}.done"
     flag.unlink(missing_ok=True)
+    done.unlink(missing_ok=True)
     script = f"""#!/bin/sh
 #SBATCH -n1
 echo "$JOULESTEP_SOCKET" > {flag}.tmp && mv {flag}.tmp {flag}
-i=0; while [ ! -e {flag}.done ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done
+i=0; while [ ! -e {done} ] && [ $i -lt {max_wait_ticks} ]; do sleep 0.1; i=$((i+1)); done
 """
     res, job = plug.c.sbatch(script, user=USER)
-    assert res.returncode == 0
+    assert res.returncode == 0, res.stderr
+    _wait_file(flag)
+    return job, flag.read_text().strip(), done
+
+
+def test_other_user_cannot_connect(plug):
+    job, path, done = _job_with_socket(plug, "sockpath")
     try:
-        deadline = time.monotonic() + 30
-        while not flag.exists() and time.monotonic() < deadline:
-            time.sleep(0.1)
-        path = flag.read_text().strip()
         assert path.startswith(str(plug.sock) + "/") and path.endswith(f"{job}.batch.sock")
         st = os.stat(plug.sock)
         assert st.st_uid == 0 and not st.st_mode & 0o022
@@ -483,7 +479,7 @@ i=0; while [ ! -e {flag}.done ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); don
         assert lines[2].startswith("JS1 ERR 71"), lines
         assert lines[3].startswith("JS1 ERR 2 id=3 no open phase"), lines
     finally:
-        (plug.c.user_dir(USER) / "sockpath.done").touch()
+        done.touch()
     assert plug.c.wait_job(job) == "COMPLETED"
     rec = plug.wait_records(job, ["batch"])["batch"]
     assert rec["provenance"]["markers_rejected"] == 4
@@ -496,21 +492,8 @@ def test_hostile_markers_are_bounded(plug):
     log: at most 4096 distinct ranks (ERR 87 after), byte sums saturate at
     2^63-1, and only the first 16 refused connections of a step are logged."""
     plug.configure(rate=1000000)  # the bounds, not the rate limit, are under test
-    flag = plug.c.user_dir(USER) / "hostile"
-    flag.unlink(missing_ok=True)
-    (plug.c.user_dir(USER) / "hostile.done").unlink(missing_ok=True)
-    script = f"""#!/bin/sh
-#SBATCH -n1
-echo "$JOULESTEP_SOCKET" > {flag}.tmp && mv {flag}.tmp {flag}
-i=0; while [ ! -e {flag}.done ] && [ $i -lt 1200 ]; do sleep 0.1; i=$((i+1)); done
-"""
-    res, job = plug.c.sbatch(script, user=USER)
-    assert res.returncode == 0
+    job, path, done = _job_with_socket(plug, "hostile", max_wait_ticks=1200)
     try:
-        deadline = time.monotonic() + 30
-        while not flag.exists() and time.monotonic() < deadline:
-            time.sleep(0.1)
-        path = flag.read_text().strip()
         refuse = ("import socket,sys\n"
                   "for i in range(20):\n"
                   "    s=socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET); s.settimeout(5)\n"
@@ -533,7 +516,7 @@ i=0; while [ ! -e {flag}.done ] && [ $i -lt 1200 ]; do sleep 0.1; i=$((i+1)); do
         assert out[4].startswith("JS1 ERR 87 id=1 more than 4096 distinct ranks"), out
         assert out[5].startswith("JS1 OK id=2 PONG"), out
     finally:
-        (plug.c.user_dir(USER) / "hostile.done").touch()
+        done.touch()
     assert plug.c.wait_job(job) == "COMPLETED"
     rec = plug.wait_records(job, ["batch"])["batch"]
     assert len(rec["phases"]) == 1
@@ -775,12 +758,12 @@ srun -n1 sh -c '{plug.phase("begin", "compress")}; {plug.adv("compress", 2)}; {p
     recs = plug.wait_records(job, ["batch", "0"])
     truth = adv_truth(out)
     db = tmp_path / "js.db"
-    spool = plug.spool / "jstest" / str(job)
-    first = _cli(repo, "--db", db, "ingest", spool)
+    job_spool = plug.spool / "jstest" / str(job)
+    first = _cli(repo, "--db", db, "ingest", job_spool)
     assert "2 new steps" in first and "0 quarantined" in first
     import sqlite3
     dump1 = list(sqlite3.connect(db).iterdump())
-    again = _cli(repo, "--db", db, "ingest", spool)
+    again = _cli(repo, "--db", db, "ingest", job_spool)
     assert "0 new steps" in again
     assert list(sqlite3.connect(db).iterdump()) == dump1
 

@@ -21,6 +21,7 @@ import time
 import pytest
 
 import fakehw
+import spool
 
 pytestmark = pytest.mark.cluster
 
@@ -51,19 +52,10 @@ class CacheEnv:
         self.c.write_plugstack(self.so, args)
 
     def records(self, job) -> dict:
-        d = self.spool / "jstest" / str(job)
-        return {r["step"]["step_id"]: r for r in
-                (json.loads(f.read_text()) for f in sorted(d.glob("*.json")))} if d.exists() else {}
+        return spool.records(self.spool, job)
 
     def wait_records(self, job, steps, timeout=30):
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            recs = self.records(job)
-            if set(steps) <= set(recs):
-                return recs
-            time.sleep(0.2)
-        raise AssertionError(f"job {job}: records {sorted(self.records(job))}, want {steps}\n"
-                             f"{self.c.logs()}")
+        return spool.wait_records(self.spool, job, steps, self.c.logs, timeout)
 
     def submit_ns(self, job) -> int:
         """The job's submit time according to slurmctld (scontrol, local time, 1 s)."""
