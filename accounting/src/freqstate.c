@@ -192,6 +192,22 @@ static int lock_dir(int dfd)
 	return fd;
 }
 
+/* Open the state directory and take its lock: 0 with *dfd and *lfd open,
+ * or -errno with nothing left open. */
+static int open_locked(const char *state_dir, bool create, int *dfd, int *lfd)
+{
+	int rc = open_state_dir(state_dir, create, dfd);
+
+	if (rc < 0)
+		return rc;
+	*lfd = lock_dir(*dfd);
+	if (*lfd < 0) {
+		close(*dfd);
+		return *lfd;
+	}
+	return 0;
+}
+
 /* Unlock explicitly before closing: a process that forked meanwhile (the
  * library may run in a thread of slurmstepd while it forks tasks) holds a
  * copy of lfd until its exec, and closing ours alone would keep the lock. */
@@ -425,14 +441,9 @@ int js_freq_acquire(const char *state_dir, const char *sysfs_root, int cpu,
 	rc = proc_starttime(pid, &st);
 	if (rc < 0)
 		return rc;
-	rc = open_state_dir(state_dir, true, &dfd);
+	rc = open_locked(state_dir, true, &dfd, &lfd);
 	if (rc < 0)
 		return rc;
-	lfd = lock_dir(dfd);
-	if (lfd < 0) {
-		close(dfd);
-		return lfd;
-	}
 	rc = js_cpufreq_read(sysfs_root, cpu, &f);
 	if (rc < 0)
 		goto out;
@@ -475,14 +486,9 @@ int js_freq_release(const char *state_dir, const char *sysfs_root, int cpu,
 		*restored = false;
 	if (cpu < 0 || cpu >= JS_MAX_CPUS || !owner_ok(owner))
 		return -EINVAL;
-	rc = open_state_dir(state_dir, false, &dfd);
+	rc = open_locked(state_dir, false, &dfd, &lfd);
 	if (rc < 0)
 		return rc;
-	lfd = lock_dir(dfd);
-	if (lfd < 0) {
-		close(dfd);
-		return lfd;
-	}
 	odfd = open_owners(dfd, cpu, false);
 	if (odfd < 0) {
 		rc = odfd == -ENOENT ? -ENOENT : odfd;
@@ -520,16 +526,11 @@ int js_freq_recover(const char *state_dir, const char *sysfs_root, bool force,
 
 	if (nrestored)
 		*nrestored = 0;
-	rc = open_state_dir(state_dir, false, &dfd);
+	rc = open_locked(state_dir, false, &dfd, &lfd);
 	if (rc == -ENOENT)
 		return 0; /* nothing was ever saved */
 	if (rc < 0)
 		return rc;
-	lfd = lock_dir(dfd);
-	if (lfd < 0) {
-		close(dfd);
-		return lfd;
-	}
 	js_cpuset_zero(&backups);
 	fd = fcntl(dfd, F_DUPFD_CLOEXEC, 0);
 	d = fd >= 0 ? fdopendir(fd) : NULL;
