@@ -71,11 +71,7 @@ static int pc_open(struct js_energy *e, const char *sysfs_root, char *why, size_
 		if (fd <= 0) {
 			rc = fd < 0 && errno ? -errno : -ENOENT;
 			p->pz[i].energy_uj = 0;
-			if (rc == -EACCES || rc == -EPERM)
-				js_fmt(why, whylen, "no permission: energy counters are root-only");
-			else
-				js_fmt(why, whylen, "unavailable: cannot open %s energy_uj: %s",
-				       z->id, strerror(-rc));
+			js_open_why(why, whylen, rc, z->path);
 			pc_close(e);
 			return rc;
 		}

@@ -56,12 +56,7 @@ static int sysfs_open(struct js_energy *e, const char *sysfs_root, char *why, si
 		p->fd[i] = open(path, O_RDONLY | O_CLOEXEC);
 		if (p->fd[i] < 0) {
 			rc = -errno;
-			if (rc == -EACCES || rc == -EPERM)
-				js_fmt(why, whylen,
-				       "no permission: energy counters are root-only (%s)", path);
-			else
-				js_fmt(why, whylen, "unavailable: cannot open %s: %s", path,
-				       strerror(-rc));
+			js_open_why(why, whylen, rc, path);
 			sysfs_close(e);
 			return rc;
 		}

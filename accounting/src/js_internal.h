@@ -61,6 +61,10 @@ int js_read_u64_file(const char *path, uint64_t *out);
 /* pread an energy_uj counter held open in fd and parse it strictly:
  * 0, or -errno (read error, -EINVAL garbage, -ERANGE too long / over max_uj). */
 int js_read_counter_fd(int fd, uint64_t max_uj, uint64_t *out_uj);
+/* The reason a backend gives when a zone's energy_uj cannot be opened
+ * (rc = -errno): "no permission: energy counters are root-only (what)" for
+ * EACCES/EPERM, else "unavailable: cannot open what: <strerror>". */
+void js_open_why(char *why, size_t whylen, int rc, const char *what);
 /* One reading of every zone of e through fds[i]; returns the first error. */
 int js_read_counters(const struct js_energy *e, const int *fds, uint64_t *raw_uj, int *err);
 /* Write a whole string into an existing file (O_WRONLY|O_TRUNC). */

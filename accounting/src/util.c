@@ -156,3 +156,11 @@ int js_read_counters(const struct js_energy *e, const int *fds, uint64_t *raw_uj
 	}
 	return first;
 }
+
+void js_open_why(char *why, size_t whylen, int rc, const char *what)
+{
+	if (rc == -EACCES || rc == -EPERM)
+		js_fmt(why, whylen, "no permission: energy counters are root-only (%s)", what);
+	else
+		js_fmt(why, whylen, "unavailable: cannot open %s: %s", what, strerror(-rc));
+}
