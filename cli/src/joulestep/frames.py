@@ -13,6 +13,8 @@ import sqlite3
 import numpy as np
 import pandas as pd
 
+from .report import window_conditions
+
 STEP_COLS = (
     "j.job_pk, j.cluster, j.job_id, j.submit_time_ns, j.name AS job_name, "
     "j.user_name AS user, j.account, j.partition, s.step_pk, s.step_id, "
@@ -40,16 +42,7 @@ class FilterError(ValueError):
 
 
 def _where(since_ns, until_ns, cluster):
-    w, a = [], []
-    if since_ns is not None:
-        w.append("s.start_ns >= ?")
-        a.append(since_ns)
-    if until_ns is not None:
-        w.append("s.start_ns < ?")
-        a.append(until_ns)
-    if cluster:
-        w.append("j.cluster = ?")
-        a.append(cluster)
+    w, a = window_conditions(since_ns, until_ns, cluster)
     return (" WHERE " + " AND ".join(w)) if w else "", a
 
 

@@ -390,6 +390,22 @@ GROUPS = {
 }
 
 
+
+def window_conditions(since_ns, until_ns, cluster):
+    """SQL conditions (on steps s joined with jobs j) and their arguments for
+    a report window: steps started in [since_ns, until_ns) on cluster."""
+    where, args = [], []
+    if since_ns is not None:
+        where.append("s.start_ns >= ?")
+        args.append(since_ns)
+    if until_ns is not None:
+        where.append("s.start_ns < ?")
+        args.append(until_ns)
+    if cluster:
+        where.append("j.cluster = ?")
+        args.append(cluster)
+    return where, args
+
 def report(conn: sqlite3.Connection, settings: Settings, by: str = "user",
            since_ns: int | None = None, until_ns: int | None = None,
            cluster: str | None = None, top: int = 10) -> dict:
@@ -416,16 +432,7 @@ def report(conn: sqlite3.Connection, settings: Settings, by: str = "user",
     else:
         raise QueryError(f"cannot group by {by!r}: use user, account, partition,"
                          " node, policy or tag:KEY")
-    where, wargs = [], []
-    if since_ns is not None:
-        where.append("s.start_ns >= ?")
-        wargs.append(since_ns)
-    if until_ns is not None:
-        where.append("s.start_ns < ?")
-        wargs.append(until_ns)
-    if cluster:
-        where.append("j.cluster = ?")
-        wargs.append(cluster)
+    where, wargs = window_conditions(since_ns, until_ns, cluster)
     sql = (f"SELECT {gexpr} AS g, count(DISTINCT s.job_pk), count(*), "
            "sum(s.counted_cpu_uj), sum(s.counted_dram_uj), sum(s.counted_total_uj), "
            "sum(s.counted_duration_ns), sum(s.policy_active), "
