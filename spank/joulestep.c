@@ -64,7 +64,6 @@ static uint32_t g_local_job, g_local_step;
 static bool g_local_known;
 
 static int opt_cb(int val, const char *optarg, int remote);
-static void meta_start(spank_t sp);
 
 static struct spank_option g_options[] = {
 	{"energy-policy", "NAME",
@@ -192,8 +191,6 @@ int slurm_spank_init(spank_t sp, int ac, char **av)
 		if (rc != ESPANK_SUCCESS)
 			slurm_error("joulestep: cannot register --%s: %s", o->name, spank_strerror(rc));
 	}
-	if (ctx == S_CTX_REMOTE)
-		meta_start(sp);
 	return 0;
 }
 
@@ -247,7 +244,9 @@ static void ph_snap(void *ctx, uint64_t *cpu, uint64_t *dram, bool *unc)
 	struct js_snapshot sn;
 	*cpu = *dram = 0;
 	*unc = false;
-	if (!s->meter || js_meter_snapshot(s->meter, &sn) < 0) {
+	if (s->meter && __atomic_load_n(&s->ended, __ATOMIC_ACQUIRE))
+		sn = s->s1; /* after the step's final reading: end there */
+	else if (!s->meter || js_meter_snapshot(s->meter, &sn) < 0) {
 		*unc = s->meter != NULL;
 		return;
 	}
@@ -260,174 +259,128 @@ static void ph_snap(void *ctx, uint64_t *cpu, uint64_t *dram, bool *unc)
 
 static uint64_t ph_now(void *ctx)
 {
-	(void)ctx;
+	struct js_step *s = ctx;
+	if (__atomic_load_n(&s->ended, __ATOMIC_ACQUIRE))
+		return s->end_mono_ns;
 	return now_ns(CLOCK_MONOTONIC);
 }
 
-/* ---- job metadata: submit time, name, account ----------------------------
- * slurmstepd has no SPANK item for the submit time. At slurm_spank_init the
- * job cache (<state>/jobs/<job_id>, js_jobcache.h) is read; only when it has
- * no usable entry does a thread ask slurmctld (slurm_load_job), off the
- * launch path. The first answer is cached for the job's later steps on this
- * node; the job epilog removes the file. Static: a lookup left behind at
- * step end may outlive the step. */
-enum meta_src { META_NONE = 0, META_SLURMCTLD, META_CACHE };
+/* ---- job metadata: trusted sources only ---------------------------------
+ * The job prolog (root, slurmd's environment) caches what slurmd says of the
+ * job in <state>/jobs/<job_id> with the time it ran (js_jobcache.h); every
+ * step on the node reads it on slurmstepd's main thread. No slurmctld RPC,
+ * no thread, nothing from the job's environment (a user can set any
+ * SLURM_* variable before srun). docs/admin-guide.md, "Job identity". */
 
-#define META_TRIES 4        /* slurm_load_job attempts (20, 40, 80 ms apart) */
-#define META_WAIT_MS 2000   /* longest hold of step end for the answer      */
-
-static struct {
-	pthread_mutex_t mu;
-	pthread_cond_t cv;
-	pthread_t th;
-	bool started, thread, done, abandoned, stored;
-	enum meta_src src;
-	struct js_jobcache e;       /* job_id and uid set before the lookup */
-	char state[JS_PATH_MAX];
-	uint64_t max_age_ns;
-	int load_rc;                /* why the cache was not used, 0 if it was */
-} g_meta = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
-
-static int meta_lookup(struct js_jobcache *e)
+/* A value from slurmd's environment fit for the record: printable ASCII
+ * (a path component for the cluster name). */
+static void env_field(const char *name, char *dst, size_t len, bool path)
 {
-	job_info_msg_t *msg = NULL;
-	int rc = -EAGAIN;
-	if (slurm_load_job(&msg, e->job_id, SHOW_ALL) != 0 || !msg)
-		return slurm_get_errno() == ESLURM_INVALID_JOB_ID ? -ENOENT : -EAGAIN;
-	if (msg->record_count > 0 && msg->job_array[0].submit_time > 0) {
-		slurm_job_info_t *j = &msg->job_array[0];
-		e->submit_ns = (uint64_t)j->submit_time * 1000000000ULL;
-		snprintf(e->name, sizeof(e->name), "%s", j->name ? j->name : "");
-		snprintf(e->account, sizeof(e->account), "%s", j->account ? j->account : "");
-		rc = 0;
-	}
-	slurm_free_job_info_msg(msg);
-	return rc;
-}
-
-static void *meta_main(void *arg)
-{
-	(void)arg;
-	struct js_jobcache e;
-	pthread_mutex_lock(&g_meta.mu);
-	e = g_meta.e;
-	pthread_mutex_unlock(&g_meta.mu);
-	/* A failed attempt is retried: slurmstepd switches its (process-wide)
-	 * credentials while launching tasks, and munge refuses a reply that
-	 * arrives in such a window ("Unauthorized credential"). */
-	int rc = -EAGAIN;
-	for (int i = 0; i < META_TRIES && rc == -EAGAIN; i++) {
-		if (i) {
-			struct timespec ts = {0, (long)(10000000L << i)};
-			nanosleep(&ts, NULL);
-		}
-		rc = meta_lookup(&e);
-	}
-	pthread_mutex_lock(&g_meta.mu);
-	if (!rc) {
-		g_meta.e = e;
-		g_meta.src = META_SLURMCTLD;
-	}
-	g_meta.done = true;
-	bool store = !rc && g_meta.max_age_ns && !g_meta.abandoned;
-	pthread_cond_signal(&g_meta.cv);
-	pthread_mutex_unlock(&g_meta.mu);
-	/* Early, so that steps started while this one runs find it. This may
-	 * fail (harmlessly: the directory is root-only) when slurmstepd runs as
-	 * the user at this moment; step end then stores it as root. */
-	if (store && js_jobcache_store(g_meta.state, &e) == 0) {
-		pthread_mutex_lock(&g_meta.mu);
-		g_meta.stored = true;
-		pthread_mutex_unlock(&g_meta.mu);
-	}
-	return NULL;
-}
-
-/* Remote context, slurm_spank_init: as early as the job id is known. */
-static void meta_start(spank_t sp)
-{
-	uint32_t jobid = 0, stepid = 0;
-	uid_t uid = 0;
-	if (spank_get_item(sp, S_JOB_ID, &jobid) != ESPANK_SUCCESS ||
-	    spank_get_item(sp, S_JOB_STEPID, &stepid) != ESPANK_SUCCESS ||
-	    spank_get_item(sp, S_JOB_UID, &uid) != ESPANK_SUCCESS || stepid == SLURM_EXTERN_CONT)
+	const char *v = getenv(name);
+	dst[0] = 0;
+	if (!v || !*v || strlen(v) >= len)
 		return;
-	g_meta.started = true;
-	g_meta.e.job_id = jobid;
-	g_meta.e.uid = (uint32_t)uid;
-	snprintf(g_meta.state, sizeof(g_meta.state), "%s", g_conf.state);
-	g_meta.max_age_ns = (uint64_t)g_conf.submit_cache_hours * 3600ULL * 1000000000ULL;
-	g_meta.load_rc = -ENOENT;
-	if (g_meta.max_age_ns) {
-		struct js_jobcache c;
-		uint64_t mtime = 0, now = now_ns(CLOCK_REALTIME);
-		g_meta.load_rc = js_jobcache_load(g_meta.state, jobid, &c, &mtime);
-		if (!g_meta.load_rc)
-			g_meta.load_rc = js_jobcache_check(&c, jobid, (uint32_t)uid, now, mtime, now,
-							   g_meta.max_age_ns);
-		if (!g_meta.load_rc) {
-			g_meta.e = c;
-			g_meta.src = META_CACHE;
-			g_meta.done = true;
+	for (const char *p = v; *p; p++)
+		if (*p < 0x21 || *p > 0x7e)
 			return;
-		}
-	}
-	sigset_t all, old;
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	if (pthread_create(&g_meta.th, NULL, meta_main, NULL) == 0)
-		g_meta.thread = true;
-	else
-		g_meta.done = true;
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (path && !js_name_safe(v))
+		return;
+	snprintf(dst, len, "%s", v);
 }
 
-/* Step end: wait at most max_ms for the lookup, never longer. */
-static void meta_finish(struct js_step *s, unsigned max_ms)
+static uint64_t cache_max_age_ns(const struct js_conf *c)
 {
-	if (!g_meta.started || g_meta.e.job_id != s->job_id)
-		return;
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_sec += max_ms / 1000;
-	ts.tv_nsec += (long)(max_ms % 1000) * 1000000L;
-	if (ts.tv_nsec >= 1000000000L) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000L;
+	return (uint64_t)c->job_cache_hours * 3600ULL * 1000000000ULL;
+}
+
+/* remote_init: the job's identity and accounting fields. */
+static void job_meta(struct js_step *s)
+{
+	struct js_jobcache c;
+	uint64_t mtime = 0, now = now_ns(CLOCK_REALTIME);
+	int rc = -ENOENT;
+	s->first_seen_ns = s->start_ns;
+	s->job_source = "step";
+	if (s->conf.job_cache_hours) {
+		rc = js_jobcache_load(s->conf.state, s->job_id, &c, &mtime);
+		if (!rc)
+			rc = js_jobcache_check(&c, s->job_id, (uint32_t)s->uid, s->start_ns, mtime, now,
+					       cache_max_age_ns(&s->conf));
 	}
-	pthread_mutex_lock(&g_meta.mu);
-	while (!g_meta.done)
-		if (pthread_cond_timedwait(&g_meta.cv, &g_meta.mu, &ts) == ETIMEDOUT)
-			break;
-	bool done = g_meta.done;
-	if (!done)
-		g_meta.abandoned = true; /* the thread must not store after us */
-	pthread_mutex_unlock(&g_meta.mu);
-	if (g_meta.thread) {
-		if (done)
-			pthread_join(g_meta.th, NULL); /* also waits for its store */
-		else
-			pthread_detach(g_meta.th);     /* never hold slurmstepd */
-		g_meta.thread = false;
+	if (!rc) {
+		s->first_seen_ns = c.first_seen_ns;
+		s->job_source = "prolog";
+		memcpy(s->account, c.account, sizeof(s->account));
+		memcpy(s->partition, c.partition, sizeof(s->partition));
+		if (!s->conf.cluster[0] && js_name_safe(c.cluster))
+			snprintf(s->cluster, sizeof(s->cluster), "%s", c.cluster);
+	} else if (s->conf.job_cache_hours) {
+		/* provenance.job_source "step" says it in the record */
+		slurm_verbose("joulestep: job %u step %s: no job cache from the job prolog (%s); account and partition unknown, job keyed by the step start",
+			      s->job_id, s->step_id,
+			      rc == -ENOENT ? "the prolog did not run: restart slurmd once after installing joulestep"
+					    : strerror(-rc));
 	}
-	if (!done || g_meta.src == META_NONE)
-		return;
-	s->submit_ns = g_meta.e.submit_ns;
-	s->submit_source = g_meta.src == META_CACHE ? "cache" : "slurmctld";
-	if (!s->job_name[0])
-		memcpy(s->job_name, g_meta.e.name, sizeof(s->job_name));
-	if (!s->account[0])
-		memcpy(s->account, g_meta.e.account, sizeof(s->account));
-	if (g_meta.src == META_SLURMCTLD && g_meta.max_age_ns && !g_meta.stored) {
-		int rc = js_jobcache_store(g_meta.state, &g_meta.e);
-		if (rc < 0)
-			slurm_info("joulestep: job %u: cannot cache the submit time in %s/jobs: %s",
-				   s->job_id, g_meta.state, strerror(-rc));
-		g_meta.stored = rc == 0;
+	if (s->conf.cluster[0])
+		snprintf(s->cluster, sizeof(s->cluster), "%s", s->conf.cluster);
+	else if (!s->cluster[0])
+		snprintf(s->cluster, sizeof(s->cluster), "default");
+}
+
+static void recover_all(const struct js_conf *c, uint32_t jobid, const char *when)
+{
+	int nrest = 0;
+	int rc = js_freq_recover(c->state, c->sysfs, false, &nrest);
+	if (rc < 0 && rc != -ENOENT)
+		slurm_error("joulestep: job %u: %s: recover orphaned CPUs: %s", jobid, when, strerror(-rc));
+	else if (nrest)
+		slurm_info("joulestep: job %u: %s: restored %d CPU(s) left changed by a killed step",
+			   jobid, when, nrest);
+}
+
+/* Job prolog (slurmd runs `slurmstepd spank prolog` as root on each node
+ * before the job's first step there, environment from slurmd): cache the
+ * job's trusted metadata, and restore CPUs that a killed slurmstepd left
+ * changed. Always 0: a failing prolog would drain the node. */
+int slurm_spank_job_prolog(spank_t sp, int ac, char **av)
+{
+	struct js_conf c;
+	struct js_jobcache e;
+	char err[400], idbuf[16];
+	uint32_t jobid = 0;
+	uid_t uid = 0;
+	if (node_conf_parse(ac, av, &c, err, sizeof(err))) {
+		slurm_error("joulestep: plugstack.conf: %s; plugin disabled", err);
+		return 0;
 	}
-	if (g_meta.src == META_SLURMCTLD && g_meta.load_rc != -ENOENT)
-		slurm_verbose("joulestep: job %u: cached submit time not used (%s); replaced",
-			      s->job_id, strerror(-g_meta.load_rc));
+	if (spank_get_item(sp, S_JOB_ID, &jobid) != ESPANK_SUCCESS) {
+		slurm_error("joulestep: prolog: cannot get the job id; job not cached");
+		return 0;
+	}
+	recover_all(&c, jobid, "prolog");
+	if (!c.job_cache_hours)
+		return 0;
+	memset(&e, 0, sizeof(e));
+	e.job_id = jobid;
+	e.first_seen_ns = now_ns(CLOCK_REALTIME);
+	if (spank_get_item(sp, S_JOB_UID, &uid) == ESPANK_SUCCESS) {
+		e.uid = (uint32_t)uid;
+	} else {
+		env_field("SLURM_JOB_UID", idbuf, sizeof(idbuf), false);
+		e.uid = (uint32_t)strtoul(idbuf, NULL, 10);
+	}
+	/* slurmd's environment for this job: refuse one that names another */
+	env_field("SLURM_JOB_ID", idbuf, sizeof(idbuf), false);
+	if (strtoul(idbuf, NULL, 10) == jobid) {
+		env_field("SLURM_JOB_ACCOUNT", e.account, sizeof(e.account), false);
+		env_field("SLURM_JOB_PARTITION", e.partition, sizeof(e.partition), false);
+		env_field("SLURM_CLUSTER_NAME", e.cluster, sizeof(e.cluster), true);
+	}
+	int rc = js_jobcache_store(c.state, &e);
+	if (rc < 0)
+		slurm_error("joulestep: job %u: prolog: cannot cache the job in %s/jobs: %s", jobid,
+			    c.state, strerror(-rc));
+	return 0;
 }
 
 static void node_model(struct js_step *s)
@@ -628,15 +581,13 @@ static bool own_cpu_saved(struct js_step *s)
 	return found;
 }
 
-/* Run by the step thread once the tasks may start (or inline when the
- * thread could not start). Everything here only feeds the record or
- * concerns other steps' CPUs. */
-void js_step_deferred(struct js_step *s)
+/* Step end, slurmstepd's main thread: what only feeds the record (a
+ * monitor step's clocks, the node model) is read here rather than on the
+ * launch path or in the step thread (which may only use descriptors opened
+ * here: slurmstepd switches the whole process's euid while it launches
+ * tasks). */
+static void step_info_at_end(struct js_step *s)
 {
-	if (s->defer_recover) {
-		recover(s);
-		s->defer_recover = false;
-	}
 	if (s->defer_cpus) { /* monitor: the clocks are only reported */
 		setup_cpus(s);
 		set_base_khz(s);
@@ -679,8 +630,6 @@ static int remote_init(spank_t sp)
 	s->start_ns = now_ns(CLOCK_REALTIME);
 	s->start_mono_ns = now_ns(CLOCK_MONOTONIC);
 	s->mono_to_real_ns = (int64_t)s->start_ns - (int64_t)s->start_mono_ns;
-	s->submit_ns = s->start_ns;
-	s->submit_source = "step_start";
 	g_step = s;
 
 	spank_get_item(sp, S_JOB_UID, &s->uid);
@@ -696,36 +645,25 @@ static int remote_init(spank_t sp)
 	char pwbuf[4096];
 	if (getpwuid_r(s->uid, &pw, pwbuf, sizeof(pwbuf), &pwp) == 0 && pwp)
 		snprintf(s->user, sizeof(s->user), "%s", pw.pw_name);
-	getenv_s(sp, "SLURM_JOB_ACCOUNT", s->account, sizeof(s->account));
-	getenv_s(sp, "SLURM_JOB_PARTITION", s->partition, sizeof(s->partition));
-	getenv_s(sp, "SLURM_JOB_NAME", s->job_name, sizeof(s->job_name));
-	char het[16];
-	getenv_s(sp, "SLURM_HET_JOB_OFFSET", het, sizeof(het));
-	s->het = (uint32_t)strtoul(het, NULL, 10);
 	char node[64];
 	if (node_name(node, sizeof(node)))
 		snprintf(node, sizeof(node), "unknown");
 	snprintf(s->node, sizeof(s->node), "%s", node);
-	if (s->conf.cluster[0]) {
-		snprintf(s->cluster, sizeof(s->cluster), "%s", s->conf.cluster);
-	} else {
-		getenv_s(sp, "SLURM_CLUSTER_NAME", s->cluster, sizeof(s->cluster));
-		if (!js_name_safe(s->cluster))
-			snprintf(s->cluster, sizeof(s->cluster), "default");
-	}
+	/* het_component stays 0: every het component has its own job ID, and
+	 * the job's SLURM_HET_JOB_OFFSET is the user's to set. */
+	job_meta(s);
 
 	resolve_policy(sp, s);
 	parse_cpus(sp, s);
 
-	/* Orphans of a killed slurmstepd (pid-checked, not forced): before the
-	 * tasks start only when one of this step's CPUs may be affected. */
+	/* Orphans of a killed slurmstepd (pid-checked, not forced), when one
+	 * of this step's CPUs may be affected; the job prolog and epilog
+	 * recover the node's other CPUs. */
 	if (own_cpu_saved(s))
 		recover(s);
-	else
-		s->defer_recover = true;
 
 	/* The clocks are read now when the policy may change them; a monitor
-	 * step only reports them (step thread). */
+	 * step only reports them (read at step end, on this thread). */
 	if (s->policy.type == JS_POL_MONITOR)
 		s->defer_cpus = true;
 	else
@@ -777,7 +715,6 @@ static int remote_init(spank_t sp)
 		 * meter sample from a thread of its own. */
 		if (exported)
 			(void)spank_unsetenv(sp, "JOULESTEP_SOCKET");
-		js_step_deferred(s);
 		if (s->meter) {
 			js_meter_stop(s->meter);
 			s->meter = NULL;
@@ -819,19 +756,21 @@ int slurm_spank_task_exit(spank_t sp, int ac, char **av)
 
 static void remote_exit(struct js_step *s)
 {
-	/* While the step thread wakes up and drains the markers already sent:
-	 * the submit-time lookup and the record's directory. */
-	js_server_stop_request(s);
-	meta_finish(s, META_WAIT_MS);
-	int dfd = js_record_dir(s);
-	js_server_stop(s);
+	/* The final reading first: the step's energy and duration end here,
+	 * not after the plugin's own teardown (drain, journal, record). Phases
+	 * still open, and markers handled from now on, end at this reading. */
 	uint64_t end_mono = now_ns(CLOCK_MONOTONIC);
-	if (s->phases)
-		js_phases_close_all(s->phases, end_mono);
-	if (s->meter && js_meter_snapshot(s->meter, &s->s1) < 0)
-		js_step_error(s, "energy: final reading failed");
 	s->end_ns = now_ns(CLOCK_REALTIME);
 	s->end_mono_ns = end_mono;
+	if (s->meter && js_meter_snapshot(s->meter, &s->s1) < 0)
+		js_step_error(s, "energy: final reading failed");
+	else if (s->meter)
+		__atomic_store_n(&s->ended, true, __ATOMIC_RELEASE);
+	js_server_stop_request(s);
+	int dfd = js_record_dir(s);
+	js_server_stop(s);
+	if (s->phases)
+		js_phases_close_all(s->phases, end_mono);
 	for (int i = 0; i < s->ncpus; i++) {
 		if (!s->acquired[i])
 			continue;
@@ -842,16 +781,15 @@ static void remote_exit(struct js_step *s)
 				      s->cpu_list[i], strerror(-rc));
 		s->acquired[i] = false;
 	}
-	if (!strcmp(s->submit_source, "step_start"))
-		js_step_error(s, "submit_time: controller lookup unavailable; using the step start");
+	step_info_at_end(s);
 	js_record_write(s, dfd);
 }
 
 /* Job epilog (slurmd runs `slurmstepd spank epilog` as root on every node
  * of the job when it ends): make the job's record renames durable (step end
  * does not fsync the spool directory, see js_record.c), then drop the job's
- * submit-time cache file, and any left behind by jobs whose epilog never ran
- * that are older than submit_cache_hours. Always 0: a failing epilog would
+ * cache file, and any left behind by jobs whose epilog never ran that are
+ * older than job_cache_hours. Always 0: a failing epilog would
  * drain the node. */
 int slurm_spank_job_epilog(spank_t sp, int ac, char **av)
 {
@@ -863,7 +801,7 @@ int slurm_spank_job_epilog(spank_t sp, int ac, char **av)
 		return 0;
 	}
 	if (spank_get_item(sp, S_JOB_ID, &jobid) != ESPANK_SUCCESS) {
-		slurm_error("joulestep: epilog: cannot get the job id; submit-time cache not cleaned");
+		slurm_error("joulestep: epilog: cannot get the job id; job cache not cleaned");
 		return 0;
 	}
 	int rc = js_record_sync_job(c.spool, c.cluster, jobid);
@@ -872,13 +810,13 @@ int slurm_spank_job_epilog(spank_t sp, int ac, char **av)
 			    jobid, c.spool, strerror(-rc));
 	unsigned n = 0;
 	rc = js_jobcache_remove(c.state, jobid,
-				    (uint64_t)c.submit_cache_hours * 3600ULL * 1000000000ULL,
+				    cache_max_age_ns(&c),
 				    now_ns(CLOCK_REALTIME), &n);
 	if (rc < 0 && rc != -ENOENT)
 		slurm_error("joulestep: job %u: epilog: cleaning %s/jobs: %s", jobid, c.state,
 			    strerror(-rc));
 	else if (n)
-		slurm_verbose("joulestep: job %u: epilog removed %u submit-time cache file(s)", jobid, n);
+		slurm_verbose("joulestep: job %u: epilog removed %u job cache file(s)", jobid, n);
 	return 0;
 }
 

@@ -1,4 +1,4 @@
-/* joulestep SPANK plugin: job submit-time cache files, <state>/jobs/<job_id>
+/* joulestep SPANK plugin: job metadata cache files, <state>/jobs/<job_id>
  * (see js_jobcache.h). Everything is relative to a verified directory fd. */
 #include <dirent.h>
 #include <errno.h>

@@ -1,8 +1,11 @@
-/* joulestep SPANK plugin: job-scoped cache of the job's submit time
- * (docs/admin-guide.md, "Submit time"). The first step of a job on a node
- * asks slurmctld and stores the answer in <state>/jobs/<job_id> (root-only);
- * later steps of the job on that node read it instead of asking again; the
- * job epilog removes it.
+/* joulestep SPANK plugin: job-scoped cache of the job's trusted metadata
+ * (docs/admin-guide.md, "Job identity and trusted fields"). The job prolog
+ * (slurmd runs it as root on each node before the job's first step there,
+ * with slurmd's own environment) stores what slurmd says of the job in
+ * <state>/jobs/<job_id> (root-only), with the time it ran: when the job was
+ * first seen on this node. Every step of the job on the node reads it; no
+ * step asks slurmctld anything, and nothing comes from the job's
+ * environment. The job epilog removes it.
  *
  * js_jobcache_logic.c: pure encode/decode/check (no I/O, no Slurm).
  * js_jobcache.c: the files. Functions return 0 or a negative errno. */
@@ -19,23 +22,25 @@
 struct js_jobcache {
 	uint32_t job_id;
 	uint32_t uid;               /* the job's owner                          */
-	uint64_t submit_ns;         /* CLOCK_REALTIME ns, > 0                   */
-	char name[128];             /* "" when unknown                          */
+	uint64_t first_seen_ns;     /* CLOCK_REALTIME ns of the prolog, > 0     */
 	char account[64];           /* "" when unknown                          */
+	char partition[64];         /* "" when unknown                          */
+	char cluster[64];           /* "" when unknown                          */
 };
 
 /* JSON text, NUL-terminated. -ENOSPC if it does not fit, -EINVAL if
- * submit_ns is 0. */
+ * first_seen_ns is 0. */
 int js_jobcache_encode(const struct js_jobcache *e, char *buf, size_t len);
 /* Parse what js_jobcache_encode wrote (len bytes, no NUL needed). -EINVAL on
  * anything else: wrong types, missing keys, out-of-range numbers, strings too
  * long for the struct. */
 int js_jobcache_decode(const char *buf, size_t len, struct js_jobcache *e);
-/* May entry e stand for the submit time of the step of job (job_id, uid)
- * that starts at start_ns? now_ns and mtime_ns (the file's) are
- * CLOCK_REALTIME. Returns 0, or:
- *   -EINVAL  another job or owner (a recycled job ID), or no submit time;
- *   -ERANGE  submitted after the step started (not this job);
+/* May entry e stand for the job (job_id, uid) of the step that starts at
+ * start_ns? now_ns and mtime_ns (the file's) are CLOCK_REALTIME. Returns 0,
+ * or:
+ *   -EINVAL  another job or owner (a recycled job ID), or no prolog time;
+ *   -ERANGE  first seen more than JS_JOBCACHE_FUTURE_NS after the step
+ *            started (not this job);
  *   -ESTALE  the file is older than max_age_ns (max_age_ns 0: always), or
  *            more than JS_JOBCACHE_FUTURE_NS in the future. */
 int js_jobcache_check(const struct js_jobcache *e, uint32_t job_id, uint32_t uid,

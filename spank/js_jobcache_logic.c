@@ -1,4 +1,4 @@
-/* joulestep SPANK plugin: job submit-time cache, pure logic (see
+/* joulestep SPANK plugin: job metadata cache, pure logic (see
  * js_jobcache.h). No I/O; jansson for the JSON. */
 #include <errno.h>
 #include <stdint.h>
@@ -11,11 +11,11 @@
 
 int js_jobcache_encode(const struct js_jobcache *e, char *buf, size_t len)
 {
-	if (!e->submit_ns || e->submit_ns > (uint64_t)INT64_MAX)
+	if (!e->first_seen_ns || e->first_seen_ns > (uint64_t)INT64_MAX)
 		return -EINVAL;
-	json_t *o = json_pack("{s:I,s:I,s:I,s:s,s:s}", "job_id", (json_int_t)e->job_id, "uid",
-			      (json_int_t)e->uid, "submit_time_ns", (json_int_t)e->submit_ns, "name",
-			      e->name, "account", e->account);
+	json_t *o = json_pack("{s:I,s:I,s:I,s:s,s:s,s:s}", "job_id", (json_int_t)e->job_id, "uid",
+			      (json_int_t)e->uid, "first_seen_ns", (json_int_t)e->first_seen_ns,
+			      "account", e->account, "partition", e->partition, "cluster", e->cluster);
 	if (!o)
 		return -EINVAL; /* a name that is not UTF-8 */
 	size_t n = json_dumpb(o, buf, len, JSON_COMPACT | JSON_SORT_KEYS);
@@ -56,16 +56,17 @@ int js_jobcache_decode(const char *buf, size_t len, struct js_jobcache *e)
 	}
 	struct js_jobcache t;
 	memset(&t, 0, sizeof(t));
-	json_int_t job, uid, sub;
+	json_int_t job, uid, seen;
 	int rc = -EINVAL;
-	if (json_object_size(o) == 5 && !get_int(o, "job_id", 0, UINT32_MAX, &job) &&
+	if (json_object_size(o) == 6 && !get_int(o, "job_id", 0, UINT32_MAX, &job) &&
 	    !get_int(o, "uid", 0, UINT32_MAX, &uid) &&
-	    !get_int(o, "submit_time_ns", 1, INT64_MAX, &sub) &&
-	    !get_str(o, "name", t.name, sizeof(t.name)) &&
-	    !get_str(o, "account", t.account, sizeof(t.account))) {
+	    !get_int(o, "first_seen_ns", 1, INT64_MAX, &seen) &&
+	    !get_str(o, "account", t.account, sizeof(t.account)) &&
+	    !get_str(o, "partition", t.partition, sizeof(t.partition)) &&
+	    !get_str(o, "cluster", t.cluster, sizeof(t.cluster))) {
 		t.job_id = (uint32_t)job;
 		t.uid = (uint32_t)uid;
-		t.submit_ns = (uint64_t)sub;
+		t.first_seen_ns = (uint64_t)seen;
 		*e = t;
 		rc = 0;
 	}
@@ -77,9 +78,9 @@ int js_jobcache_check(const struct js_jobcache *e, uint32_t job_id, uint32_t uid
 		      uint64_t start_ns, uint64_t mtime_ns, uint64_t now_ns,
 		      uint64_t max_age_ns)
 {
-	if (e->job_id != job_id || e->uid != uid || !e->submit_ns)
+	if (e->job_id != job_id || e->uid != uid || !e->first_seen_ns)
 		return -EINVAL;
-	if (e->submit_ns > start_ns)
+	if (e->first_seen_ns > start_ns + JS_JOBCACHE_FUTURE_NS)
 		return -ERANGE;
 	if (mtime_ns > now_ns + JS_JOBCACHE_FUTURE_NS)
 		return -ESTALE;

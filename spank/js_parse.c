@@ -100,7 +100,7 @@ void js_conf_defaults(struct js_conf *c)
 	snprintf(c->state, sizeof(c->state), "/var/lib/joulestep");
 	snprintf(c->sysfs, sizeof(c->sysfs), "/sys");
 	snprintf(c->socket_dir, sizeof(c->socket_dir), "/run/joulestep");
-	snprintf(c->backend, sizeof(c->backend), "powercap,papi,sysfs");
+	snprintf(c->backend, sizeof(c->backend), "powercap,sysfs");
 	/* tuned joins the defaults only with a tuned= file (js_conf_parse) */
 	c->policies_mask = ((1u << JS_POL_COUNT) - 1) & ~(1u << JS_POL_TUNED);
 	c->default_policy = JS_POL_MONITOR;
@@ -109,7 +109,7 @@ void js_conf_defaults(struct js_conf *c)
 	c->max_phases = 10000;
 	c->max_depth = 4;
 	c->rate = 1000;
-	c->submit_cache_hours = 168;
+	c->job_cache_hours = 168;
 }
 
 static int parse_policy_list(const char *v, unsigned *mask, char *err, size_t errlen)
@@ -237,13 +237,19 @@ int js_conf_parse(int ac, char **av, struct js_conf *c, char *err, size_t errlen
 			scopy(c->cluster, sizeof(c->cluster), v);
 		} else if (KEY("backend")) {
 			if (!charset_ok(v, sizeof(c->backend) - 1, ",", true))
-				return fail(err, errlen, "backend=: comma list of powercap,papi,sysfs");
+				return fail(err, errlen, "backend=: comma list of powercap,sysfs");
 			scopy(c->backend, sizeof(c->backend), v);
 			char tmp[64], *save = NULL;
 			snprintf(tmp, sizeof(tmp), "%s", v);
-			for (char *t = strtok_r(tmp, ",", &save); t; t = strtok_r(NULL, ",", &save))
-				if (strcmp(t, "powercap") && strcmp(t, "papi") && strcmp(t, "sysfs"))
-					return fail(err, errlen, "backend=: unknown backend '%s' (allowed: powercap,papi,sysfs)", t);
+			for (char *t = strtok_r(tmp, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+				/* PAPI stays out of slurmstepd: its rapl component opens
+				 * MSRs without O_CLOEXEC and exit()s on a failed read
+				 * (docs/design.md); joulestep-run may still use it. */
+				if (!strcmp(t, "papi"))
+					return fail(err, errlen, "backend=: papi is not used inside slurmstepd (docs/admin-guide.md); allowed: powercap,sysfs");
+				if (strcmp(t, "powercap") && strcmp(t, "sysfs"))
+					return fail(err, errlen, "backend=: unknown backend '%s' (allowed: powercap,sysfs)", t);
+			}
 		} else if (KEY("policies")) {
 			if (parse_policy_list(v, &c->policies_mask, err, errlen))
 				return -EINVAL;
@@ -272,13 +278,15 @@ int js_conf_parse(int ac, char **av, struct js_conf *c, char *err, size_t errlen
 			if (parse_uint(v, 1000000, &u) || u < 1)
 				return fail(err, errlen, "rate=: an integer in [1, 1000000] (markers per second per step)");
 			c->rate = (unsigned)u;
-		} else if (KEY("submit_cache_hours")) {
+		} else if (KEY("job_cache_hours") || KEY("submit_cache_hours")) {
+			/* submit_cache_hours: the key's name before 0.2 */
 			if (parse_uint(v, 8760, &u))
-				return fail(err, errlen, "submit_cache_hours=: an integer in [0, 8760] (0 = no cache)");
-			c->submit_cache_hours = (unsigned)u;
+				return fail(err, errlen, "%.*s=: an integer in [0, 8760] (0 = no job cache)",
+					    (int)kl, a);
+			c->job_cache_hours = (unsigned)u;
 		} else {
 			return fail(err, errlen,
-				    "unknown key '%.*s' (allowed: spool state sysfs socket_dir cluster policies default_policy min_ratio sample_ms max_phases max_depth rate backend submit_cache_hours tuned)",
+				    "unknown key '%.*s' (allowed: spool state sysfs socket_dir cluster policies default_policy min_ratio sample_ms max_phases max_depth rate backend job_cache_hours tuned)",
 				    (int)(kl > 40 ? 40 : kl), a);
 		}
 #undef KEY

@@ -35,7 +35,7 @@ struct js_conf {
 	char state[JS_PATH_MAX];
 	char sysfs[JS_PATH_MAX];
 	char socket_dir[JS_PATH_MAX];
-	char cluster[64];           /* "" = from SLURM_CLUSTER_NAME             */
+	char cluster[64];           /* "" = slurmd's SLURM_CLUSTER_NAME (prolog) */
 	char backend[64];
 	char tuned[JS_PATH_MAX];    /* tuned= policy file; "" = none            */
 	unsigned policies_mask;     /* bit (1u << enum js_pol)                  */
@@ -45,7 +45,7 @@ struct js_conf {
 	unsigned max_phases;
 	unsigned max_depth;
 	unsigned rate;              /* markers per second per step (burst=rate) */
-	unsigned submit_cache_hours; /* trust a cached submit time this long; 0 = no cache */
+	unsigned job_cache_hours;   /* trust the prolog's job cache this long; 0 = none */
 };
 
 void js_conf_defaults(struct js_conf *c);

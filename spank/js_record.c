@@ -103,7 +103,10 @@ static json_t *build(struct js_step *s)
 		json_object_set_new(tags, s->tags.t[i].key, json_string(s->tags.t[i].val));
 	json_t *job = json_object();
 	json_object_set_new(job, "job_id", json_integer(s->job_id));
-	json_object_set_new(job, "submit_time_ns", json_integer((json_int_t)s->submit_ns));
+	/* No trusted source on the node knows the submit time (the plugin asks
+	 * slurmctld nothing); the job is keyed by first_seen_ns at ingest. */
+	json_object_set_new(job, "submit_time_ns", json_null());
+	json_object_set_new(job, "first_seen_ns", json_integer((json_int_t)s->first_seen_ns));
 	json_object_set_new(job, "start_time_ns", json_integer((json_int_t)s->start_ns));
 	json_object_set_new(job, "name", jstr_or_null(s->job_name));
 	json_object_set_new(job, "user", jstr_or_null(s->user));
@@ -211,7 +214,7 @@ static json_t *build(struct js_step *s)
 	json_object_set_new(prov, "backend", s->energy ? json_string(js_energy_backend_name(s->energy)) : json_null());
 	json_object_set_new(prov, "wrap_uncertain", json_boolean(uncertain));
 	json_object_set_new(prov, "sample_period_ns", s->meter ? json_integer((json_int_t)js_meter_period_ns(s->meter)) : json_null());
-	json_object_set_new(prov, "submit_time_source", json_string(s->submit_source));
+	json_object_set_new(prov, "job_source", json_string(s->job_source));
 	json_object_set_new(prov, "markers_rejected", json_integer((json_int_t)s->rejected));
 	json_object_set_new(prov, "markers_rate_dropped", json_integer((json_int_t)s->dropped_rate));
 	json_t *errs = json_array();

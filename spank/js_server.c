@@ -222,7 +222,6 @@ static void *server_main(void *arg)
 	(void)pthread_setname_np(pthread_self(), "js-step");
 	if (s->sock_path[0])
 		bind_socket(s);
-	js_step_deferred(s);
 	/* The meter has no thread of its own: sample it at its period (half the
 	 * shortest wrap time, capped by sample_ms), whatever the markers do. */
 	uint64_t period = s->meter ? js_meter_period_ns(s->meter) : 0;

@@ -23,9 +23,6 @@
 #pragma weak slurm_error
 #pragma weak slurm_info
 #pragma weak slurm_verbose
-#pragma weak slurm_load_job
-#pragma weak slurm_free_job_info_msg
-#pragma weak slurm_get_errno
 
 #define JS_PLUGIN_VERSION "0.1.0"
 #define JS_MAX_ERRORS 32
@@ -41,13 +38,17 @@ struct js_step {
 	uint32_t het;
 	uid_t uid;
 	gid_t gid;
+	/* trusted sources only (docs/admin-guide.md): SPANK items, the job
+	 * prolog's cache of slurmd's environment, the plugstack; never the
+	 * job's environment. job_name has no trusted source: always "". */
 	char user[64], account[64], partition[64], job_name[128], node[64];
 	char node_model[128];
 	uint32_t ntasks, nnodes, nodeid;
-	uint64_t submit_ns, start_ns, end_ns;     /* CLOCK_REALTIME             */
+	uint64_t first_seen_ns;     /* job prolog on this node, else step start */
+	uint64_t start_ns, end_ns;                /* CLOCK_REALTIME             */
 	uint64_t start_mono_ns, end_mono_ns;
 	int64_t mono_to_real_ns;                  /* real = mono + this         */
-	const char *submit_source;  /* "slurmctld", "cache" or "step_start"     */
+	const char *job_source;     /* "prolog" (job cache) or "step"           */
 	int exit_code;                            /* -1 unknown                 */
 	/* policy */
 	struct js_policy policy;
@@ -69,6 +70,7 @@ struct js_step {
 	struct js_meter *meter;
 	struct js_snapshot s0, s1;
 	bool have_s0;
+	bool ended;                 /* s1 taken (atomic): phases end at s1     */
 	/* phases */
 	struct js_phases *phases;
 	uint64_t dropped_rate, rejected;
@@ -79,7 +81,6 @@ struct js_step {
 	int listen_fd, stop_fd;     /* listen_fd: -1 until bound (thread-owned) */
 	pthread_t server;
 	bool server_running, stop_requested;
-	bool defer_recover;         /* journal recovery left to the thread     */
 	bool defer_cpus;            /* cpufreq reads left to the thread        */
 	/* provenance */
 	pthread_mutex_t err_mu;
@@ -102,9 +103,6 @@ int js_server_start(struct js_step *s);     /* 0 or -errno (logged)       */
 void js_server_stop_request(struct js_step *s); /* wake it up, no wait     */
 void js_server_stop(struct js_step *s);     /* drain, join, unlink        */
 
-/* joulestep.c: setup that need not block task launch (run by the step
- * thread, or inline when it could not start). */
-void js_step_deferred(struct js_step *s);
 
 /* js_record.c */
 /* The record's directory <spool>/<cluster>/<job_id> (created; logged on

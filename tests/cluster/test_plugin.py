@@ -52,6 +52,9 @@ class PluginEnv:
         self.cli_src = cluster.public_path(repo / "cli" / "src")
         self.so = build / "spank" / "joulestep.so"
         self.configure()
+        # slurmd looks for the plugins' job prolog and epilog only at start; the prolog
+        # gives every step its trusted job fields (account, partition, cluster)
+        self.c.restart_slurmd()
         self.orig = [self.cpufreq(i) for i in range(self.ncpus)]
 
     def args(self, **extra):
@@ -66,6 +69,8 @@ class PluginEnv:
     def close(self):
         self.server.terminate()
         self.server.wait(10)
+        self.c.write_plugstack(None)
+        self.c.restart_slurmd()
 
     # --------------------------------------------------------------- helpers
     def adv(self, tag: str, seconds: float = 1.0) -> str:
@@ -229,8 +234,11 @@ srun -n1 sh -c '{plug.adv("step0", 3)}'
         assert r["cluster"] == "jstest"
         assert r["job"]["user"] == USER and r["job"]["uid"] == pwd.getpwnam(USER).pw_uid
         assert r["job"]["tags"] == {"strategy": "genericio"}
-        assert r["job"]["name"] == "recs"
-        assert r["job"]["partition"] == "debug"
+        assert r["job"]["name"] is None  # no trusted source on the node
+        assert r["job"]["partition"] == "debug"  # slurmd's, through the job prolog
+        assert r["job"]["submit_time_ns"] is None
+        assert r["provenance"]["job_source"] == "prolog"
+        assert r["job"]["first_seen_ns"] <= r["step"]["start_ns"]
         assert r["step"]["policy"] == "monitor"
         assert r["step"]["node"] == plug.c.node
         assert r["provenance"]["backend"] == "sysfs"
@@ -238,9 +246,8 @@ srun -n1 sh -c '{plug.adv("step0", 3)}'
         assert r["provenance"]["wrap_uncertain"] is False
         assert r["step"]["ncpus"] >= 1
         assert r["step"]["exit_code"] == 0
-    # the same job key on every step
-    assert b["job"]["submit_time_ns"] == s0["job"]["submit_time_ns"]
-    assert b["provenance"]["submit_time_source"] == "slurmctld"
+    # the same job key on every step of the node
+    assert b["job"]["first_seen_ns"] == s0["job"]["first_seen_ns"]
     # the batch step saw every advance; the srun step only its own
     assert close(b["step"]["energy_cpu_uj"], truth["*"][0])
     assert close(b["step"]["energy_dram_uj"], truth["*"][1])
