@@ -342,21 +342,32 @@ static void recover_all(const struct js_conf *c, uint32_t jobid, const char *whe
  * before the job's first step there, environment from slurmd): cache the
  * job's trusted metadata, and restore CPUs that a killed slurmstepd left
  * changed. Always 0: a failing prolog would drain the node. */
+/* Job prolog and epilog: this node's plugstack arguments and the job id.
+ * 0, or -1 (logged). */
+static int job_script_begin(spank_t sp, int ac, char **av, const char *what, struct js_conf *c,
+			    uint32_t *jobid)
+{
+	char err[400];
+	if (node_conf_parse(ac, av, c, err, sizeof(err))) {
+		slurm_error("joulestep: plugstack.conf: %s; plugin disabled", err);
+		return -1;
+	}
+	if (spank_get_item(sp, S_JOB_ID, jobid) != ESPANK_SUCCESS) {
+		slurm_error("joulestep: %s: cannot get the job id; nothing done", what);
+		return -1;
+	}
+	return 0;
+}
+
 int slurm_spank_job_prolog(spank_t sp, int ac, char **av)
 {
 	struct js_conf c;
 	struct js_jobcache e;
-	char err[400], idbuf[16];
+	char idbuf[16];
 	uint32_t jobid = 0;
 	uid_t uid = 0;
-	if (node_conf_parse(ac, av, &c, err, sizeof(err))) {
-		slurm_error("joulestep: plugstack.conf: %s; plugin disabled", err);
+	if (job_script_begin(sp, ac, av, "prolog", &c, &jobid))
 		return 0;
-	}
-	if (spank_get_item(sp, S_JOB_ID, &jobid) != ESPANK_SUCCESS) {
-		slurm_error("joulestep: prolog: cannot get the job id; job not cached");
-		return 0;
-	}
 	recover_all(&c, jobid, "prolog");
 	if (!c.job_cache_hours)
 		return 0;
@@ -794,16 +805,9 @@ static void remote_exit(struct js_step *s)
 int slurm_spank_job_epilog(spank_t sp, int ac, char **av)
 {
 	struct js_conf c;
-	char err[400];
 	uint32_t jobid = 0;
-	if (node_conf_parse(ac, av, &c, err, sizeof(err))) {
-		slurm_error("joulestep: plugstack.conf: %s; plugin disabled", err);
+	if (job_script_begin(sp, ac, av, "epilog", &c, &jobid))
 		return 0;
-	}
-	if (spank_get_item(sp, S_JOB_ID, &jobid) != ESPANK_SUCCESS) {
-		slurm_error("joulestep: epilog: cannot get the job id; job cache not cleaned");
-		return 0;
-	}
 	int rc = js_record_sync_job(c.spool, c.cluster, jobid);
 	if (rc < 0 && rc != -ENOENT)
 		slurm_error("joulestep: job %u: epilog: fsync of the record directory under %s: %s",
