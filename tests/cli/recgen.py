@@ -35,10 +35,14 @@ def record(job_id=42, step_id="0", node="node01", *, cluster="demo",
            account="physics", partition="debug", name="ckpt", tags=None,
            policy="io-dvfs", base_khz=2_400_000, exclusive=True, het=0,
            node_model="fake-acpi-2x2", phases=(), errors=(), wrap_uncertain=False,
-           t0=T0, ncpus=2, nnodes=1):
-    """One record: job submitted at t0+submit_s, step from t0+start_s."""
+           t0=T0, ncpus=2, nnodes=1, first_seen_s=None, job_source="prolog"):
+    """One record: job submitted at t0+submit_s, step from t0+start_s.
+
+    With first_seen_s: a record of the current plugin (docs/record-format.md,
+    job identity): no submit time, no job name, job.first_seen_ns at
+    t0+first_seen_s and provenance.job_source (prolog or step)."""
     st = t0 + int(start_s * S)
-    return {
+    rec = {
         "format": "joulestep-record", "version": 1, "cluster": cluster,
         "job": {"job_id": job_id, "submit_time_ns": t0 + int(submit_s * S),
                 "start_time_ns": st, "name": name, "user": user, "uid": 1001,
@@ -65,6 +69,11 @@ def record(job_id=42, step_id="0", node="node01", *, cluster="demo",
                        "sample_period_ns": S, "errors": list(errors),
                        "plugin_version": "0.1.0"},
     }
+    if first_seen_s is not None:
+        rec["job"].update(submit_time_ns=None, name=None,
+                          first_seen_ns=t0 + int(first_seen_s * S))
+        rec["provenance"]["job_source"] = job_source
+    return rec
 
 
 def path_for(spool, rec) -> pathlib.Path:
