@@ -101,7 +101,8 @@ def fixture_records():
       same start: step 0 runs inside it, so batch's 130+26 J include step
       0's 100+20 J (batch counts the other 30+6 J; the job 156 J).
     job 43 (bob, chem, strategy=genericio): step 0 on node02, 2 phases.
-    job 42 again, submitted a day later (ID wraparound): carol.
+    job 42 again, submitted 3 days later (recycled ID: more than the 24 h
+      job gap after alice's job ended): carol.
     """
     ph42 = [
         phase(0, "compute", 1, 4, 40, 8, label="iter", t0=T0),
@@ -128,7 +129,8 @@ def fixture_records():
                start_s=2, dur_s=10, cpu_j=200, dram_j=20,
                tags={"strategy": "genericio"}, policy=None, phases=ph43),
         record(42, "0", "node02", user="carol", account="bio", name="wrapped",
-               submit_s=86400, start_s=86401, dur_s=5, cpu_j=50, dram_j=10,
+               submit_s=3 * 86400, start_s=3 * 86400 + 1, dur_s=5, cpu_j=50,
+               dram_j=10,
                policy=None, tags={}),
     ]
 

@@ -228,10 +228,12 @@ def test_step_source_record_first_is_the_same_job():
 
 def test_same_step_key_twice_keeps_the_earlier_step():
     """Two different records with one natural step key (only a recycled ID
-    inside G can do that): whichever order, the earlier start is kept."""
+    inside G can do that): whichever order, the earlier start is kept, both
+    when the second arrives in its job (insert) and when a record bridges
+    their two jobs (merge)."""
     a = new(700, "0", "node01", 0, 1, 100, cpu_j=10)
-    b = new(700, "0", "node01", 3 * H, 3 * H, 100, cpu_j=20)
-    bridge = new(700, "batch", "node02", 0, 1, 4 * H)
+    b = new(700, "0", "node01", 30 * H, 30 * H, 100, cpu_j=20)
+    bridge = new(700, "batch", "node02", 0, 1, 31 * H)
     want = None
     for order in itertools.permutations([a, b, bridge]):
         for batch in (1, 3):
@@ -242,7 +244,8 @@ def test_same_step_key_twice_keeps_the_earlier_step():
                 want = st
             assert st == want
     steps = {(s[0], s[1]): s for s in want[0][1]}
-    assert steps[("node01", "0")][2] == T0 + 1 * S
+    assert steps[("node01", "0")][3] == T0 + 1 * S
+    assert steps[("node01", "0")][5] == 10 * J + 20 * J
 
 
 def test_parse_record_job_fields():
