@@ -67,12 +67,15 @@ NODES = 200
 
 def make_records(first: int, count: int, total: int) -> list[dict]:
     """Decoded v1 records for steps first..first+count-1 (deterministic),
-    spread evenly over a 30-day month."""
+    spread evenly over a 30-day month, as the current plugin writes them: no
+    submit time, the job first seen at its first step's start (the prolog on
+    that node), so ingest groups each job's steps by their windows."""
     out = []
     for i in range(first, first + count):
         job = i // STEPS_PER_JOB
         step = i % STEPS_PER_JOB
         st = T0 + (i * MONTH_S // max(total, 1)) * S + step
+        first_seen = T0 + (job * STEPS_PER_JOB * MONTH_S // max(total, 1)) * S
         dur = 60 * S
         phases = []
         pst = st
@@ -89,8 +92,9 @@ def make_records(first: int, count: int, total: int) -> list[dict]:
             pst += d
         out.append({
             "format": "joulestep-record", "version": 1, "cluster": "bench",
-            "job": {"job_id": job, "submit_time_ns": T0 + job * S,
-                    "start_time_ns": st, "name": "bench", "user": f"u{job % USERS:03d}",
+            "job": {"job_id": job, "submit_time_ns": None,
+                    "first_seen_ns": first_seen,
+                    "start_time_ns": st, "name": None, "user": f"u{job % USERS:03d}",
                     "uid": 2000 + job % USERS, "gid": 2000,
                     "account": f"acct{job % 10}", "partition": "batch",
                     "tags": {"strategy": ("veloc", "genericio")[job % 2],
@@ -114,13 +118,15 @@ def make_records(first: int, count: int, total: int) -> list[dict]:
             "phases": phases,
             "provenance": {"backend": "sysfs", "wrap_uncertain": False,
                            "sample_period_ns": S, "errors": [],
-                           "plugin_version": "0.1.0"}})
+                           "plugin_version": "0.1.0", "job_source": "prolog"}})
     return out
 
 
 class Baseline:
     """The same rows as store.Ingester writes, keys precomputed, inserted
-    with bare executemany."""
+    with bare executemany.  A job's row is inserted with its final window
+    (the generator knows it); joulestep finds the job by window and widens
+    it as its steps arrive."""
 
     def __init__(self, conn):
         self.conn = conn
@@ -130,16 +136,21 @@ class Baseline:
 
     def rows(self, recs):
         nodes, jobs, steps, tags, zones, phases = [], [], [], [], [], []
+        batch_jobs: dict = {}
         for r in recs:
             p = store.parse_record(r)      # untimed: the baseline gets clean rows
             nk = (p.cluster, p.node)
             if nk not in self.nodes:
                 self.nodes[nk] = len(self.nodes) + 1
                 nodes.append((self.nodes[nk],) + nk)
-            jk = p.job[:3]
+            jk = p.job_key
             if jk not in self.jobs:
                 self.jobs[jk] = len(self.jobs) + 1
-                jobs.append((self.jobs[jk],) + p.job)
+                batch_jobs[jk] = [self.jobs[jk], *p.job]
+                jobs.append(batch_jobs[jk])
+            else:   # BATCH is a multiple of STEPS_PER_JOB: same batch
+                row = batch_jobs[jk]
+                row[4] = max(row[4], p.job[3])     # last_seen_ns
             self.step_pk += 1
             spk = self.step_pk
             steps.append((spk, self.jobs[jk], self.nodes[nk]) + p.step)
@@ -153,9 +164,10 @@ class Baseline:
         c = self.conn
         c.execute("BEGIN IMMEDIATE")
         c.executemany("INSERT INTO nodes (node_pk, cluster, name) VALUES (?,?,?)", nodes)
-        c.executemany("INSERT INTO jobs (job_pk, cluster, job_id, submit_time_ns, "
-                      "start_time_ns, name, user_name, uid, gid, account, partition) "
-                      "VALUES (?,?,?,?,?,?,?,?,?,?,?)", jobs)
+        c.executemany("INSERT INTO jobs (job_pk, cluster, job_id, first_seen_ns, "
+                      "last_seen_ns, submit_time_ns, start_time_ns, name, "
+                      "user_name, uid, gid, account, partition) "
+                      "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)", jobs)
         c.executemany(
             "INSERT INTO steps (step_pk, job_pk, node_pk, step_id, het_component, "
             "node_model, ntasks, nnodes, cpus, ncpus, exclusive, policy, "

@@ -35,10 +35,14 @@ def record(job_id=42, step_id="0", node="node01", *, cluster="demo",
            account="physics", partition="debug", name="ckpt", tags=None,
            policy="io-dvfs", base_khz=2_400_000, exclusive=True, het=0,
            node_model="fake-acpi-2x2", phases=(), errors=(), wrap_uncertain=False,
-           t0=T0, ncpus=2, nnodes=1):
-    """One record: job submitted at t0+submit_s, step from t0+start_s."""
+           t0=T0, ncpus=2, nnodes=1, first_seen_s=None, job_source="prolog"):
+    """One record: job submitted at t0+submit_s, step from t0+start_s.
+
+    With first_seen_s: a record of the current plugin (docs/record-format.md,
+    job identity): no submit time, no job name, job.first_seen_ns at
+    t0+first_seen_s and provenance.job_source (prolog or step)."""
     st = t0 + int(start_s * S)
-    return {
+    rec = {
         "format": "joulestep-record", "version": 1, "cluster": cluster,
         "job": {"job_id": job_id, "submit_time_ns": t0 + int(submit_s * S),
                 "start_time_ns": st, "name": name, "user": user, "uid": 1001,
@@ -65,6 +69,11 @@ def record(job_id=42, step_id="0", node="node01", *, cluster="demo",
                        "sample_period_ns": S, "errors": list(errors),
                        "plugin_version": "0.1.0"},
     }
+    if first_seen_s is not None:
+        rec["job"].update(submit_time_ns=None, name=None,
+                          first_seen_ns=t0 + int(first_seen_s * S))
+        rec["provenance"]["job_source"] = job_source
+    return rec
 
 
 def path_for(spool, rec) -> pathlib.Path:
@@ -92,7 +101,8 @@ def fixture_records():
       same start: step 0 runs inside it, so batch's 130+26 J include step
       0's 100+20 J (batch counts the other 30+6 J; the job 156 J).
     job 43 (bob, chem, strategy=genericio): step 0 on node02, 2 phases.
-    job 42 again, submitted a day later (ID wraparound): carol.
+    job 42 again, submitted 3 days later (recycled ID: more than the 24 h
+      job gap after alice's job ended): carol.
     """
     ph42 = [
         phase(0, "compute", 1, 4, 40, 8, label="iter", t0=T0),
@@ -119,7 +129,8 @@ def fixture_records():
                start_s=2, dur_s=10, cpu_j=200, dram_j=20,
                tags={"strategy": "genericio"}, policy=None, phases=ph43),
         record(42, "0", "node02", user="carol", account="bio", name="wrapped",
-               submit_s=86400, start_s=86401, dur_s=5, cpu_j=50, dram_j=10,
+               submit_s=3 * 86400, start_s=3 * 86400 + 1, dur_s=5, cpu_j=50,
+               dram_j=10,
                policy=None, tags={}),
     ]
 

@@ -237,6 +237,7 @@ def test_config_example_is_valid(repo):
     from joulestep import config
     s = config.load(repo / "etc" / "joulestep.conf.example")
     d = config.Settings()
-    assert (s.co2_g_per_kwh, s.price_per_kwh, s.currency, s.cluster, s.db) == \
-        (d.co2_g_per_kwh, d.price_per_kwh, d.currency, None, None)
+    assert (s.co2_g_per_kwh, s.price_per_kwh, s.currency, s.cluster, s.db,
+            s.job_gap_hours) == (d.co2_g_per_kwh, d.price_per_kwh, d.currency,
+                                 None, None, d.job_gap_hours)
     assert str(s.spool) == "/var/spool/joulestep"

@@ -120,10 +120,11 @@ def test_quarantine_option_and_single_file(run, spool, db, tmp_path):
 
 
 def test_job_id_wraparound_makes_two_jobs(loaded, db, run):
-    rows = q(db, "SELECT job_id, submit_time_ns, user_name FROM jobs "
-                 "WHERE job_id = 42 ORDER BY submit_time_ns")
-    assert rows == [(42, T0, "alice"), (42, T0 + 86400 * S, "carol")]
-    # same job id, same step, node02: would merge if the key ignored submit time
+    rows = q(db, "SELECT job_id, first_seen_ns, submit_time_ns, user_name FROM jobs "
+                 "WHERE job_id = 42 ORDER BY first_seen_ns")
+    assert rows == [(42, T0, T0, "alice"),
+                    (42, T0 + 3 * 86400 * S, T0 + 3 * 86400 * S, "carol")]
+    # same job id, same step, node02: would merge if the key ignored the window
     assert q(db, "SELECT count(*) FROM steps s JOIN jobs j USING (job_pk) "
                  "WHERE j.job_id = 42") == [(3,)]
 

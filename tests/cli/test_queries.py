@@ -5,10 +5,11 @@ import sqlite3
 
 import pytest
 
+import recgen
 from conftest import jrun
 from recgen import GIB, S, T0
 
-ALICE = ["--submit-time", T0]          # job 42, first submission
+ALICE = ["--first-seen", T0]           # job 42, the first of two
 CO2, PRICE = 360.0, 0.25               # from the test config
 
 
@@ -47,7 +48,8 @@ def test_job_step_and_phase_figures(loaded):
     assert t["energy_total_j"] == 156 and t["energy_cpu_j"] == 130
     assert t["saving_status"] == "not estimated"
     assert any("batch on node01: node shared" in c for c in s["caveats"])
-    assert any("ID wraparound" in c for c in s["caveats"])
+    assert any("ID recycled" in c and f"--first-seen {T0 + 3 * 86400 * S}" in c
+               for c in s["caveats"])
     assert len(s["other_submissions"]) == 1
 
 
@@ -55,6 +57,29 @@ def test_job_latest_submission_by_default(loaded):
     s = jrun(loaded, "job", 42)
     assert s["job"]["user"] == "carol" and s["totals"]["energy_total_j"] == 60
     assert s["other_submissions"][0]["submit_time_ns"] == T0
+    assert s["other_submissions"][0]["first_seen_ns"] == T0
+    assert s["job"]["first_seen_ns"] == T0 + 3 * 86400 * S
+    assert s["job"]["last_seen_ns"] == T0 + (3 * 86400 + 6) * S
+
+
+def test_job_submit_time_is_a_deprecated_alias(loaded):
+    r = loaded("job", 42, "--submit-time", T0, "--format", "json")
+    assert '"user": "alice"' in r.stdout and "deprecated" in r.stderr
+    r = loaded("job", 42, "--submit-time", T0, "--first-seen", T0 + 1, ok=False)
+    assert "give only one" in r.output
+    r = loaded("job", 42, "--first-seen", T0 + 1, ok=False)
+    assert f"known: {T0 + 3 * 86400 * S}, {T0}" in r.output
+
+
+def test_job_without_submit_time_says_first_seen(run, tmp_path):
+    sp = tmp_path / "sp"
+    recgen.write(sp, recgen.record(77, "0", "node01", first_seen_s=5, start_s=6))
+    run("ingest", sp)
+    out = run("job", 77).stdout
+    assert "First seen 2025-11-22T00:00:05+00:00" in out and "Submitted" not in out
+    s = jrun(run, "job", 77)["job"]
+    assert s["submit_time_ns"] is None and s["submit_time"] is None
+    assert (s["first_seen_ns"], s["last_seen_ns"]) == (T0 + 5 * S, T0 + 16 * S)
 
 
 def _add_model(db, a, b, c, alpha):

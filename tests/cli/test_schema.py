@@ -83,3 +83,112 @@ def test_natural_keys_and_cascade(tmp_path):
     conn.execute("DELETE FROM jobs")
     for t in ("step_tags", "steps", "step_zones", "phases", "phase_ranks"):
         assert count(t) == 0, t
+
+
+# --------------------------------------------------------------------------
+# migration 002: jobs keyed by first_seen_ns (a table rebuild)
+
+V1_TABLES = ("nodes", "jobs", "steps", "step_tags", "step_zones", "phases",
+             "phase_ranks", "power_models", "spool_files")
+
+
+def _cols(conn, table):
+    return [r[1] for r in conn.execute(f"PRAGMA table_info({table})")]
+
+
+def _rows(conn, table, cols):
+    return sorted(conn.execute(f"SELECT {', '.join(cols)} FROM {table}").fetchall(),
+                  key=repr)
+
+
+def _v1_db(repo, tmp_path):
+    """A schema-1 database as the CLI before migration 002 left it: the
+    fixture, a power model, a spool file, and a job without steps."""
+    import recgen
+    src = tmp_path / "src.db"
+    conn = store.connect(src)
+    store.ingest_records(conn, recgen.fixture_records())
+    conn.execute("INSERT INTO power_models VALUES ('m', '*', 1, 2, 3, 2400000, "
+                 "0.3, 0.1, 0.2, 0.9, 10, 5)")
+    conn.execute("INSERT INTO spool_files VALUES ('/s/a.json', 10, 20)")
+    conn.close()
+    v1 = tmp_path / "v1.db"
+    c = sqlite3.connect(v1)
+    c.executescript((repo / "sql" / "001_init.sql").read_text())
+    c.execute("ATTACH ? AS src", (str(src),))
+    for t in V1_TABLES:
+        cols = ", ".join(_cols(c, t))
+        c.execute(f"INSERT INTO main.{t} ({cols}) SELECT {cols} FROM src.{t}")
+    c.execute("INSERT INTO jobs (job_pk, cluster, job_id, submit_time_ns, user_name) "
+              "VALUES (77, 'demo', 9, 5, 'eve')")
+    c.commit()
+    c.execute("DETACH src")
+    assert c.execute("PRAGMA user_version").fetchone()[0] == 1
+    c.close()
+    return v1
+
+
+def test_v1_database_migrates_without_loss(repo, tmp_path, monkeypatch):
+    from click.testing import CliRunner
+    from joulestep.cli import cli
+    v1 = _v1_db(repo, tmp_path)
+    c = sqlite3.connect(v1)
+    before = {t: (_cols(c, t), _rows(c, t, _cols(c, t))) for t in V1_TABLES}
+    ends = dict(c.execute("SELECT job_pk, max(end_ns) FROM steps GROUP BY job_pk"))
+    c.close()
+    # open it with the CLI, as a user would after upgrading
+    r = CliRunner().invoke(cli, ["--db", str(v1), "job", "42", "--format", "json"])
+    assert r.exit_code == 0, r.output
+    conn = sqlite3.connect(v1)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == store.latest_version()
+    for t, (cols, rows) in before.items():
+        assert _rows(conn, t, cols) == rows, t          # every row, same keys
+    jobs = conn.execute("SELECT job_pk, submit_time_ns, first_seen_ns, "
+                        "last_seen_ns FROM jobs").fetchall()
+    assert len(jobs) == 4
+    for pk, submit, first, last in jobs:
+        assert first == submit and last == ends.get(pk, submit), pk
+    # same schema as a new database; foreign keys and cascades intact
+    fresh = store.connect(tmp_path / "fresh.db")
+    assert _schema(conn) == _schema(fresh)
+    assert conn.execute("PRAGMA foreign_key_check").fetchall() == []
+    conn.execute("PRAGMA foreign_keys = ON")
+    conn.execute("DELETE FROM jobs WHERE job_id = 42")
+    assert conn.execute("SELECT count(*) FROM steps").fetchone() == (1,)
+    assert conn.execute("SELECT count(*) FROM phases").fetchone() == (2,)
+    assert conn.execute("SELECT count(*) FROM phase_ranks").fetchone() == (0,)
+    conn.close()
+
+
+def test_migrated_jobs_take_new_records(repo, tmp_path):
+    """A record of the current plugin joins the migrated job it overlaps."""
+    import recgen
+    conn = store.connect(_v1_db(repo, tmp_path))
+    assert conn.execute("PRAGMA foreign_keys").fetchone() == (1,)
+    rec = recgen.record(43, "1", "node02", user="bob", first_seen_s=2, start_s=5)
+    res = store.ingest_records(conn, [rec])
+    assert res.new_steps == 1 and not res.errors
+    assert conn.execute("SELECT count(*), min(first_seen_ns), max(last_seen_ns) "
+                        "FROM jobs WHERE job_id = 43").fetchone() == (
+        1, recgen.T0, recgen.T0 + 15 * recgen.S)
+    # re-ingesting the old records changes nothing
+    dump = list(conn.iterdump())
+    res = store.ingest_records(conn, recgen.fixture_records())
+    assert res.new_steps == 0 and list(conn.iterdump()) == dump
+
+
+def test_failed_migration_leaves_v1_and_foreign_keys(repo, tmp_path, monkeypatch):
+    v1 = _v1_db(repo, tmp_path)
+    before = v1.read_bytes()
+    bad = tmp_path / "sql"
+    bad.mkdir()
+    for f in (repo / "sql").glob("*.sql"):
+        (bad / f.name).write_text(f.read_text())
+    monkeypatch.setattr(store, "SQL_DIR", bad)
+    for sql, err in (("PRAGMA user_version = 2;", "did not set user_version = 3"),
+                     # foreign keys are off while migrating: the check catches it
+                     ("PRAGMA user_version = 3;", "rows without their parent")):
+        (bad / "003_broken.sql").write_text(f"DELETE FROM jobs;\n{sql}\n")
+        with pytest.raises(store.StoreError, match=err):
+            store.connect(v1)
+        assert v1.read_bytes() == before

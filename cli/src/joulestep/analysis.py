@@ -33,7 +33,7 @@ import numpy as np
 import pandas as pd
 
 GIB = float(1 << 30)
-_JOB_KEYS = ("job_pk", "cluster", "job_id", "submit_time_ns")
+_JOB_KEYS = ("job_pk", "cluster", "job_id", "first_seen_ns")
 
 __all__ = ["attach_tags", "derived", "checkpoint_runs", "compare_checkpointing",
            "strategy_ratios", "compare_io_approaches", "compare_dumps", "policy_saving",
@@ -53,7 +53,7 @@ def attach_tags(jobs: pd.DataFrame, df: pd.DataFrame, on: Optional[Sequence[str]
 
     jobs: a `tags` column holding a dict or a JSON object string (NULL = no
     tags), and the key columns. on: join columns; default those of job_pk,
-    cluster, job_id, submit_time_ns present in both frames (job_pk alone
+    cluster, job_id, first_seen_ns present in both frames (job_pk alone
     when both have it). Rows of df whose job has no such tag get a missing value (None/NaN)."""
     _need(jobs, ["tags"], "jobs")
     if on is None:
@@ -61,7 +61,7 @@ def attach_tags(jobs: pd.DataFrame, df: pd.DataFrame, on: Optional[Sequence[str]
             [k for k in _JOB_KEYS[1:] if k in jobs.columns and k in df.columns]
     if not on:
         raise ValueError("attach_tags: no common key column (job_pk, cluster, job_id, "
-                         "submit_time_ns) between jobs and the other frame")
+                         "first_seen_ns) between jobs and the other frame")
 
     def parse(v):
         if v is None or (isinstance(v, float) and np.isnan(v)):

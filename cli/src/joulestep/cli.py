@@ -115,8 +115,10 @@ def cli(ctx, db, config_path, fmt):
 
 # ---------------------------------------------------------------- ingest
 
-def _do_ingest(c: Ctx, spools, quarantine_dir, quiet=False, batch=None):
+def _do_ingest(c: Ctx, spools, quarantine_dir, quiet=False, batch=None,
+               gap_hours=None):
     s = c.settings()
+    gap_ns = int((s.job_gap_hours if gap_hours is None else gap_hours) * 3600e9)
     spools = [pathlib.Path(p) for p in spools] or [s.spool]
     if quarantine_dir is None and s.quarantine is not None:
         quarantine_dir = s.quarantine
@@ -139,7 +141,8 @@ def _do_ingest(c: Ctx, spools, quarantine_dir, quiet=False, batch=None):
         return gen()
     try:
         res = store.ingest_paths(conn, spools, quarantine_dir,
-                                 batch=batch or store.BATCH_RECORDS, progress=bar)
+                                 batch=batch or store.BATCH_RECORDS, progress=bar,
+                                 gap_ns=gap_ns)
     except store.sqlite3.OperationalError as e:
         raise click.ClickException(f"database error during ingest: {e}") from None
     finally:
@@ -157,10 +160,14 @@ def _do_ingest(c: Ctx, spools, quarantine_dir, quiet=False, batch=None):
               help="Where bad records go (default <spool>/.quarantine).")
 @click.option("--batch", type=click.IntRange(1, 1_000_000), default=store.BATCH_RECORDS,
               show_default=True, help="Records per transaction.")
+@click.option("--job-gap-hours", "gap_hours",
+              type=click.FloatRange(0, config.MAX_JOB_GAP_HOURS),
+              help="Records of one job ID less than this far apart are one job "
+                   "(default: config [site] job_gap_hours, else 24).")
 @db_options
 @format_option
 @click.pass_context
-def ingest(ctx, spool, quarantine_dir, batch, **kw):
+def ingest(ctx, spool, quarantine_dir, batch, gap_hours, **kw):
     """Load spool records (files or directories) into the database.
 
     With no SPOOL, reads the configured spool (default /var/spool/joulestep).
@@ -168,10 +175,12 @@ def ingest(ctx, spool, quarantine_dir, batch, **kw):
     atomically), so it is safe while the plugin writes.  Ingesting again
     changes nothing.  A malformed or truncated record is named, moved to the
     quarantine directory, and the rest still land.  Exit status 1 when any
-    record was quarantined or unreadable.
+    record was quarantined or unreadable.  Records of one job ID whose
+    windows (first seen .. step end) overlap or are less than the job gap
+    apart are one job; farther apart, the ID was recycled (docs/cli.md).
     """
     c = _merge(ctx, kw)
-    res = _do_ingest(c, spool, quarantine_dir, batch=batch)
+    res = _do_ingest(c, spool, quarantine_dir, batch=batch, gap_hours=gap_hours)
     from .output import to_csv, to_json
     if c.fmt == "json":
         emit(to_json(res.as_dict()))
@@ -200,11 +209,14 @@ def ingest(ctx, spool, quarantine_dir, batch, **kw):
 @click.argument("jobid", type=click.IntRange(0))
 @click.option("--cluster", help="Cluster name (default: config [site] cluster, "
                                 "else any).")
-@click.option("--submit-time", "submit_ns", type=int,
-              help="Submit time in ns, to pick one of several jobs with the "
-                   "same ID (job-ID wraparound).")
+@click.option("--first-seen", "first_seen_ns", type=int,
+              help="When the job was first seen, in ns (as `job` lists them), "
+                   "to pick one of several jobs with the same ID (recycled "
+                   "job ID); default the latest.")
+@click.option("--submit-time", "submit_ns", type=int, hidden=True,
+              help="Deprecated alias of --first-seen.")
 @query_options
-def job(c: Ctx, jobid, cluster, submit_ns):
+def job(c: Ctx, jobid, cluster, first_seen_ns, submit_ns):
     """After-job summary: energy, power, throughput, cost per step and phase.
 
     Per step and phase: CPU, DRAM and total energy, duration, average power,
@@ -218,9 +230,10 @@ def job(c: Ctx, jobid, cluster, submit_ns):
     from . import report as rep
     from .output import to_csv, to_json
     s = c.settings()
+    pick = _first_seen(first_seen_ns, submit_ns)
     conn = c.connect()
     try:
-        summary = rep.job_summary(conn, jobid, s, cluster or s.cluster, submit_ns)
+        summary = rep.job_summary(conn, jobid, s, cluster or s.cluster, pick)
     except rep.QueryError as e:
         raise click.ClickException(str(e)) from None
     finally:
@@ -232,6 +245,19 @@ def job(c: Ctx, jobid, cluster, submit_ns):
     else:
         from .render import job_text
         emit(job_text(summary))
+
+
+def _first_seen(first_seen_ns, submit_ns):
+    """--first-seen, or its deprecated alias --submit-time (jobs ingested
+    from records with a submit time were first seen at it)."""
+    if submit_ns is None:
+        return first_seen_ns
+    if first_seen_ns is not None and first_seen_ns != submit_ns:
+        raise click.ClickException("--submit-time is an alias of --first-seen; "
+                                   "give only one")
+    click.echo("joulestep: --submit-time is deprecated; use --first-seen",
+               err=True)
+    return submit_ns
 
 
 # ---------------------------------------------------------------- report

@@ -11,9 +11,12 @@ import dataclasses
 import os
 import pathlib
 
+from .store import JOB_GAP_HOURS
+
 SYSTEM_CONFIG = pathlib.Path("/etc/joulestep/joulestep.conf")
 SYSTEM_DB = pathlib.Path("/var/lib/joulestep/joulestep.db")
 SYSTEM_SPOOL = pathlib.Path("/var/spool/joulestep")
+MAX_JOB_GAP_HOURS = 1e6               # ~114 years: keeps the gap in 64-bit ns
 
 
 class ConfigError(Exception):
@@ -26,6 +29,7 @@ class Settings:
     co2_g_per_kwh: float = 300.0
     price_per_kwh: float = 0.20
     currency: str = "EUR"
+    job_gap_hours: float = JOB_GAP_HOURS  # gap G of the job identity rule
     spool: pathlib.Path = SYSTEM_SPOOL
     db: pathlib.Path | None = None    # None: the default chain in resolve_db
     quarantine: pathlib.Path | None = None  # None: <spool>/.quarantine
@@ -33,7 +37,7 @@ class Settings:
 
 
 def _float(cp: configparser.ConfigParser, sect: str, key: str, default: float,
-           path: str) -> float:
+           path: str, maximum: float = 1e12) -> float:
     raw = cp.get(sect, key, fallback=None)
     if raw is None or raw.strip() == "":
         return default
@@ -41,8 +45,9 @@ def _float(cp: configparser.ConfigParser, sect: str, key: str, default: float,
         val = float(raw)
     except ValueError:
         raise ConfigError(f"{path}: [{sect}] {key} = {raw!r}: expected a number") from None
-    if val < 0:
-        raise ConfigError(f"{path}: [{sect}] {key} = {raw!r}: must be >= 0")
+    if not 0 <= val <= maximum:     # also refuses nan
+        raise ConfigError(f"{path}: [{sect}] {key} = {raw!r}: must be between "
+                          f"0 and {maximum:g}")
     return val
 
 
@@ -62,7 +67,8 @@ def load(path: str | os.PathLike | None = None) -> Settings:
             cp.read_file(fh)
     except (OSError, configparser.Error, UnicodeDecodeError) as e:
         raise ConfigError(f"cannot read config {p}: {e}") from None
-    known = {"site": {"cluster", "co2_g_per_kwh", "price_per_kwh", "currency"},
+    known = {"site": {"cluster", "co2_g_per_kwh", "price_per_kwh", "currency",
+                      "job_gap_hours"},
              "paths": {"spool", "db", "quarantine"}}
     for sect in cp.sections():
         if sect not in known:
@@ -75,6 +81,8 @@ def load(path: str | os.PathLike | None = None) -> Settings:
     s.co2_g_per_kwh = _float(cp, "site", "co2_g_per_kwh", s.co2_g_per_kwh, str(p))
     s.price_per_kwh = _float(cp, "site", "price_per_kwh", s.price_per_kwh, str(p))
     s.currency = cp.get("site", "currency", fallback=s.currency) or s.currency
+    s.job_gap_hours = _float(cp, "site", "job_gap_hours", s.job_gap_hours, str(p),
+                             maximum=MAX_JOB_GAP_HOURS)
     if cp.get("paths", "spool", fallback=""):
         s.spool = pathlib.Path(cp.get("paths", "spool"))
     if cp.get("paths", "db", fallback=""):

@@ -16,7 +16,8 @@ import pandas as pd
 from .report import window_conditions
 
 STEP_COLS = (
-    "j.job_pk, j.cluster, j.job_id, j.submit_time_ns, j.name AS job_name, "
+    "j.job_pk, j.cluster, j.job_id, j.first_seen_ns, j.submit_time_ns, "
+    "j.name AS job_name, "
     "j.user_name AS user, j.account, j.partition, s.step_pk, s.step_id, "
     "s.het_component, n.name AS node, s.node_model, s.ntasks, s.nnodes, s.ncpus, "
     "s.exclusive, s.policy, s.base_freq_khz, s.start_ns, s.end_ns, "

@@ -29,7 +29,8 @@ def job_text(s: dict) -> str:
         f"Job {j['job_id']} ({j['name'] or '-'}) on {j['cluster']}: user "
         f"{j['user'] or '-'}, account {j['account'] or '-'}, partition "
         f"{j['partition'] or '-'}",
-        f"Submitted {j['submit_time']}" + (f"; tags: {tags}" if tags else ""),
+        (f"Submitted {j['submit_time']}" if j["submit_time"] else
+         f"First seen {j['first_seen']}") + (f"; tags: {tags}" if tags else ""),
         "",
         f"Energy {num(t['energy_total_j'])} J (CPU {num(t['energy_cpu_j'])} J, "
         f"DRAM {num(t['energy_dram_j'])} J)",

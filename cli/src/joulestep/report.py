@@ -123,33 +123,51 @@ def _iso(ns):
         timespec="seconds")
 
 
-def job_summary(conn: sqlite3.Connection, job_id: int, settings: Settings,
-                cluster: str | None = None,
-                submit_time_ns: int | None = None) -> dict:
-    """Everything `joulestep job` shows, as one JSON-ready dict."""
-    q = ("SELECT job_pk, cluster, job_id, submit_time_ns, start_time_ns, name, "
-         "user_name, uid, gid, account, partition FROM jobs WHERE job_id = ?")
-    args: list = [job_id]
+_JOB_SELECT = (
+    "SELECT job_pk, cluster, job_id, submit_time_ns, start_time_ns, name, "
+    "user_name, uid, gid, account, partition, first_seen_ns, last_seen_ns "
+    "FROM jobs WHERE job_id = ?")
+_JOB_FIELDS = ["job_pk", "cluster", "job_id", "submit_time_ns", "start_time_ns",
+               "name", "user", "uid", "gid", "account", "partition",
+               "first_seen_ns", "last_seen_ns"]
+_FIRST = _JOB_FIELDS.index("first_seen_ns")
+
+
+def _job_rows(conn, job_id, cluster, first_seen_ns) -> list:
+    """The jobs with this ID, latest first; the one first seen at
+    ``first_seen_ns`` first when given."""
+    q, args = _JOB_SELECT, [job_id]
     if cluster:
         q += " AND cluster = ?"
         args.append(cluster)
-    rows = conn.execute(q + " ORDER BY submit_time_ns DESC, cluster", args).fetchall()
-    if submit_time_ns is not None:
-        pick = [r for r in rows if r[3] == submit_time_ns]
+    rows = conn.execute(q + " ORDER BY first_seen_ns DESC, cluster", args).fetchall()
+    if first_seen_ns is not None:
+        pick = [r for r in rows if r[_FIRST] == first_seen_ns]
         if not pick and rows:
-            raise QueryError(f"job {job_id} has no submission at {submit_time_ns} "
-                             "ns; known: " + ", ".join(str(r[3]) for r in rows))
-        rows = pick + [r for r in rows if r[3] != submit_time_ns]
+            raise QueryError(f"job {job_id} has no run first seen at "
+                             f"{first_seen_ns} ns; known: "
+                             + ", ".join(str(r[_FIRST]) for r in rows))
+        rows = pick + [r for r in rows if r[_FIRST] != first_seen_ns]
     if not rows:
         where = f" on cluster {cluster}" if cluster else ""
         raise QueryError(f"no job {job_id}{where} in the database")
-    cols = ["job_pk", "cluster", "job_id", "submit_time_ns", "start_time_ns",
-            "name", "user", "uid", "gid", "account", "partition"]
-    job = dict(zip(cols, rows[0]))
-    others = [{"cluster": r[1], "submit_time_ns": r[3],
-               "submit_time": _iso(r[3])} for r in rows[1:]]
+    return rows
+
+
+def job_summary(conn: sqlite3.Connection, job_id: int, settings: Settings,
+                cluster: str | None = None,
+                first_seen_ns: int | None = None) -> dict:
+    """Everything `joulestep job` shows, as one JSON-ready dict.  Several
+    jobs with one ID (recycled): the latest, or the one first seen at
+    ``first_seen_ns``."""
+    rows = _job_rows(conn, job_id, cluster, first_seen_ns)
+    job = dict(zip(_JOB_FIELDS, rows[0]))
+    others = [{"cluster": r[1], "submit_time_ns": r[3], "submit_time": _iso(r[3]),
+               "first_seen_ns": r[_FIRST], "first_seen": _iso(r[_FIRST])}
+              for r in rows[1:]]
     job_pk = job.pop("job_pk")
-    job["submit_time"] = _iso(job["submit_time_ns"])
+    for k in ("submit_time", "first_seen", "last_seen"):
+        job[k] = _iso(job[k + "_ns"])
     job["tags"] = dict(conn.execute(
         "SELECT DISTINCT t.key, t.value FROM step_tags t JOIN steps s "
         "ON s.step_pk = t.step_pk WHERE s.job_pk = ? ORDER BY t.key, t.value",
@@ -295,8 +313,8 @@ def job_summary(conn: sqlite3.Connection, job_id: int, settings: Settings,
                                "estimated" if tot_saving else "base clock")
     if others:
         caveats.append(f"job ID {job_id} was used {len(others)} more time(s) "
-                       "(ID wraparound); pick one with --submit-time "
-                       + ", ".join(str(o["submit_time_ns"]) for o in others))
+                       "(ID recycled); pick one with --first-seen "
+                       + ", ".join(str(o["first_seen_ns"]) for o in others))
     return {"job": job, "site": {"cluster": settings.cluster,
                                  "co2_g_per_kwh": settings.co2_g_per_kwh,
                                  "price_per_kwh": settings.price_per_kwh,

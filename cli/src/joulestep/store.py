@@ -27,7 +27,9 @@ SQL_DIR = pathlib.Path(__file__).resolve().parent / "sql"
 RECORD_FORMAT = "joulestep-record"
 RECORD_VERSION = 1
 BATCH_RECORDS = 1000
-FALLBACK_WINDOW_NS = 7 * 86400 * 10**9
+#: default gap G of the job identity rule (site config job_gap_hours)
+JOB_GAP_HOURS = 24.0
+JOB_GAP_NS = int(JOB_GAP_HOURS * 3600) * 10**9
 #: policies that never change the clock (not counted as policy adoption)
 INACTIVE_POLICIES = frozenset(("monitor", "none", "off", "base", ""))
 
@@ -69,7 +71,13 @@ def _statements(script: str) -> Iterator[str]:
 
 
 def migrate(conn: sqlite3.Connection) -> int:
-    """Apply pending migrations; returns the schema version afterwards."""
+    """Apply pending migrations; returns the schema version afterwards.
+
+    Foreign keys are off while migrations run (SQLite's table-rebuild
+    procedure: dropping a rebuilt parent table must not cascade into its
+    children); PRAGMA foreign_key_check must come back empty before the
+    transaction commits.  The pragma cannot change inside a transaction,
+    hence here and not in the migration files."""
     latest = latest_version()
     v = conn.execute("PRAGMA user_version").fetchone()[0]
     if v > latest:
@@ -77,6 +85,16 @@ def migrate(conn: sqlite3.Connection) -> int:
                          f"joulestep understands ({latest}); upgrade joulestep")
     if v == latest:
         return v
+    fk = conn.execute("PRAGMA foreign_keys").fetchone()[0]
+    conn.execute("PRAGMA foreign_keys = OFF")
+    try:
+        _apply_migrations(conn)
+    finally:
+        conn.execute(f"PRAGMA foreign_keys = {'ON' if fk else 'OFF'}")
+    return latest
+
+
+def _apply_migrations(conn: sqlite3.Connection) -> None:
     conn.execute("BEGIN IMMEDIATE")
     try:
         v = conn.execute("PRAGMA user_version").fetchone()[0]  # raced?
@@ -88,11 +106,13 @@ def migrate(conn: sqlite3.Connection) -> int:
             got = conn.execute("PRAGMA user_version").fetchone()[0]
             if got != num:
                 raise StoreError(f"{path.name} did not set user_version = {num}")
+        bad = conn.execute("PRAGMA foreign_key_check").fetchmany(3)
+        if bad:
+            raise StoreError(f"migration left rows without their parent: {bad}")
         conn.execute("COMMIT")
     except BaseException:
         conn.execute("ROLLBACK")
         raise
-    return latest
 
 
 def connect(path: str | os.PathLike, *, write: bool = True,
@@ -136,6 +156,9 @@ def connect(path: str | os.PathLike, *, write: bool = True,
         except sqlite3.DatabaseError as e:
             conn.close()
             raise StoreError(f"cannot migrate {p}: {e}") from None
+        except StoreError:
+            conn.close()
+            raise
     elif v > latest_version():
         conn.close()
         raise StoreError(f"database {p} has schema version {v}, newer than "
@@ -210,7 +233,15 @@ class Parsed:
     zones: list         # [(name, zone_id, kind, energy_uj, wraps)]
     phases: list        # [(seq, kind, ..., nranks)]
     ranks: list         # [(seq, rank, start_ns, end_ns, bytes)]
-    submit_fallback: bool = False  # submit time is the step start (no controller)
+
+    @property
+    def window_ns(self) -> tuple[int, int]:
+        """[start, end] of the record's job window (job identity)."""
+        return self.job[2], self.job[3]
+
+    @property
+    def job_key(self) -> tuple[str, int]:
+        return self.job[0], self.job[1]
 
 
 _PHASE_GET = operator.itemgetter(
@@ -240,18 +271,6 @@ def parse_record(rec) -> Parsed:
     if not isinstance(job, dict) or not isinstance(step, dict):
         raise RecordError("job/step: expected JSON objects")
     g = job.get
-    job_row = (
-        cluster,
-        _int(_get(job, "job_id", "job"), "job.job_id", minimum=0),
-        _int(_get(job, "submit_time_ns", "job"), "job.submit_time_ns", minimum=0),
-        _int(g("start_time_ns"), "job.start_time_ns", null=True),
-        _str(g("name"), "job.name", null=True),
-        _str(g("user"), "job.user", null=True),
-        _int(g("uid"), "job.uid", null=True, minimum=0),
-        _int(g("gid"), "job.gid", null=True, minimum=0),
-        _str(g("account"), "job.account", null=True),
-        _str(g("partition"), "job.partition", null=True),
-    )
     tags_obj = g("tags") or {}
     if not isinstance(tags_obj, dict):
         raise RecordError("job.tags: expected an object of strings")
@@ -283,6 +302,8 @@ def parse_record(rec) -> Parsed:
     prov = rec.get("provenance") or {}
     if not isinstance(prov, dict):
         raise RecordError("provenance: expected an object")
+    _str(prov.get("job_source"), "provenance.job_source", null=True)
+    job_row = _job_row(cluster, job, start_ns, end_ns)
     errors = prov.get("errors") or []
     if not isinstance(errors, list) or not all(isinstance(e, str) for e in errors):
         raise RecordError("provenance.errors: expected a list of strings")
@@ -405,17 +426,59 @@ def parse_record(rec) -> Parsed:
         if p[4] is not None and p[4] not in seqs:
             raise RecordError(f"phases[{i}].parent_seq: {p[4]} is not the seq "
                               "of a phase in this record")
-    return Parsed(cluster, job_row, tags, node, step_row, zones, phases, ranks,
-                  prov.get("submit_time_source") == "step_start")
+    return Parsed(cluster, job_row, tags, node, step_row, zones, phases, ranks)
+
+
+def _job_row(cluster: str, job: dict, start_ns: int, end_ns: int) -> tuple:
+    """The jobs columns after job_pk (_JOB_INSERT).  The window starts when
+    the job was first seen on the node (job.first_seen_ns), or for records
+    of plugins before it, at job.submit_time_ns; never after the step's own
+    start, so the window always holds the step."""
+    g = job.get
+    submit = _int(g("submit_time_ns"), "job.submit_time_ns", null=True, minimum=0)
+    first = g("first_seen_ns")
+    if first is None and submit is None:
+        raise RecordError("job.first_seen_ns: missing (and job.submit_time_ns "
+                          "is null)")
+    first = submit if first is None else _int(first, "job.first_seen_ns",
+                                              minimum=0)
+    return (
+        cluster,
+        _int(_get(job, "job_id", "job"), "job.job_id", minimum=0),
+        min(first, start_ns), end_ns, submit,
+        _int(g("start_time_ns"), "job.start_time_ns", null=True),
+        _str(g("name"), "job.name", null=True),
+        _str(g("user"), "job.user", null=True),
+        _int(g("uid"), "job.uid", null=True, minimum=0),
+        _int(g("gid"), "job.gid", null=True, minimum=0),
+        _str(g("account"), "job.account", null=True),
+        _str(g("partition"), "job.partition", null=True),
+    )
 
 
 # --------------------------------------------------------------------------
 # ingest core
 
-_JOB_INSERT = (
-    "INSERT INTO jobs (cluster, job_id, submit_time_ns, start_time_ns, name, "
-    "user_name, uid, gid, account, partition) VALUES (?,?,?,?,?,?,?,?,?,?) "
-    "ON CONFLICT (cluster, job_id, submit_time_ns) DO NOTHING")
+# jobs columns after job_pk, in Parsed.job order.  No ON CONFLICT: a row
+# with the same first_seen_ns would have been found by _JOB_ROWS.
+_JOB_COLS = ("cluster", "job_id", "first_seen_ns", "last_seen_ns",
+             "submit_time_ns", "start_time_ns", "name", "user_name", "uid",
+             "gid", "account", "partition")
+_JOB_INSERT = (f"INSERT INTO jobs ({', '.join(_JOB_COLS)}) VALUES "
+               f"({', '.join('?' * len(_JOB_COLS))})")
+_JOB_ROWS = (f"SELECT job_pk, {', '.join(_JOB_COLS[2:])} FROM jobs "
+             "WHERE cluster = ? AND job_id = ?")
+_JOB_UPDATE = (f"UPDATE jobs SET {', '.join(c + ' = ?' for c in _JOB_COLS[2:])}"
+               " WHERE job_pk = ?")
+_STEP_KEY_SELECT = (
+    "SELECT step_pk, start_ns, end_ns FROM steps WHERE job_pk = ? AND "
+    "node_pk = ? AND step_id = ? AND het_component = ?")
+# steps of a merged job whose natural key the surviving job already has
+_STEP_TWINS = (
+    "SELECT o.step_pk, o.start_ns, o.end_ns, k.step_pk, k.start_ns, k.end_ns, "
+    "o.node_pk FROM steps o JOIN steps k ON k.job_pk = ? AND k.node_pk = "
+    "o.node_pk AND k.step_id = o.step_id AND k.het_component = o.het_component"
+    " WHERE o.job_pk = ?")
 _STEP_INSERT = (
     "INSERT INTO steps (job_pk, node_pk, step_id, het_component, node_model, "
     "ntasks, nnodes, cpus, ncpus, exclusive, policy, policy_active, base_freq_khz, "
@@ -460,24 +523,47 @@ def _no_gc():
             gc.enable()
 
 
+def _pick(a, b):
+    """Merge one job attribute of two records: the known one, and when both
+    are known and differ (they should not), the smaller, so the result never
+    depends on the order records arrive in."""
+    if a is None:
+        return b
+    if b is None or a <= b:
+        return a
+    return b
+
+
 class Ingester:
     """Insert parsed records; the caller owns the transaction.
 
-    Caches node and job keys between records (cleared by :meth:`reset`
-    after a rollback).  Phase/zone/rank rows are buffered and written by
-    :meth:`flush`, which must run before the transaction commits; flush
-    also brings steps.inside_step_pk / counted_* up to date for every
-    (job, node) that got a new step (nesting.py), so they never depend on
-    the order records arrive in.
+    Job identity (docs/cli.md, "Which records are one job"): records of one
+    (cluster, job_id) whose windows [first seen, step end] overlap or lie
+    within ``gap_ns`` of each other are one job.  Each jobs row holds the
+    hull [first_seen_ns, last_seen_ns] of its records' windows; a record
+    joins every row within the gap, and when it bridges several, they merge
+    into the earliest.  Grouping by hulls gives the same jobs as grouping
+    the records themselves (a gap inside a hull is <= G), so the result does
+    not depend on the order records arrive in.
+
+    The rows of each (cluster, job_id) seen in a transaction are cached and
+    written back by :meth:`flush`, which must run before the transaction
+    commits; it also writes the buffered phase/zone/rank/tag rows, and
+    brings steps.inside_step_pk / counted_* up to date for every (job, node)
+    that got a new or moved step (nesting.py).  The cache is dropped at
+    every flush (another process may merge jobs between transactions) and
+    by :meth:`reset` after a rollback.
     """
 
-    def __init__(self, conn: sqlite3.Connection):
+    def __init__(self, conn: sqlite3.Connection, gap_ns: int = JOB_GAP_NS):
         self.conn = conn
+        self.gap_ns = gap_ns
         self.reset()
 
     def reset(self):
         self.nodes: dict = {}
-        self.jobs: dict = {}
+        self.jobs: dict = {}        # (cluster, job_id) -> [[job_pk, first, ...]]
+        self.jobs_dirty: dict = {}  # job_pk -> its cached row, to write back
         self.tag_rows: list = []
         self.zone_rows: list = []
         self.phase_rows: list = []
@@ -500,39 +586,81 @@ class Ingester:
             self.nodes[key] = pk
         return pk
 
+    # ---------------------------------------------------------------- jobs
+
     def _job(self, p: Parsed) -> int:
-        key = p.job[:3]
-        pk = self.jobs.get(key)
-        if pk is None and p.submit_fallback:
-            # The plugin could not ask slurmctld and used the step start as
-            # the submit time: attach the step to the latest job with this
-            # ID submitted in the week before (IDs take far longer to wrap).
-            row = self.conn.execute(
-                "SELECT job_pk FROM jobs WHERE cluster = ? AND job_id = ? AND "
-                "submit_time_ns <= ? AND submit_time_ns >= ? "
-                "ORDER BY submit_time_ns DESC LIMIT 1",
-                (key[0], key[1], key[2], key[2] - FALLBACK_WINDOW_NS)).fetchone()
-            if row:
-                pk = self.jobs[key] = row[0]
-        if pk is None:
-            c = self.conn.execute(_JOB_INSERT, p.job)
-            if c.rowcount == 1:
-                pk = c.lastrowid
+        """job_pk of the record's job: joined, new, or merged."""
+        rows = self.jobs.get(p.job_key)
+        if rows is None:
+            rows = self.jobs[p.job_key] = [
+                list(r) for r in self.conn.execute(_JOB_ROWS, p.job_key)]
+        lo, hi = p.window_ns
+        g = self.gap_ns
+        hits = [r for r in rows if r[1] <= hi + g and r[2] >= lo - g]
+        if not hits:
+            pk = self.conn.execute(_JOB_INSERT, p.job).lastrowid
+            rows.append([pk, *p.job[2:]])
+            return pk
+        hits.sort(key=lambda r: r[1])
+        keep = hits[0]
+        for other in hits[1:]:
+            self._merge_job(keep, other)
+            rows.remove(other)
+        self._widen(keep, p.job[2:])
+        return keep[0]
+
+    def _widen(self, row: list, more) -> None:
+        """Fold another window and attributes (jobs columns from
+        first_seen_ns on) into a cached row; mark it for write-back."""
+        new = [min(row[1], more[0]), max(row[2], more[1])]
+        new += [_pick(a, b) for a, b in zip(row[3:], more[2:])]
+        if new != row[1:]:
+            row[1:] = new
+            self.jobs_dirty[row[0]] = row
+
+    def _merge_job(self, keep: list, other: list) -> None:
+        """Move other's steps into keep and delete other.  Of two steps
+        with one natural key, the earlier (start_ns, end_ns) stays."""
+        conn, kpk, opk = self.conn, keep[0], other[0]
+        self._write_children()      # steps may be deleted below
+        nodes = {r[0] for r in conn.execute(
+            "SELECT DISTINCT node_pk FROM steps WHERE job_pk = ?", (opk,))}
+        for o_pk, o_st, o_en, k_pk, k_st, k_en, _ in conn.execute(
+                _STEP_TWINS, (kpk, opk)).fetchall():
+            if (o_st, o_en) < (k_st, k_en):
+                conn.execute("DELETE FROM steps WHERE step_pk = ?", (k_pk,))
             else:
-                pk = self.conn.execute(
-                    "SELECT job_pk FROM jobs WHERE cluster = ? AND job_id = ? "
-                    "AND submit_time_ns = ?", key).fetchone()[0]
-            self.jobs[key] = pk
-        return pk
+                conn.execute("DELETE FROM steps WHERE step_pk = ?", (o_pk,))
+        conn.execute("UPDATE steps SET job_pk = ? WHERE job_pk = ?", (kpk, opk))
+        conn.execute("DELETE FROM jobs WHERE job_pk = ?", (opk,))
+        self.jobs_dirty.pop(opk, None)
+        self.dirty = {((kpk if j == opk else j), n) for j, n in self.dirty}
+        self.dirty.update((kpk, n) for n in nodes)
+        self._widen(keep, other[1:])
+
+    # ---------------------------------------------------------------- steps
+
+    def _insert_step(self, job_pk: int, node_pk: int, p: Parsed):
+        """step_pk of the new step row, or None when the job already has
+        this step (same natural key) with an earlier or equal window."""
+        c = self.conn.execute(_STEP_INSERT, (job_pk, node_pk) + p.step)
+        if c.rowcount == 1:
+            return c.lastrowid
+        old_pk, st, en = self.conn.execute(
+            _STEP_KEY_SELECT, (job_pk, node_pk) + p.step[:2]).fetchone()
+        if (st, en) <= p.step[12:14]:
+            return None
+        self._write_children()
+        self.conn.execute("DELETE FROM steps WHERE step_pk = ?", (old_pk,))
+        return self.conn.execute(_STEP_INSERT, (job_pk, node_pk) + p.step).lastrowid
 
     def add(self, p: Parsed) -> bool:
         """Insert one record; False when its step was already stored."""
         job_pk = self._job(p)
         node_pk = self._node(p.cluster, p.node)
-        c = self.conn.execute(_STEP_INSERT, (job_pk, node_pk) + p.step)
-        if c.rowcount != 1:
+        spk = self._insert_step(job_pk, node_pk, p)
+        if spk is None:
             return False
-        spk = c.lastrowid
         self.dirty.add((job_pk, node_pk))
         if p.tags:
             self.tag_rows.extend((spk, k, v) for k, v in p.tags)
@@ -544,7 +672,7 @@ class Ingester:
             self.rank_rows.extend((spk,) + r for r in p.ranks)
         return True
 
-    def flush(self):
+    def _write_children(self):
         ex = self.conn.executemany
         if self.tag_rows:
             ex(_TAG_INSERT, self.tag_rows)
@@ -556,14 +684,20 @@ class Ingester:
             ex(_RANK_INSERT, self.rank_rows)
         self.tag_rows, self.zone_rows = [], []
         self.phase_rows, self.rank_rows = [], []
+
+    def flush(self):
+        self._write_children()
+        if self.jobs_dirty:
+            self.conn.executemany(_JOB_UPDATE, [r[1:] + [r[0]] for r in
+                                                self.jobs_dirty.values()])
+        self.jobs, self.jobs_dirty = {}, {}
         if self.dirty:
             self._renest()
 
     def _renest(self):
-        """Recompute nesting for the (job, node) groups that got new steps:
-        one indexed join through a temp table of the groups, then updates of
-        the rows whose stored figures differ.  A group of one step keeps
-        the figures it was inserted with (its own)."""
+        """Recompute nesting for the (job, node) groups that got new or
+        moved steps: one indexed join through a temp table of the groups,
+        then updates of the rows whose stored figures differ."""
         conn, groups = self.conn, self.dirty
         self.dirty = set()
         conn.execute("CREATE TEMP TABLE IF NOT EXISTS js_nest_dirty (job_pk "
@@ -576,9 +710,11 @@ class Ingester:
             by_group.setdefault((r[0], r[1]), []).append(r)
         updates = []
         for rows in by_group.values():
-            if len(rows) < 2:
-                continue
-            got = nesting.attribute([nesting.Step(*r[2:11]) for r in rows])
+            if len(rows) == 1:      # alone on its node: counts its own
+                r = rows[0]
+                got = {r[2]: (None,) + r[8:11] + (r[7],)}
+            else:
+                got = nesting.attribute([nesting.Step(*r[2:11]) for r in rows])
             for r in rows:
                 new = got[r[2]]
                 if tuple(new) != r[11:16]:
@@ -609,11 +745,13 @@ class IngestResult:
 
 
 def ingest_records(conn: sqlite3.Connection, records: Iterable,
-                   batch: int = BATCH_RECORDS) -> IngestResult:
+                   batch: int = BATCH_RECORDS,
+                   gap_ns: int = JOB_GAP_NS) -> IngestResult:
     """Ingest decoded records (dicts) from memory; invalid ones are counted
-    in ``errors`` with their index.  Used by tests and the benchmark."""
+    in ``errors`` with their index.  Used by tests and the benchmark.
+    ``gap_ns``: the gap G of the job identity rule (Ingester)."""
     res = IngestResult()
-    ing = Ingester(conn)
+    ing = Ingester(conn, gap_ns)
     buf: list = []
 
     def run(items):
@@ -714,13 +852,14 @@ def ingest_paths(conn: sqlite3.Connection, sources: Iterable[os.PathLike],
                  quarantine_dir: os.PathLike | None = None,
                  batch: int = BATCH_RECORDS,
                  progress: Callable[[list], Iterable] | None = None,
-                 ) -> IngestResult:
+                 gap_ns: int = JOB_GAP_NS) -> IngestResult:
     """Ingest spool directories and/or single record files.
 
     Each batch of ``batch`` records is one transaction.  A record that cannot
     be read, decoded or validated is moved to the quarantine directory
     (default ``<spool>/.quarantine``) and reported; the rest still land.
     ``progress`` wraps the file list (e.g. a click progress bar).
+    ``gap_ns``: the gap G of the job identity rule (Ingester).
     """
     res = IngestResult()
     todo: list[tuple[pathlib.Path, pathlib.Path]] = []  # (file, spool root)
@@ -737,7 +876,7 @@ def ingest_paths(conn: sqlite3.Connection, sources: Iterable[os.PathLike],
     if todo:
         known = dict(((p, (s, m)) for p, s, m in conn.execute(
             "SELECT path, size_bytes, mtime_ns FROM spool_files")))
-    ing = Ingester(conn)
+    ing = Ingester(conn, gap_ns)
     pending: list = []   # (path, root, parsed, size, mtime)
 
     def bad(path, root, reason):
