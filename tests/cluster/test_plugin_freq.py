@@ -13,6 +13,7 @@ import json
 import os
 import pathlib
 import re
+import shutil
 import signal
 import subprocess
 import time
@@ -328,7 +329,6 @@ def test_shared_policy_is_never_lowered(fe):
 def test_slurm_cpu_freq_request_makes_joulestep_step_aside(fe):
     hw = fe.tree()
     orig = fe.snapshot()
-    d = fe.c.user_dir(USER)
     res = fe.c.srun(["-n1", "--cpu-freq=High", "--energy-policy=fixed:0.6", "sh", "-c",
                      f'echo JOB $SLURM_JOB_ID; {fe.cf("in")}; {fe.phase("begin", "write")}; '
                      f'{fe.cf("write")}; {fe.phase("end")}'], user=USER)
@@ -344,9 +344,20 @@ def test_slurm_cpu_freq_request_makes_joulestep_step_aside(fe):
     assert rec["step"]["base_freq_khz"] == FMAX
     assert rec["step"]["fixed_freq_khz"] is None
     assert rec["phases"][0]["freq_khz"] is None
+    # sbatch --cpu-freq: the batch step, and the sruns inside it, are Slurm's too
+    job, out = fe.run_job(f"#!/bin/sh\n#SBATCH -n1\n{fe.cf('b')}\nsrun -n1 sh -c '{fe.cf('s')}'\n",
+                          args=["--cpu-freq=High", "--energy-policy=fixed:0.6"])
+    recs = fe.records(job, ["batch", "0"])
+    for step in ("batch", "0"):
+        assert recs[step]["provenance"]["freq_control"] == "slurm-cpu-freq", step
+    cf = cf_lines(out)
+    for tag in ("b", "s"):
+        for c in range(fe.ncpus):
+            for k in KEYS:
+                assert cf[tag][c][k] == orig[c][k], (tag, c, k)
     # without --cpu-freq the same step is throttled (the request, not the policy, decided)
     res = fe.c.srun(["-n1", "--energy-policy=fixed:0.6", "sh", "-c",
-                     f'echo JOB $SLURM_JOB_ID; {fe.cf("in")}'], user=USER, )
+                     f'echo JOB $SLURM_JOB_ID; {fe.cf("in")}'], user=USER)
     assert res.returncode == 0, res.stderr
     job = re.search(r"^JOB (\d+)$", res.stdout, re.M).group(1)
     rec = fe.records(job, ["0"])["0"]
@@ -354,7 +365,6 @@ def test_slurm_cpu_freq_request_makes_joulestep_step_aside(fe):
     for c in expand(rec["step"]["cpus"]):
         assert cf_lines(res.stdout)["in"][c]["scaling_max_freq"] == int(0.6 * FMAX)
     fe.assert_files(orig, hw)
-    del d
 
 
 # ------------------------------------------------------------------ defects 2 and 3
@@ -363,6 +373,8 @@ def test_clock_changes_open_no_file(fe):
     cpufreq file is opened for a clock change (state read once at step start), and the
     step thread js-step opens nothing at all (it writes through descriptors opened by
     slurmstepd's main thread)."""
+    if not shutil.which("strace"):
+        pytest.fail("strace is needed (apt-get install strace)")
     hw = fe.tree()
     orig = fe.snapshot()
     d = fe.c.user_dir(USER)
