@@ -22,7 +22,7 @@ PAPI_SONAME = $(or $(shell objdump -p "$$($(CC) -print-file-name=libpapi.so)" 2>
 
 DEB_PKGS := build-essential pkg-config libpowercap-dev powercap-utils libpapi-dev \
             papi-tools libjansson-dev libcmocka-dev slurmctld slurmd slurm-client \
-            libslurm-dev munge sqlite3 python3-venv python3-dev util-linux procps
+            libslurm-dev munge sqlite3 python3-venv python3-dev util-linux procps strace
 
 ACCT_SRC := $(wildcard accounting/src/*.c)
 ACCT_OBJ := $(ACCT_SRC:%.c=$(B)/obj/%.o)

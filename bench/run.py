@@ -52,6 +52,22 @@ def zone_reads():
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def clock_change():
+    """Issue 8: one clock change of 128 CPUs on a 128-CPU fake tree (goal <= 1 ms),
+    beside the bare pwrite of the same files."""
+    import fakehw  # noqa: E402
+
+    tmp = pathlib.Path(tempfile.mkdtemp(prefix="js-bench-"))
+    try:
+        root = tmp / "sys"
+        fakehw.create(str(root), variant="acpi", packages=2, cpus_per_package=64)
+        iters = os.environ.get("JOULESTEP_BENCH_FREQ_ITERS", "2000")
+        subprocess.run([str(BUILD / "bench" / "bench_read"), "--sysfs", str(root), "--cpufreq",
+                        "--iters", iters], check=True)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def python_bench(name):
     script = REPO / "bench" / name
     if not script.exists():
@@ -64,6 +80,7 @@ def main():
     failed = []
     sections = [
         ("accounting: one reading of all RAPL zones (goal: sysfs <= 2 us/zone)", zone_reads),
+        ("accounting: one clock change of 128 CPUs (goal <= 1 ms)", clock_change),
         ("SPANK plugin", lambda: python_bench("bench_plugin.py")),
         ("CLI", lambda: python_bench("bench_cli.py")),
     ]

@@ -203,38 +203,44 @@ static void getenv_s(spank_t sp, const char *name, char *buf, size_t len)
 		buf[0] = 0;
 }
 
+/* The step thread's clock change: pwrite()s on the descriptors setup_freq
+ * opened on slurmstepd's main thread; no open, no read of cpufreq state.
+ * JS_RATIO_BASE is the step's base: fixed:R's clock, else each CPU's
+ * original settings (exactly what was there; a ratio of 1 too). */
 static int ph_set_ratio(void *ctx, double ratio, uint32_t *khz, uint64_t *took_ns)
 {
 	struct js_step *s = ctx;
 	uint64_t t0 = now_ns(CLOCK_MONOTONIC);
-	int rc = 0;
+	int rc = 0, nfail = 0, fail_cpu = -1;
+	uint32_t fail_khz = 0;
 	*khz = 0;
-	if (!s->freq_control) {
+	if (s->nctl == 0) {
 		*took_ns = 0;
 		return 0;
 	}
-	for (int i = 0; i < s->ncpus; i++) {
-		if (!s->acquired[i])
-			continue;
-		uint32_t k = s->base_khz;
-		if (ratio != JS_RATIO_BASE) {
-			double r = ratio < s->conf.min_ratio ? s->conf.min_ratio : ratio > 1.0 ? 1.0 : ratio;
-			if (js_freq_ratio_to_khz(&s->cf[i], r, &k) < 0)
-				k = s->base_khz;
-		}
-		uint32_t rb = 0;
-		bool ignored = false;
-		int e = js_freq_apply(s->conf.sysfs, &s->cf[i], k, &rb, &ignored);
+	double r = ratio == JS_RATIO_BASE ? js_policy_base_ratio(&s->policy) : ratio;
+	if (r < s->conf.min_ratio)
+		r = s->conf.min_ratio;
+	for (int i = 0; i < s->nctl; i++) {
+		struct js_freq_ctl *c = &s->ctl[i];
+		uint32_t k = 0, applied = 0; /* 0: the original settings */
+		if (r < 1.0 && js_freq_ctl_ratio_khz(c, r, &k) < 0)
+			k = 0;
+		int e = js_freq_ctl_set(c, k, &applied);
 		if (e < 0) {
-			js_step_error(s, "freq: cpu%d: apply %u kHz: %s", s->cpu_list[i], k, strerror(-e));
-			rc = e;
-		} else if (ignored) {
-			js_step_error(s, "freq: cpu%d: asked %u kHz, hardware reports %u kHz", s->cpu_list[i], k, rb);
+			if (!nfail++) {
+				rc = e;
+				fail_cpu = c->cpu;
+				fail_khz = k ? k : c->orig_khz[JS_FREQ_MAX];
+			}
+		} else if (!*khz) {
+			*khz = applied;
 		}
-		if (!*khz)
-			*khz = k;
 	}
 	*took_ns = now_ns(CLOCK_MONOTONIC) - t0;
+	if (nfail) /* one line per change, not one per CPU */
+		js_step_error(s, "freq: cpu%d: write %u kHz: %s (%d of %d policies failed)", fail_cpu,
+			      fail_khz, strerror(-rc), nfail, s->nctl);
 	return rc;
 }
 
@@ -431,8 +437,8 @@ static void parse_cpus(spank_t sp, struct js_step *s)
 	}
 }
 
-/* cpufreq of the step's CPUs (and whether the step has the node's cpufreq
- * CPUs to itself). */
+/* cpufreq of the step's CPUs, read once per step (and whether the step has
+ * the node's cpufreq CPUs to itself); the nominal clock of the first one. */
 static void setup_cpus(struct js_step *s)
 {
 	int n = js_cpuset_count(&s->cpus);
@@ -462,6 +468,7 @@ static void setup_cpus(struct js_step *s)
 		if (s->cf[s->ncpus - 1].cpuinfo_max_khz > s->fmax_khz)
 			s->fmax_khz = s->cf[s->ncpus - 1].cpuinfo_max_khz;
 	}
+	s->nominal_khz = s->ncpus ? js_freq_nominal_khz(&s->cf[0]) : 0;
 }
 
 static void resolve_policy(spank_t sp, struct js_step *s)
@@ -508,20 +515,45 @@ static void resolve_policy(spank_t sp, struct js_step *s)
 		js_step_error(s, "tags: --energy-tag refused: %s", err);
 }
 
+/* The original clock, as the record's base_freq_khz: the first controlled
+ * policy's saved scaling_max_freq (the journal's backup: true even when a
+ * killed step left the CPU lowered), else the first step CPU's, read at step
+ * start (a step that controls nothing never changed it). Not fixed:R's
+ * clock: that is fixed_khz. */
 static void set_base_khz(struct js_step *s)
 {
-	s->base_khz = 0;
-	if (s->ncpus == 0)
-		return;
-	double base = js_policy_base_ratio(&s->policy);
-	if (js_freq_ratio_to_khz(&s->cf[0], base, &s->base_khz) < 0)
-		s->base_khz = s->cf[0].cpuinfo_max_khz;
+	s->base_khz = s->nctl ? s->ctl[0].orig_khz[JS_FREQ_MAX] : s->ncpus ? s->cf[0].scaling_max_khz : 0;
 }
 
-static void setup_freq(struct js_step *s)
+/* Slurm's own --cpu-freq for this step: srun exports it to the step as
+ * SLURM_CPU_FREQ_REQ (sbatch to the batch step, whose sruns inherit it).
+ * Read from the job's environment, which the user controls: trusting it can
+ * only make joulestep leave the clocks alone, as --energy-policy=monitor
+ * would. */
+static bool slurm_cpu_freq_requested(spank_t sp, char *val, size_t len)
 {
+	val[0] = 0;
+	return spank_getenv(sp, "SLURM_CPU_FREQ_REQ", val, (int)len) == ESPANK_SUCCESS && val[0];
+}
+
+/* slurmstepd's main thread, before the tasks start: save each controlled
+ * policy's original settings in the journal and open its handle (the only
+ * opens of cpufreq files for clock changes in the whole step). A policy that
+ * covers a CPU outside the step is never touched. fixed:R is set here. */
+static void setup_freq(spank_t sp, struct js_step *s)
+{
+	char req[64];
+	s->freq_mode = s->policy.type == JS_POL_MONITOR ? "monitor" : "none";
 	set_base_khz(s);
-	if (s->ncpus == 0 || s->policy.type == JS_POL_MONITOR)
+	if (s->policy.type == JS_POL_MONITOR)
+		return;
+	if (slurm_cpu_freq_requested(sp, req, sizeof(req))) {
+		s->freq_mode = "slurm-cpu-freq";
+		slurm_info("joulestep: job %u step %s: Slurm --cpu-freq=%s requested; joulestep leaves the clocks to Slurm (policy %s not applied)",
+			   s->job_id, s->step_id, req, js_pol_name(s->policy.type));
+		return;
+	}
+	if (s->ncpus == 0)
 		return;
 	int rc = js_root_dir(s->conf.state, 0700);
 	if (rc < 0) {
@@ -529,20 +561,49 @@ static void setup_freq(struct js_step *s)
 			      strerror(-rc));
 		return;
 	}
+	s->ctl = calloc((size_t)s->ncpus, sizeof(*s->ctl));
+	if (!s->ctl) {
+		js_step_error(s, "freq: out of memory; no frequency control");
+		return;
+	}
+	struct js_cpuset seen; /* policies handled (by policy number) */
+	js_cpuset_zero(&seen);
 	for (int i = 0; i < s->ncpus; i++) {
-		rc = js_freq_acquire(s->conf.state, s->conf.sysfs, s->cpu_list[i], s->owner, 0);
+		const struct js_cpufreq *f = &s->cf[i];
+		int pol = f->policy >= 0 ? f->policy : f->cpu;
+		if (js_cpuset_isset(&seen, pol))
+			continue; /* one handle per policy: its CPUs share the files */
+		js_cpuset_set(&seen, pol);
+		if (js_freq_policy_shared(f, &s->cpus)) {
+			js_step_error(s, "freq: policy %d shared with CPUs outside the step", pol);
+			continue;
+		}
+		struct js_freq_saved orig;
+		rc = js_freq_acquire_saved(s->conf.state, s->conf.sysfs, s->cpu_list[i], s->owner, 0,
+					   &orig);
 		if (rc < 0) {
 			js_step_error(s, "freq: cpu%d: save state: %s; clock left alone", s->cpu_list[i],
 				      strerror(-rc));
 			continue;
 		}
-		s->acquired[i] = true;
-		s->freq_control = true;
+		s->acquired[i] = true; /* released (and restored) at step end */
+		rc = js_freq_ctl_open(s->conf.sysfs, f, orig.min_khz, orig.max_khz, &s->ctl[s->nctl]);
+		if (rc < 0) {
+			js_step_error(s, "freq: cpu%d: open cpufreq for writing: %s; clock left alone",
+				      s->cpu_list[i], strerror(-rc));
+			continue;
+		}
+		s->nctl++;
 	}
+	s->freq_control = s->nctl > 0;
+	if (s->freq_control)
+		s->freq_mode = "joulestep";
+	set_base_khz(s);
 	if (s->freq_control && s->policy.type == JS_POL_FIXED) {
-		uint32_t khz;
+		uint32_t khz = 0;
 		uint64_t took;
-		ph_set_ratio(s, JS_RATIO_BASE, &khz, &took);
+		if (ph_set_ratio(s, JS_RATIO_BASE, &khz, &took) == 0)
+			s->fixed_khz = khz;
 	}
 }
 
@@ -701,7 +762,7 @@ static int remote_init(spank_t sp)
 		}
 	}
 
-	setup_freq(s); /* fixed:R is set here, before the tasks */
+	setup_freq(sp, s); /* fixed:R is set here, before the tasks */
 
 	struct js_phase_ops ops = {.ctx = s, .set_ratio = ph_set_ratio, .snap = ph_snap, .now_ns = ph_now};
 	s->phases = js_phases_new(s->conf.max_phases, s->conf.max_depth, &ops, s->start_mono_ns);
@@ -782,6 +843,18 @@ static void remote_exit(struct js_step *s)
 	js_server_stop(s);
 	if (s->phases)
 		js_phases_close_all(s->phases, end_mono);
+	/* Clocks back first, through the step's own descriptors (even if the
+	 * journal below fails), then the journal: the last owner restores
+	 * everything it saved and drops the backup. */
+	for (int i = 0; i < s->nctl; i++) {
+		int rc = js_freq_ctl_restore(&s->ctl[i]);
+		if (rc < 0)
+			js_step_error(s, "freq: cpu%d: restore: %s", s->ctl[i].cpu, strerror(-rc));
+		js_freq_ctl_close(&s->ctl[i]);
+	}
+	free(s->ctl);
+	s->ctl = NULL;
+	s->nctl = 0;
 	for (int i = 0; i < s->ncpus; i++) {
 		if (!s->acquired[i])
 			continue;
@@ -797,7 +870,8 @@ static void remote_exit(struct js_step *s)
 }
 
 /* Job epilog (slurmd runs `slurmstepd spank epilog` as root on every node
- * of the job when it ends): make the job's record renames durable (step end
+ * of the job when it ends): restore CPUs a killed step left changed (the
+ * journal's recovery), make the job's record renames durable (step end
  * does not fsync the spool directory, see js_record.c), then drop the job's
  * cache file, and any left behind by jobs whose epilog never ran that are
  * older than job_cache_hours. Always 0: a failing epilog would
@@ -808,6 +882,10 @@ int slurm_spank_job_epilog(spank_t sp, int ac, char **av)
 	uint32_t jobid = 0;
 	if (job_script_begin(sp, ac, av, "epilog", &c, &jobid))
 		return 0;
+	/* CPUs a killed slurmstepd left changed (pid-checked: live steps of
+	 * other jobs keep theirs): restored now, not at the next step on the
+	 * node, which may be long in coming. */
+	recover_all(&c, jobid, "epilog");
 	int rc = js_record_sync_job(c.spool, c.cluster, jobid);
 	if (rc < 0 && rc != -ENOENT)
 		slurm_error("joulestep: job %u: epilog: fsync of the record directory under %s: %s",

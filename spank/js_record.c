@@ -143,7 +143,10 @@ static json_t *build(struct js_step *s)
 			json_object_set_new(map, s->policy.map[i].kind, json_real(s->policy.map[i].ratio));
 		json_object_set_new(step, "policy_map", map);
 	}
+	/* the original clock; the nominal one where the driver tells; fixed:R's */
 	json_object_set_new(step, "base_freq_khz", s->base_khz ? json_integer(s->base_khz) : json_null());
+	json_object_set_new(step, "nominal_freq_khz", s->nominal_khz ? json_integer(s->nominal_khz) : json_null());
+	json_object_set_new(step, "fixed_freq_khz", s->fixed_khz ? json_integer(s->fixed_khz) : json_null());
 	json_object_set_new(step, "freq_min_ratio", json_real(s->conf.min_ratio));
 	json_object_set_new(step, "start_ns", json_integer((json_int_t)s->start_ns));
 	json_object_set_new(step, "end_ns", json_integer((json_int_t)s->end_ns));
@@ -217,6 +220,7 @@ static json_t *build(struct js_step *s)
 	json_object_set_new(prov, "job_source", json_string(s->job_source));
 	json_object_set_new(prov, "markers_rejected", json_integer((json_int_t)s->rejected));
 	json_object_set_new(prov, "markers_rate_dropped", json_integer((json_int_t)s->dropped_rate));
+	json_object_set_new(prov, "freq_control", json_string(s->freq_mode ? s->freq_mode : "none"));
 	json_t *errs = json_array();
 	pthread_mutex_lock(&s->err_mu);
 	for (size_t i = 0; i < s->nerrors; i++)

@@ -62,7 +62,7 @@ struct js_step {
 	struct js_cpufreq *cf;      /* ncpus entries (~1 kB each), NULL if none */
 	bool acquired[JS_MAX_STEP_CPUS];
 	bool freq_control;          /* CPUs acquired: the policy may set clocks */
-	uint32_t base_khz;
+	uint32_t base_khz;          /* the original clock (scaling_max_freq)   */
 	uint32_t fmax_khz;
 	char owner[64];
 	/* energy */
@@ -82,6 +82,17 @@ struct js_step {
 	pthread_t server;
 	bool server_running, stop_requested;
 	bool defer_cpus;            /* cpufreq reads left to the thread        */
+	/* ---- frequency control (issue 8, branch h-freq) -------------------- *
+	 * One handle per controlled cpufreq policy, opened by slurmstepd's main
+	 * thread at step start (setup_freq); the step thread changes clocks
+	 * only through their descriptors (ph_set_ratio: pwrite, no open). */
+	struct js_freq_ctl *ctl;    /* nctl entries, NULL if none              */
+	int nctl;
+	uint32_t nominal_khz;       /* nominal non-turbo clock, 0 unknown      */
+	uint32_t fixed_khz;         /* fixed:R's clock once applied, else 0    */
+	const char *freq_mode;      /* provenance.freq_control: "joulestep",
+				     * "monitor", "slurm-cpu-freq" or "none"   */
+	/* ---- end of frequency control -------------------------------------- */
 	/* provenance */
 	pthread_mutex_t err_mu;
 	size_t nerrors;

@@ -1,6 +1,7 @@
 /* CPU frequency: CPU sets, cpufreq discovery, clamp/round, apply. */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -216,6 +217,46 @@ int js_freq_ratio_to_khz(const struct js_cpufreq *f, double ratio, uint32_t *khz
 	return 0;
 }
 
+uint32_t js_freq_nominal_khz(const struct js_cpufreq *f)
+{
+	if (!f)
+		return 0;
+	if (f->base_frequency_khz)
+		return f->base_frequency_khz;
+	if (f->navail == 0)
+		return 0;
+	/* acpi-cpufreq shows turbo as one entry 1 MHz above the nominal top */
+	if (f->navail >= 2 && f->avail_khz[f->navail - 1] == f->avail_khz[f->navail - 2] + 1000)
+		return f->avail_khz[f->navail - 2];
+	return f->avail_khz[f->navail - 1];
+}
+
+bool js_freq_policy_shared(const struct js_cpufreq *f, const struct js_cpuset *mine)
+{
+	for (int i = 0; i < JS_MAX_CPUS / 64; i++)
+		if (f->related.bits[i] & ~mine->bits[i])
+			return true;
+	return false;
+}
+
+int js_parse_policy_link(const char *target, int *policy)
+{
+	const char *p;
+	int v;
+
+	if (!target || !policy)
+		return -EINVAL;
+	p = strrchr(target, '/');
+	p = p ? p + 1 : target;
+	if (strncmp(p, "policy", 6))
+		return -EINVAL;
+	p += 6;
+	if (parse_cpu(&p, &v) < 0 || *p)
+		return -EINVAL;
+	*policy = v;
+	return 0;
+}
+
 /* ---- discovery (file I/O) --------------------------------------------------- */
 
 static int cpufreq_dir(char *buf, size_t len, const char *root, int cpu)
@@ -274,6 +315,7 @@ int js_cpufreq_read(const char *sysfs_root, int cpu, struct js_cpufreq *out)
 {
 	char dir[JS_PATH_LEN], buf[2048];
 	struct stat st;
+	ssize_t n;
 	int rc;
 
 	if (!out || cpu < 0 || cpu >= JS_MAX_CPUS)
@@ -314,6 +356,19 @@ int js_cpufreq_read(const char *sysfs_root, int cpu, struct js_cpufreq *out)
 		    access(path, F_OK) == 0)
 			out->method = JS_FREQ_SETSPEED;
 	}
+	if (read_khz(dir, "base_frequency", &out->base_frequency_khz) < 0)
+		out->base_frequency_khz = 0;
+	out->policy = -1;
+	n = readlink(dir, buf, sizeof(buf) - 1);
+	if (n > 0) {
+		buf[n] = '\0';
+		if (js_parse_policy_link(buf, &out->policy) < 0)
+			out->policy = -1;
+	}
+	if (out->policy < 0) /* a real directory (older kernels): the first related CPU */
+		for (int c = 0; c < JS_MAX_CPUS && out->policy < 0; c++)
+			if (js_cpuset_isset(&out->related, c))
+				out->policy = c;
 	return 0;
 }
 
@@ -350,7 +405,7 @@ int js_cpufreq_online(const char *sysfs_root, struct js_cpuset *out)
 	return js_cpuset_count(out) ? 0 : -ENOENT;
 }
 
-/* ---- apply --------------------------------------------------------------------- */
+/* ---- journal writes (paths; step start and end only) ---------------------------- */
 
 int js_cpufreq_write(const char *sysfs_root, int cpu, const char *file, const char *val)
 {
@@ -368,9 +423,11 @@ int js_cpufreq_write_khz(const char *sysfs_root, int cpu, const char *file, uint
 {
 	char v[16];
 
-	js_fmt(v, sizeof(v), "%u\n", khz);
+	js_freq_fmt_khz(v, sizeof(v), khz);
 	return js_cpufreq_write(sysfs_root, cpu, file, v);
 }
+
+/* ---- one-shot apply (tools) -------------------------------------------------------- */
 
 static int read_back(const char *sysfs_root, int cpu, const char *file, uint32_t *khz)
 {
@@ -420,4 +477,139 @@ int js_freq_apply(const char *sysfs_root, const struct js_cpufreq *f, uint32_t k
 	if (ignored)
 		*ignored = rb != khz;
 	return 0;
+}
+
+/* ---- clock control handle -------------------------------------------------------- */
+
+static const char *const ctl_file[2] = {"scaling_max_freq", "scaling_min_freq"};
+
+size_t js_freq_fmt_khz(char *buf, size_t len, uint32_t khz)
+{
+	char tmp[16];
+	size_t n = 0, i;
+
+	/* by hand: async-signal-safe, no locale, never truncates silently */
+	do {
+		tmp[n++] = (char)('0' + khz % 10);
+		khz /= 10;
+	} while (khz);
+	if (!buf || len < n + 2)
+		return 0;
+	for (i = 0; i < n; i++)
+		buf[i] = tmp[n - 1 - i];
+	buf[n] = '\n';
+	buf[n + 1] = '\0';
+	return n + 1;
+}
+
+int js_freq_ctl_ratio_khz(const struct js_freq_ctl *c, double ratio, uint32_t *khz)
+{
+	uint32_t k;
+	int rc;
+
+	if (!c || !khz)
+		return -EINVAL;
+	rc = js_freq_ratio_to_khz(&c->info, ratio, &k);
+	if (rc < 0)
+		return rc;
+	*khz = k > c->orig_khz[JS_FREQ_MAX] ? c->orig_khz[JS_FREQ_MAX] : k;
+	return 0;
+}
+
+void js_freq_ctl_plan(const struct js_freq_ctl *c, uint32_t khz, struct js_freq_plan *p)
+{
+	uint32_t omax = c->orig_khz[JS_FREQ_MAX], omin = c->orig_khz[JS_FREQ_MIN];
+	uint32_t max = (khz == 0 || khz > omax) ? omax : khz;
+	uint32_t min = omin > max ? max : omin; /* never min above max */
+	bool wmax = max != c->cur_khz[JS_FREQ_MAX], wmin = min != c->cur_khz[JS_FREQ_MIN];
+
+	memset(p, 0, sizeof(*p));
+	p->max_khz = max;
+	/* the kernel refuses (older) or clamps (newer) max below min: lower min
+	 * first, raise it last */
+	if (wmin && min < c->cur_khz[JS_FREQ_MIN])
+		p->w[p->n++] = (struct js_freq_write){JS_FREQ_MIN, min};
+	if (wmax)
+		p->w[p->n++] = (struct js_freq_write){JS_FREQ_MAX, max};
+	if (wmin && min > c->cur_khz[JS_FREQ_MIN])
+		p->w[p->n++] = (struct js_freq_write){JS_FREQ_MIN, min};
+}
+
+int js_freq_ctl_open(const char *sysfs_root, const struct js_cpufreq *info, uint32_t orig_min_khz,
+		     uint32_t orig_max_khz, struct js_freq_ctl *c)
+{
+	char dir[JS_PATH_LEN], path[JS_PATH_LEN];
+	int rc, i;
+
+	if (!info || !c || !orig_max_khz || orig_min_khz > orig_max_khz)
+		return -EINVAL;
+	memset(c, 0, sizeof(*c));
+	c->fd[0] = c->fd[1] = -1;
+	rc = cpufreq_dir(dir, sizeof(dir), sysfs_root, info->cpu);
+	if (rc < 0)
+		return rc;
+	for (i = 0; i < 2; i++) {
+		rc = js_path(path, sizeof(path), "%s/%s", dir, ctl_file[i]);
+		if (rc < 0)
+			goto fail;
+		c->fd[i] = open(path, O_WRONLY | O_CLOEXEC | O_NOCTTY);
+		if (c->fd[i] < 0) {
+			rc = -errno;
+			goto fail;
+		}
+	}
+	c->cpu = info->cpu;
+	c->info = *info;
+	c->orig_khz[JS_FREQ_MAX] = orig_max_khz;
+	c->orig_khz[JS_FREQ_MIN] = orig_min_khz;
+	c->cur_khz[JS_FREQ_MAX] = info->scaling_max_khz;
+	c->cur_khz[JS_FREQ_MIN] = info->scaling_min_khz;
+	return 0;
+fail:
+	js_freq_ctl_close(c);
+	return rc;
+}
+
+int js_freq_ctl_set(struct js_freq_ctl *c, uint32_t khz, uint32_t *applied_khz)
+{
+	struct js_freq_plan p;
+	size_t i;
+
+	if (!c || c->fd[0] < 0 || c->fd[1] < 0)
+		return -EBADF;
+	js_freq_ctl_plan(c, khz, &p);
+	for (i = 0; i < p.n; i++) {
+		char buf[16];
+		size_t len = js_freq_fmt_khz(buf, sizeof(buf), p.w[i].khz);
+		ssize_t n;
+
+		/* sysfs takes one write() as the whole value and ignores the offset */
+		do {
+			n = pwrite(c->fd[p.w[i].file], buf, len, 0);
+		} while (n < 0 && errno == EINTR);
+		if (n < 0)
+			return -errno;
+		if ((size_t)n != len)
+			return -EIO;
+		c->cur_khz[p.w[i].file] = p.w[i].khz;
+	}
+	if (applied_khz)
+		*applied_khz = p.max_khz;
+	return 0;
+}
+
+int js_freq_ctl_restore(struct js_freq_ctl *c)
+{
+	return js_freq_ctl_set(c, 0, NULL);
+}
+
+void js_freq_ctl_close(struct js_freq_ctl *c)
+{
+	if (!c)
+		return;
+	for (int i = 0; i < 2; i++) {
+		if (c->fd[i] >= 0)
+			close(c->fd[i]);
+		c->fd[i] = -1;
+	}
 }

@@ -4,8 +4,16 @@
  * <state_dir>/cpuN.orig          original settings; created with link(), so an
  *                                existing backup is never overwritten
  * <state_dir>/cpuN.owners/<own>  "pid starttime\n", one file per owner
- * Every file is written tmp + fsync + link/rename + fsync(dir), every open is
- * relative to the verified directory fd with O_NOFOLLOW|O_CLOEXEC. */
+ * Every file is written tmp + link/rename, every open is relative to the
+ * verified directory fd with O_NOFOLLOW|O_CLOEXEC.
+ *
+ * No fsync: cpufreq settings do not survive a reboot, so the journal only
+ * has to be right within the boot that wrote it, where the page cache is the
+ * truth whatever happens to a process (a killed slurmstepd loses nothing it
+ * wrote). Each backup records that boot (boot_id); a backup of another boot
+ * describes hardware settings that are gone, and is dropped, never
+ * replayed. A file a crash left torn can only be of another boot: one that
+ * does not parse is dropped the same way. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -34,14 +42,29 @@ static bool gov_ok(const char *g)
 	return true;
 }
 
+/* 36 characters of [0-9a-f-], as /proc/sys/kernel/random/boot_id */
+static bool boot_id_ok(const char *b)
+{
+	size_t i, n = strlen(b);
+
+	if (n != JS_BOOT_ID_LEN - 1)
+		return false;
+	for (i = 0; i < n; i++)
+		if (!((b[i] >= '0' && b[i] <= '9') || (b[i] >= 'a' && b[i] <= 'f') || b[i] == '-'))
+			return false;
+	return true;
+}
+
 int js_freq_saved_format(const struct js_freq_saved *s, char *buf, size_t len)
 {
 	int n;
 
-	if (!s || !buf || !gov_ok(s->governor) || s->cpu < 0)
+	if (!s || !buf || !gov_ok(s->governor) || s->cpu < 0 ||
+	    (s->boot_id[0] && !boot_id_ok(s->boot_id)))
 		return -EINVAL;
-	n = snprintf(buf, len, "cpu=%d\ngovernor=%s\nmin_khz=%u\nmax_khz=%u\nsetspeed_khz=%u\n",
-		     s->cpu, s->governor, s->min_khz, s->max_khz, s->setspeed_khz);
+	n = snprintf(buf, len, "cpu=%d\ngovernor=%s\nmin_khz=%u\nmax_khz=%u\nsetspeed_khz=%u\n%s%s%s",
+		     s->cpu, s->governor, s->min_khz, s->max_khz, s->setspeed_khz,
+		     s->boot_id[0] ? "boot_id=" : "", s->boot_id, s->boot_id[0] ? "\n" : "");
 	if (n < 0 || (size_t)n >= len)
 		return -ENOSPC;
 	return 0;
@@ -90,6 +113,12 @@ int js_freq_saved_parse(const char *buf, struct js_freq_saved *out)
 				return -EINVAL;
 			js_fmt(s.governor, sizeof(s.governor), "%s", eq);
 			seen |= 1;
+			continue;
+		}
+		if (!strcmp(line, "boot_id")) { /* optional: absent in older backups */
+			if (!boot_id_ok(eq) || s.boot_id[0])
+				return -EINVAL;
+			js_fmt(s.boot_id, sizeof(s.boot_id), "%s", eq);
 			continue;
 		}
 		if (parse_u32(eq, &v) < 0)
@@ -238,8 +267,6 @@ static int write_atomic(int dfd, const char *name, const char *content, bool no_
 		rc = -errno;
 	else if ((size_t)n != len)
 		rc = -EIO;
-	if (rc == 0 && fsync(fd) < 0)
-		rc = -errno;
 	if (close(fd) < 0 && rc == 0)
 		rc = -errno;
 	if (rc == 0) {
@@ -253,8 +280,6 @@ static int write_atomic(int dfd, const char *name, const char *content, bool no_
 	} else {
 		unlinkat(dfd, tmp, 0);
 	}
-	if (fsync(dfd) < 0 && rc == 0)
-		rc = -errno;
 	return rc;
 }
 
@@ -353,8 +378,6 @@ static int count_owners(int odfd, bool prune, bool force)
 		n++;
 	}
 	closedir(d);
-	if (prune)
-		fsync(odfd);
 	return n;
 }
 
@@ -420,7 +443,47 @@ static int restore_and_drop(int dfd, const char *sysfs_root, int cpu)
 	js_fmt(name, sizeof(name), "cpu%d.orig", cpu);
 	if (unlinkat(dfd, name, 0) < 0 && errno != ENOENT)
 		return -errno;
-	return fsync(dfd) < 0 ? -errno : 0;
+	return 0;
+}
+
+/* Drop cpu's backup and owners without restoring anything (a backup of
+ * another boot). */
+static void drop_stale(int dfd, int cpu)
+{
+	char name[32];
+	int odfd = open_owners(dfd, cpu, false);
+
+	if (odfd >= 0) {
+		count_owners(odfd, true, true);
+		close(odfd);
+	}
+	js_fmt(name, sizeof(name), "cpu%d.owners", cpu);
+	unlinkat(dfd, name, AT_REMOVEDIR);
+	js_fmt(name, sizeof(name), "cpu%d.orig", cpu);
+	unlinkat(dfd, name, 0);
+}
+
+/* This boot's id (0 or -errno). */
+static int current_boot_id(char *buf, size_t len)
+{
+	ssize_t n = js_read_file("/proc/sys/kernel/random/boot_id", buf, len);
+
+	if (n < 0)
+		return (int)n;
+	return boot_id_ok(buf) ? 0 : -EINVAL;
+}
+
+/* Is cpu's backup one to drop unreplayed: of another boot, or torn? */
+static bool backup_stale(int dfd, int cpu, const char *boot)
+{
+	struct js_freq_saved s;
+	int rc = saved_read_at(dfd, cpu, &s);
+
+	if (rc == -ENOENT)
+		return false;
+	if (rc < 0)
+		return true; /* unparseable: only a crash of another boot leaves that */
+	return boot[0] && s.boot_id[0] && strcmp(boot, s.boot_id);
 }
 
 /* ---- public ------------------------------------------------------------------------ */
@@ -428,10 +491,16 @@ static int restore_and_drop(int dfd, const char *sysfs_root, int cpu)
 int js_freq_acquire(const char *state_dir, const char *sysfs_root, int cpu,
 		    const char *owner, int pid)
 {
+	return js_freq_acquire_saved(state_dir, sysfs_root, cpu, owner, pid, NULL);
+}
+
+int js_freq_acquire_saved(const char *state_dir, const char *sysfs_root, int cpu,
+			  const char *owner, int pid, struct js_freq_saved *saved)
+{
 	struct js_cpufreq f;
 	struct js_freq_saved s;
 	unsigned long long st;
-	char buf[256];
+	char buf[256], name[32];
 	int dfd, lfd, odfd, rc;
 
 	if (cpu < 0 || cpu >= JS_MAX_CPUS || !owner_ok(owner) || pid < 0)
@@ -441,13 +510,17 @@ int js_freq_acquire(const char *state_dir, const char *sysfs_root, int cpu,
 	rc = proc_starttime(pid, &st);
 	if (rc < 0)
 		return rc;
+	memset(&s, 0, sizeof(s));
+	if (current_boot_id(s.boot_id, sizeof(s.boot_id)) < 0)
+		s.boot_id[0] = '\0'; /* no /proc boot_id: backups stay boot-less */
 	rc = open_locked(state_dir, true, &dfd, &lfd);
 	if (rc < 0)
 		return rc;
+	if (backup_stale(dfd, cpu, s.boot_id))
+		drop_stale(dfd, cpu);
 	rc = js_cpufreq_read(sysfs_root, cpu, &f);
 	if (rc < 0)
 		goto out;
-	memset(&s, 0, sizeof(s));
 	s.cpu = cpu;
 	js_fmt(s.governor, sizeof(s.governor), "%s", f.governor);
 	s.min_khz = f.scaling_min_khz;
@@ -456,12 +529,17 @@ int js_freq_acquire(const char *state_dir, const char *sysfs_root, int cpu,
 	rc = js_freq_saved_format(&s, buf, sizeof(buf));
 	if (rc < 0)
 		goto out;
-	js_fmt(buf + 200, 56, "cpu%d.orig", cpu);
-	rc = write_atomic(dfd, buf + 200, buf, true);
+	js_fmt(name, sizeof(name), "cpu%d.orig", cpu);
+	rc = write_atomic(dfd, name, buf, true);
 	if (rc == -EEXIST)
 		rc = 0; /* keep the existing (older, truly original) backup */
 	if (rc < 0)
 		goto out;
+	if (saved) {
+		rc = saved_read_at(dfd, cpu, saved);
+		if (rc < 0)
+			goto out;
+	}
 	odfd = open_owners(dfd, cpu, true);
 	if (odfd < 0) {
 		rc = odfd;
@@ -470,8 +548,6 @@ int js_freq_acquire(const char *state_dir, const char *sysfs_root, int cpu,
 	js_fmt(buf, sizeof(buf), "%d %llu\n", pid, st);
 	rc = write_atomic(odfd, owner, buf, false);
 	close(odfd);
-	if (rc == 0 && fsync(dfd) < 0)
-		rc = -errno;
 out:
 	unlock_dir(dfd, lfd);
 	return rc;
@@ -499,7 +575,6 @@ int js_freq_release(const char *state_dir, const char *sysfs_root, int cpu,
 		close(odfd);
 		goto out;
 	}
-	fsync(odfd);
 	n = count_owners(odfd, false, false);
 	close(odfd);
 	if (n < 0) {
@@ -522,6 +597,7 @@ int js_freq_recover(const char *state_dir, const char *sysfs_root, bool force,
 	struct js_cpuset backups;
 	DIR *d;
 	struct dirent *de;
+	char boot[JS_BOOT_ID_LEN];
 	int dfd, lfd, fd, rc, first = 0, cpu, count = 0;
 
 	if (nrestored)
@@ -558,11 +634,17 @@ int js_freq_recover(const char *state_dir, const char *sysfs_root, bool force,
 		}
 	}
 	closedir(d);
+	if (current_boot_id(boot, sizeof(boot)) < 0)
+		boot[0] = '\0';
 	for (cpu = 0; cpu < JS_MAX_CPUS; cpu++) {
 		int odfd, n = 0;
 
 		if (!js_cpuset_isset(&backups, cpu))
 			continue;
+		if (backup_stale(dfd, cpu, boot)) {
+			drop_stale(dfd, cpu);
+			continue;
+		}
 		odfd = open_owners(dfd, cpu, false);
 		if (odfd >= 0) {
 			n = count_owners(odfd, false, false);

@@ -24,6 +24,7 @@ import spool
 pytestmark = pytest.mark.cluster
 
 FMAX = 4000000  # 0.875·fmax and 0.85·fmax fall on the acpi 100 MHz steps
+GOV = "schedutil"  # the fake acpi tree's governor: never changed, clocks are capped (scaling_max_freq)
 FMIN = 800000
 USER = "jsuser"
 REPO = pathlib.Path(__file__).resolve().parents[2]
@@ -82,10 +83,10 @@ class PluginEnv:
         return f"{self.bin}/joulestep-phase " + " ".join(str(a) for a in args)
 
     def cat_freq(self, tag: str) -> str:
-        """Shell line printing every CPU's effective clock inputs."""
+        """Shell line printing every CPU's governor and clock cap."""
         return "; ".join(
             f'echo "FREQ {tag} {i} $(cat {self.hw}/devices/system/cpu/cpu{i}/cpufreq/scaling_governor) '
-            f'$(cat {self.hw}/devices/system/cpu/cpu{i}/cpufreq/scaling_setspeed)"'
+            f'$(cat {self.hw}/devices/system/cpu/cpu{i}/cpufreq/scaling_max_freq)"'
             for i in range(self.ncpus))
 
     def cpufreq(self, cpu: int) -> dict:
@@ -130,7 +131,7 @@ def close(measured, truth, rel=0.005):
 
 
 def freq_lines(out: str) -> dict:
-    """tag -> {cpu: (governor, setspeed)}"""
+    """tag -> {cpu: (governor, scaling_max_freq)}"""
     res = {}
     for m in re.finditer(r"^FREQ (\S+) (\d+) (\S+) (\S+)$", out, re.M):
         res.setdefault(m.group(1), {})[int(m.group(2))] = (m.group(3), m.group(4))
@@ -203,7 +204,7 @@ def test_env_option_forms(plug):
     assert rec["job"]["tags"] == {"io": "dc", "k": "1"}
     fl = freq_lines(res.stdout)["in"]
     for cpu in _expand(rec["step"]["cpus"]):
-        assert fl[cpu] == ("userspace", str(int(0.75 * FMAX)))
+        assert fl[cpu] == (GOV, str(int(0.75 * FMAX)))
 
 
 def test_unknown_plugstack_key_disables_plugin_but_jobs_run(plug):
@@ -348,13 +349,13 @@ def test_done_when_io_dvfs_veloc(plug):
     fl = freq_lines(out)
     cpus = sorted(int(c) for c in _expand(rec["step"]["cpus"]))
     others = [i for i in range(plug.ncpus) if i not in cpus]
-    orig = {i: (plug.orig[i]["scaling_governor"], str(plug.orig[i]["scaling_setspeed"]))
+    orig = {i: (plug.orig[i]["scaling_governor"], str(plug.orig[i]["scaling_max_freq"]))
             for i in range(plug.ncpus)}
     for cpu in cpus:
-        assert fl["compress"][cpu] == ("userspace", str(int(0.875 * FMAX)))
-        assert fl["write"][cpu] == ("userspace", str(int(0.85 * FMAX)))
-        assert fl["between"][cpu] == ("userspace", str(FMAX))   # the step's base clock
-        assert fl["after"][cpu] == ("userspace", str(FMAX))
+        assert fl["compress"][cpu] == (GOV, str(int(0.875 * FMAX)))
+        assert fl["write"][cpu] == (GOV, str(int(0.85 * FMAX)))
+        assert fl["between"][cpu] == orig[cpu]   # back to the original settings
+        assert fl["after"][cpu] == orig[cpu]
         assert fl["before"][cpu][0] == orig[cpu][0]
     for cpu in others:  # never touch CPUs outside the step
         for tag in ("compress", "write", "between", "after"):
@@ -406,8 +407,8 @@ def test_ckpt_dvfs_and_fixed(plug):
     fl = freq_lines(out)
     cpus = _expand(rec["step"]["cpus"])
     for cpu in cpus:
-        assert fl["ckpt"][cpu] == ("userspace", str(int(0.5 * FMAX)))  # min_ratio·fmax >= fmin
-        assert fl["flush"][cpu] == ("userspace", str(FMAX))              # never throttled
+        assert fl["ckpt"][cpu] == (GOV, str(int(0.5 * FMAX)))  # min_ratio·fmax >= fmin
+        assert fl["flush"][cpu] == (GOV, str(FMAX))              # never throttled
     ph = rec["phases"]
     assert ph[0]["freq_khz"] == int(0.5 * FMAX) and ph[1]["freq_khz"] is None
     plug.c.wait_idle()
@@ -418,7 +419,7 @@ def test_ckpt_dvfs_and_fixed(plug):
     job, out = plug.run_job(script, args=["--energy-policy=ckpt-dvfs"])
     fl = freq_lines(out)
     for cpu in _expand(plug.wait_records(job, ["batch"])["batch"]["step"]["cpus"]):
-        assert fl["ckpt"][cpu] == ("userspace", str(int(0.75 * FMAX)))
+        assert fl["ckpt"][cpu] == (GOV, str(int(0.75 * FMAX)))
     plug.c.wait_idle()
     plug.assert_restored()
     plug.configure()
@@ -430,9 +431,10 @@ def test_ckpt_dvfs_and_fixed(plug):
 """
     job, out = plug.run_job(script, args=["--energy-policy=fixed:0.6"])
     rec = plug.wait_records(job, ["batch"])["batch"]
-    assert rec["step"]["base_freq_khz"] == int(0.6 * FMAX)
+    assert rec["step"]["base_freq_khz"] == FMAX          # the original clock (issue 8, defect 9)
+    assert rec["step"]["fixed_freq_khz"] == int(0.6 * FMAX)
     for cpu in _expand(rec["step"]["cpus"]):
-        assert freq_lines(out)["start"][cpu] == ("userspace", str(int(0.6 * FMAX)))
+        assert freq_lines(out)["start"][cpu] == (GOV, str(int(0.6 * FMAX)))
 
 
 # ------------------------------------------------------------------ security
@@ -722,8 +724,8 @@ cat {d}/a.out {d}/b.out
     cb = _expand(by_kind["compress"]["step"]["cpus"])
     assert len(ca) == 1 and len(cb) == 1 and ca != cb
     for view in ("a", "b"):  # both steps see each own clock on its own CPU only
-        assert fl[view][ca[0]] == ("userspace", str(int(0.85 * FMAX)))
-        assert fl[view][cb[0]] == ("userspace", str(int(0.875 * FMAX)))
+        assert fl[view][ca[0]] == (GOV, str(int(0.85 * FMAX)))
+        assert fl[view][cb[0]] == (GOV, str(int(0.875 * FMAX)))
     assert by_kind["write"]["phases"][0]["freq_khz"] == int(0.85 * FMAX)
     assert by_kind["compress"]["phases"][0]["freq_khz"] == int(0.875 * FMAX)
 
@@ -869,10 +871,10 @@ def test_tuned_policy_applies_the_admin_file(plug, tuned_file):
     cpus = _expand(rec["step"]["cpus"])
     others = [i for i in range(plug.ncpus) if i not in cpus]
     for cpu in cpus:
-        assert fl["compress"][cpu] == ("userspace", str(_khz(ratios["compress"])))
-        assert fl["write"][cpu] == ("userspace", str(_khz(ratios["write"])))
-        assert fl["between"][cpu] == ("userspace", str(FMAX))  # base clock between phases
-        assert fl["ckpt"][cpu] == ("userspace", str(FMAX))     # kind not in the file: inherits
+        assert fl["compress"][cpu] == (GOV, str(_khz(ratios["compress"])))
+        assert fl["write"][cpu] == (GOV, str(_khz(ratios["write"])))
+        assert fl["between"][cpu] == (GOV, str(FMAX))  # base clock between phases
+        assert fl["ckpt"][cpu] == (GOV, str(FMAX))     # kind not in the file: inherits
     for cpu in others:
         for tag in ("compress", "write"):
             assert fl[tag][cpu] == fl["before"][cpu]
@@ -900,8 +902,8 @@ def test_tuned_policy_applies_the_admin_file(plug, tuned_file):
     rec = plug.wait_records(job, ["batch"])["batch"]
     fl = freq_lines(out)
     for cpu in _expand(rec["step"]["cpus"]):
-        assert fl["write"][cpu] == ("userspace", str(_khz(0.8)))
-        assert fl["compress"][cpu] == ("userspace", str(_khz(max(0.8, ratios["compress"]))))
+        assert fl["write"][cpu] == (GOV, str(_khz(0.8)))
+        assert fl["compress"][cpu] == (GOV, str(_khz(max(0.8, ratios["compress"]))))
     assert rec["step"]["policy_map"]["write"] == pytest.approx(0.8)
     assert any(f"tuned:write={ratios['write']:g} clamped to min_ratio 0.8" in e
                for e in rec["provenance"]["errors"]), rec["provenance"]["errors"]

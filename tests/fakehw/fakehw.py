@@ -10,7 +10,8 @@ Layout (as the kernel has it), under ROOT:
   devices/virtual/powercap/intel-rapl-mmio/intel-rapl-mmio:0
   class/powercap/{intel-rapl,intel-rapl-mmio}      -> ../../devices/virtual/powercap/...
   class/powercap/intel-rapl:N[:M], intel-rapl-mmio:0 -> ../../devices/virtual/powercap/...
-  devices/system/cpu/cpufreq/policyN/...           (cpuN/cpufreq -> ../cpufreq/policyN)
+  devices/system/cpu/cpufreq/policyN/...           (cpuN/cpufreq -> ../cpufreq/policyM, M the
+                                                    first CPU of N's policy: N with 1 CPU per policy)
   devices/system/cpu/cpuN/topology/...
   .fakehw/state.json  model + counters     .fakehw/truth.jsonl  ground-truth log
   .fakehw/lock        flock'ed around every change
@@ -166,12 +167,28 @@ def _now_ns():
 
 def create(root, variant="acpi", packages=2, cpus_per_package=2, dram=True,
            multi_die=False, dies=None, fmax_khz=2400000, fmin_khz=800000,
-           model=None, initial_uj=None, energy_mode=None, no_dram=False):
+           model=None, initial_uj=None, energy_mode=None, no_dram=False,
+           cpus_per_policy=1, base_khz=None, acpi_turbo=False):
     """Build a fake sysfs tree at root (must not exist or be empty).
-    no_dram=True is the same as dram=False (the CLI's --no-dram)."""
+    no_dram=True is the same as dram=False (the CLI's --no-dram).
+
+    cpus_per_policy: CPUs sharing one cpufreq policy, as the kernel lays it out
+    (policyM for CPUs M..M+k-1, cpuN/cpufreq -> ../cpufreq/policyM, related_cpus
+    and affected_cpus listing them all); 1 (the default) = one policy per CPU.
+    base_khz (pstate only): the nominal clock, exposed as base_frequency as
+    intel_pstate does. acpi_turbo (acpi only): a boost entry fmax+1000 kHz on top
+    of scaling_available_frequencies, as acpi-cpufreq shows turbo; cpuinfo_max_freq
+    and scaling_max_freq start there."""
     dram = dram and not no_dram
     if variant not in ("acpi", "pstate"):
         raise FakeHwError(f"variant must be acpi or pstate, not {variant!r}")
+    if int(cpus_per_policy) < 1:
+        raise FakeHwError("cpus-per-policy must be >= 1")
+    cpus_per_policy = int(cpus_per_policy)
+    if base_khz is not None and (variant != "pstate" or not (fmin_khz <= int(base_khz) <= fmax_khz)):
+        raise FakeHwError("base-khz needs --variant pstate and fmin-khz <= base-khz <= fmax-khz")
+    if acpi_turbo and variant != "acpi":
+        raise FakeHwError("acpi-turbo needs --variant acpi")
     if dies is None:
         dies = 2 if multi_die else 1
     if packages < 1 or cpus_per_package < 1 or dies < 1:
@@ -264,6 +281,7 @@ def create(root, variant="acpi", packages=2, cpus_per_package=2, dram=True,
     rng = f"0-{ncpu - 1}" if ncpu > 1 else "0"
     for f in ("online", "possible", "present"):
         _write_new(os.path.join(cpu_dir, f), rng + "\n", 0o444)
+    top_khz = fmax_khz + 1000 if acpi_turbo else fmax_khz
     for c in range(ncpu):
         pkg = c // cpus_per_package
         die = (c % cpus_per_package) // cpus_per_die
@@ -272,31 +290,39 @@ def create(root, variant="acpi", packages=2, cpus_per_package=2, dram=True,
         for f, v in (("physical_package_id", pkg), ("die_id", die), ("core_id", c % cpus_per_package)):
             _write_new(os.path.join(cd, "topology", f), f"{v}\n", 0o444)
         _write_new(os.path.join(cd, "online"), "1\n", 0o644)
-        pol = os.path.join(cpu_dir, "cpufreq", f"policy{c}")
+        first = c - c % cpus_per_policy
+        os.symlink(f"../cpufreq/policy{first}", os.path.join(cd, "cpufreq"))
+        if first != c:
+            continue  # the policy directory exists already
+        members = " ".join(str(x) for x in range(first, min(first + cpus_per_policy, ncpu)))
+        pol = os.path.join(cpu_dir, "cpufreq", f"policy{first}")
         _mkdir(pol)
         files = [
             ("scaling_driver", "acpi-cpufreq" if variant == "acpi" else "intel_pstate", 0o444),
             ("scaling_available_governors", ACPI_GOVERNORS if variant == "acpi" else PSTATE_GOVERNORS, 0o444),
             ("scaling_governor", "schedutil" if variant == "acpi" else "powersave", 0o644),
             ("cpuinfo_min_freq", fmin_khz, 0o444),
-            ("cpuinfo_max_freq", fmax_khz, 0o444),
+            ("cpuinfo_max_freq", top_khz, 0o444),
             ("cpuinfo_transition_latency", 10000 if variant == "acpi" else 0, 0o444),
             ("scaling_min_freq", fmin_khz, 0o644),
-            ("scaling_max_freq", fmax_khz, 0o644),
-            ("scaling_cur_freq", fmax_khz, 0o444),
-            ("cpuinfo_cur_freq", fmax_khz, 0o400 if os.geteuid() == 0 else 0o444),
-            ("related_cpus", c, 0o444),
-            ("affected_cpus", c, 0o444),
+            ("scaling_max_freq", top_khz, 0o644),
+            ("scaling_cur_freq", top_khz, 0o444),
+            ("cpuinfo_cur_freq", top_khz, 0o400 if os.geteuid() == 0 else 0o444),
+            ("related_cpus", members, 0o444),
+            ("affected_cpus", members, 0o444),
         ]
         if variant == "acpi":
             steps = list(range(fmax_khz, fmin_khz - 1, -100000))
             if steps[-1] != fmin_khz:
                 steps.append(fmin_khz)
+            if acpi_turbo:
+                steps.insert(0, top_khz)
             files.append(("scaling_available_frequencies", " ".join(map(str, steps)) + " ", 0o444))
             files.append(("scaling_setspeed", "<unsupported>", 0o644))
+        if base_khz is not None:
+            files.append(("base_frequency", int(base_khz), 0o444))
         for f, v, mode in files:
             _write_new(os.path.join(pol, f), f"{v}\n", mode)
-        os.symlink(f"../cpufreq/policy{c}", os.path.join(cd, "cpufreq"))
 
     sd = os.path.join(root, STATE_DIR)
     _mkdir(sd, 0o755)
@@ -304,6 +330,7 @@ def create(root, variant="acpi", packages=2, cpus_per_package=2, dram=True,
     _write_new(os.path.join(sd, TRUTH_FILE), "", 0o644)
     state = dict(version=1, variant=variant, packages=packages, cpus_per_package=cpus_per_package,
                  dies=dies, dram=dram, ncpu=ncpu, fmin_khz=fmin_khz, fmax_khz=fmax_khz, model=m,
+                 cpus_per_policy=cpus_per_policy,
                  zones=zones, seconds_total=0.0, advances=0)
     _save_state(root, state)
     return root
@@ -360,10 +387,16 @@ def _effective_khz(files):
     return max(lo, min(f, hi))
 
 
+def _policy_dir(root, cpu):
+    """The policy directory of a CPU: cpuN/cpufreq, a symlink to its policy (one
+    CPU per policy unless the tree was created with cpus_per_policy > 1)."""
+    return os.path.join(root, "devices/system/cpu", f"cpu{cpu}", "cpufreq")
+
+
 def _cpu_freqs(root, state):
     freqs = []
     for c in range(state["ncpu"]):
-        pol = os.path.join(root, "devices/system/cpu/cpufreq", f"policy{c}")
+        pol = _policy_dir(root, c)
         files = {}
         for f in ("scaling_driver", "scaling_governor", "cpuinfo_min_freq", "cpuinfo_max_freq",
                   "scaling_min_freq", "scaling_max_freq", "scaling_setspeed"):
@@ -460,7 +493,7 @@ def _advance_locked(root, state, seconds, utils, source, extra=None):
         z["truth_uj"] += d
         z["frac"] = frac
     for c, f in enumerate(freqs):
-        pol = os.path.join(root, "devices/system/cpu/cpufreq", f"policy{c}")
+        pol = _policy_dir(root, c)
         for name in ("scaling_cur_freq", "cpuinfo_cur_freq"):
             write_in_place(os.path.join(pol, name), f"{f}\n")
     t_after = _now_ns()
@@ -862,6 +895,11 @@ def main(argv=None):
     c.add_argument("--param", action="append", metavar="NAME=VALUE",
                    help="model parameter: " + ", ".join(DEFAULT_MODEL))
     c.add_argument("--initial-uj", type=int, help="initial value of every counter")
+    c.add_argument("--cpus-per-policy", type=int, default=1,
+                   help="CPUs sharing one cpufreq policy (related_cpus), default 1")
+    c.add_argument("--base-khz", type=int, help="pstate: nominal clock, exposed as base_frequency")
+    c.add_argument("--acpi-turbo", action="store_true",
+                   help="acpi: boost entry fmax+1000 kHz on top of the available frequencies")
     a = sub.add_parser("advance", help="advance counters by the model (deterministic mode)")
     a.add_argument("root")
     a.add_argument("--seconds", required=True)
@@ -907,7 +945,9 @@ def main(argv=None):
                    cpus_per_package=args.cpus_per_package, dram=not args.no_dram,
                    multi_die=args.multi_die or (args.dies or 1) > 1, dies=args.dies,
                    fmax_khz=args.fmax_khz, fmin_khz=args.fmin_khz,
-                   model=_parse_model(args.param), initial_uj=args.initial_uj)
+                   model=_parse_model(args.param), initial_uj=args.initial_uj,
+                   cpus_per_policy=args.cpus_per_policy, base_khz=args.base_khz,
+                   acpi_turbo=args.acpi_turbo)
         elif args.cmd == "advance":
             util = args.util_list.split(",") if args.util_list else args.util
             print(json.dumps(advance(args.root, args.seconds, util)))

@@ -1,5 +1,6 @@
-/* CPU sets, kHz lists, clamp/round, discovery and apply for both driver
- * styles (acpi-cpufreq setspeed, intel_pstate max cap). */
+/* CPU sets, kHz lists, clamp/round, discovery and the one-shot apply for
+ * both driver styles (acpi-cpufreq setspeed, intel_pstate max cap). The
+ * step path's clock control handle is tested in test_freq_ctl.c. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -131,6 +132,9 @@ static void test_discover_acpi(void **state)
 	assert_int_equal(f.avail_khz[0], 800000);
 	assert_int_equal(f.avail_khz[16], 2400000);
 	assert_int_equal(js_cpuset_count(&f.related), 2);
+	assert_int_equal(f.policy, 0); /* a directory, not a link: the first related CPU */
+	assert_int_equal(f.base_frequency_khz, 0);
+	assert_int_equal(js_freq_nominal_khz(&f), 2400000); /* no turbo entry: the top step */
 	assert_int_equal(js_cpufreq_read(root, 2, &f), -ENOENT);
 	tt_rmrf(root);
 }
@@ -146,10 +150,11 @@ static void test_discover_pstate(void **state)
 	assert_string_equal(f.driver, "intel_pstate");
 	assert_int_equal(f.method, JS_FREQ_MAXCAP);
 	assert_int_equal(f.navail, 0);
-	/* userspace listed but no scaling_setspeed file: still MAXCAP */
-	tt_cpufile(root, 0, "scaling_available_governors", "userspace performance\n");
+	assert_int_equal(js_freq_nominal_khz(&f), 0); /* continuous, no base_frequency */
+	tt_cpufile(root, 0, "base_frequency", "2100000\n");
 	assert_int_equal(js_cpufreq_read(root, 0, &f), 0);
-	assert_int_equal(f.method, JS_FREQ_MAXCAP);
+	assert_int_equal(f.base_frequency_khz, 2100000);
+	assert_int_equal(js_freq_nominal_khz(&f), 2100000);
 	tt_rmrf(root);
 }
 

@@ -1,0 +1,461 @@
+"""Frequency control of the joulestep SPANK plugin on the live Slurm cluster (issue 8:
+defects 2, 3, 9, 10, 11 and 12).
+
+Each test builds its own fake cpufreq tree (tests/fakehw/fakehw.py) so that it knows the
+original settings, and checks the files themselves, from inside the job (the job prints
+every CPU's cpufreq files with `fakehw.py read-cpufreq`) and after it. slurmd is restarted
+once for the module with the plugin in plugstack.conf, so that the plugin's job epilog
+runs (slurmd looks for plugins' job epilogs only at its start).
+"""
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import re
+import shutil
+import signal
+import subprocess
+import time
+
+import pytest
+
+import fakehw
+import spool
+
+pytestmark = pytest.mark.cluster
+
+FMAX = 4000000   # 0.85·fmax and 0.6·fmax fall on the acpi 100 MHz steps
+FMIN = 800000
+USER = "jsuser"
+REPO = pathlib.Path(__file__).resolve().parents[2]
+KEYS = ("scaling_governor", "scaling_max_freq", "scaling_min_freq", "effective_khz")
+
+
+def expand(cpus: str) -> list[int]:
+    out = []
+    for part in cpus.split(","):
+        a, _, b = part.partition("-")
+        out += range(int(a), int(b or a) + 1)
+    return out
+
+
+def wait_for(cond, what, timeout=30.0):
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, f"{what}: not within {timeout} s"
+        time.sleep(0.1)
+
+
+class FreqEnv:
+    def __init__(self, cluster, build: pathlib.Path):
+        self.c = cluster
+        self.root = cluster.workdir / "jsfreq"
+        self.root.mkdir(mode=0o755, exist_ok=True)
+        os.chmod(self.root, 0o755)
+        self.spool = self.root / "spool"
+        self.state = self.root / "state"
+        self.sock = self.root / "sock"
+        self.bin = cluster.public_path(build) / "bin"
+        self.fakehw_py = cluster.public_path(REPO / "tests" / "fakehw" / "fakehw.py")
+        self.so = build / "spank" / "joulestep.so"
+        # enough fake CPUs for every Slurm core, and an even number (shared policies of 2)
+        self.ncpus = max(2, cluster.cpus + cluster.cpus % 2)
+        self.n = 0
+        self.hw = None
+
+    def tree(self, **kw) -> pathlib.Path:
+        """A fresh fake tree (never reused: its original settings are known) that the
+        plugin uses from now on."""
+        self.n += 1
+        hw = self.root / f"hw{self.n}"
+        kw.setdefault("fmax_khz", FMAX)
+        kw.setdefault("fmin_khz", FMIN)
+        fakehw.create(str(hw), packages=1, cpus_per_package=self.ncpus, **kw)
+        self.use(hw)
+        return hw
+
+    def use(self, hw, **extra):
+        self.hw = hw
+        args = {"spool": self.spool, "state": self.state, "sysfs": hw, "socket_dir": self.sock,
+                "backend": "sysfs", "sample_ms": 200}
+        args.update(extra)
+        self.c.write_plugstack(self.so, args)
+
+    def files(self, cpu, hw=None) -> dict:
+        return fakehw.read_cpufreq(str(hw or self.hw), cpu)
+
+    def snapshot(self, hw=None) -> dict:
+        return {c: self.files(c, hw) for c in range(self.ncpus)}
+
+    def set_file(self, cpu, name, value):
+        fakehw.write_in_place(str(self.hw / "devices/system/cpu" / f"cpu{cpu}" / "cpufreq" / name),
+                              f"{value}\n")
+
+    def cf(self, tag) -> str:
+        """Shell line: print every CPU's cpufreq files (JSON), tagged."""
+        return "; ".join(f'echo "CF {tag} {c} $(python3 {self.fakehw_py} read-cpufreq {self.hw} {c})"'
+                         for c in range(self.ncpus))
+
+    def phase(self, *args) -> str:
+        return f"{self.bin}/joulestep-phase " + " ".join(str(a) for a in args)
+
+    def run_job(self, script, args=(), state="COMPLETED", timeout=90):
+        res, job = self.c.sbatch(script, user=USER, args=args)
+        assert res.returncode == 0 and job, res.stderr
+        st = self.c.wait_job(job, timeout)
+        out = self.c.job_output(job)
+        assert st == state, f"job {job} {st}\n{out}\n{self.c.logs()}"
+        return job, out
+
+    def records(self, job, steps):
+        return spool.wait_records(self.spool, job, steps, self.c.logs)
+
+    def assert_files(self, orig, hw=None):
+        now = self.snapshot(hw)
+        for c in range(self.ncpus):
+            for k in KEYS:
+                assert now[c][k] == orig[c][k], (c, k, now[c][k], orig[c][k])
+
+
+def cf_lines(out: str) -> dict:
+    """tag -> {cpu: files dict} from the job's CF lines."""
+    res = {}
+    for m in re.finditer(r"^CF (\S+) (\d+) (\{.*\})$", out, re.M):
+        res.setdefault(m.group(1), {})[int(m.group(2))] = json.loads(m.group(3))
+    return res
+
+
+@pytest.fixture(scope="module")
+def fenv(cluster, build_dir):
+    env = FreqEnv(cluster, build_dir)
+    env.tree()
+    cluster.restart_slurmd()  # slurmd must see the plugin's job epilog
+    try:
+        yield env
+    finally:
+        cluster.write_plugstack(None)
+        cluster.restart_slurmd()
+
+
+@pytest.fixture
+def fe(fenv):
+    fenv.c.wait_idle()
+    yield fenv
+    fenv.c.wait_idle()
+
+
+def _cmdline(pid):
+    try:
+        return pathlib.Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
+
+
+def stepd_pid(job, step="batch"):
+    """The step's main slurmstepd (not one of its forked helpers)."""
+    for d in pathlib.Path("/proc").iterdir():
+        if d.name.isdigit() and _cmdline(d.name).startswith(f"slurmstepd: [{job}.{step}]"):
+            try:
+                ppid = int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            if not _cmdline(ppid).startswith("slurmstepd:"):
+                return int(d.name)
+    return None
+
+
+def job_pids(job):
+    pids = []
+    for d in pathlib.Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                env = (d / "environ").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if f"SLURM_JOB_ID={job}".encode() in env:
+                pids.append(int(d.name))
+    return pids
+
+
+# ------------------------------------------------------------------ defect 9
+def test_phase_end_restores_each_cpus_original_settings(fe):
+    """A site caps scaling_max_freq below cpuinfo_max (turbo off). Ending a throttled
+    phase puts back exactly what was there: the governor is never changed, the cap is
+    neither lost nor raised, and a phase asking for more than the cap gets the cap."""
+    hw = fe.tree()
+    cap = 3600000
+    for c in range(fe.ncpus):
+        fe.set_file(c, "scaling_max_freq", cap)
+    orig = fe.snapshot()
+    script = f"""#!/bin/sh
+#SBATCH -n1
+{fe.cf("before")}
+{fe.phase("begin", "write")}
+{fe.cf("write")}
+{fe.phase("end")}
+{fe.cf("between")}
+{fe.phase("begin", "compress")}
+{fe.cf("compress")}
+{fe.phase("end")}
+{fe.cf("after")}
+"""
+    job, out = fe.run_job(script, args=["--energy-policy=phase:write=0.85,compress=0.95"])
+    rec = fe.records(job, ["batch"])["batch"]
+    cf = cf_lines(out)
+    mine = expand(rec["step"]["cpus"])
+    assert len(mine) >= 1
+    for c in range(fe.ncpus):
+        o = orig[c]
+        assert cf["before"][c]["scaling_governor"] == o["scaling_governor"] == "schedutil"
+        for tag in ("between", "after"):
+            for k in KEYS:
+                assert cf[tag][c][k] == o[k], (tag, c, k)
+        if c in mine:
+            assert cf["write"][c]["scaling_max_freq"] == int(0.85 * FMAX)
+            assert cf["write"][c]["effective_khz"] == int(0.85 * FMAX)
+            assert cf["write"][c]["scaling_governor"] == "schedutil"   # never switched
+            assert cf["compress"][c]["scaling_max_freq"] == cap         # 0.95·fmax > cap
+        else:
+            for tag in ("write", "compress"):
+                for k in KEYS:
+                    assert cf[tag][c][k] == o[k], (tag, c, k)
+    assert rec["step"]["base_freq_khz"] == cap
+    ph = {p["kind"]: p for p in rec["phases"]}
+    assert ph["write"]["freq_khz"] == int(0.85 * FMAX)
+    assert ph["compress"]["freq_khz"] == cap
+    fe.assert_files(orig, hw)
+
+
+def test_fixed_policy_records_the_original_clock(fe):
+    hw = fe.tree()
+    orig = fe.snapshot()
+    job, out = fe.run_job(f"#!/bin/sh\n#SBATCH -n1\n{fe.cf('in')}\n",
+                          args=["--energy-policy=fixed:0.6"])
+    rec = fe.records(job, ["batch"])["batch"]
+    assert rec["step"]["base_freq_khz"] == FMAX          # the original clock, not 0.6·fmax
+    assert rec["step"]["fixed_freq_khz"] == int(0.6 * FMAX)
+    cf = cf_lines(out)["in"]
+    for c in expand(rec["step"]["cpus"]):
+        assert cf[c]["effective_khz"] == int(0.6 * FMAX)
+        assert cf[c]["scaling_max_freq"] == int(0.6 * FMAX)
+        assert cf[c]["scaling_governor"] == orig[c]["scaling_governor"]
+    fe.assert_files(orig, hw)
+
+
+@pytest.mark.parametrize("variant, kw, base, nominal", [
+    ("pstate", dict(base_khz=3000000), FMAX, 3000000),        # intel_pstate base_frequency
+    ("acpi", dict(acpi_turbo=True), FMAX + 1000, FMAX),       # acpi-cpufreq turbo entry
+    ("acpi", dict(), FMAX, FMAX),                              # no turbo entry: the top step
+])
+@pytest.mark.parametrize("policy", ["monitor", "io-dvfs"])
+def test_nominal_clock_recorded(fe, variant, kw, base, nominal, policy):
+    fe.tree(variant=variant, **kw)
+    job, _ = fe.run_job("#!/bin/sh\n#SBATCH -n1\ntrue\n", args=[f"--energy-policy={policy}"])
+    st = fe.records(job, ["batch"])["batch"]["step"]
+    assert st["base_freq_khz"] == base
+    assert st["nominal_freq_khz"] == nominal
+
+
+def test_faster_cpu_keeps_its_own_maximum(fe):
+    """Hybrid cores: CPU 1's maximum is above CPU 0's. A throttled phase lowers each to
+    the ratio of its own maximum, and ending it gives each its own maximum back."""
+    if fe.c.cpus < 2:
+        pytest.skip("needs a step with 2 CPUs")
+    hw = fe.tree(variant="pstate")
+    fast = FMAX + 400000
+    fe.set_file(1, "cpuinfo_max_freq", fast)
+    fe.set_file(1, "scaling_max_freq", fast)
+    orig = fe.snapshot()
+    script = f"""#!/bin/sh
+#SBATCH -n1 -c2
+{fe.phase("begin", "write")}
+{fe.cf("write")}
+{fe.phase("end")}
+{fe.cf("after")}
+"""
+    job, out = fe.run_job(script, args=["--energy-policy=io-dvfs"])
+    rec = fe.records(job, ["batch"])["batch"]
+    assert {0, 1} <= set(expand(rec["step"]["cpus"]))
+    cf = cf_lines(out)
+    assert cf["write"][0]["scaling_max_freq"] == int(0.85 * FMAX)
+    assert cf["write"][1]["scaling_max_freq"] == int(0.85 * fast)
+    assert cf["after"][0]["scaling_max_freq"] == FMAX
+    assert cf["after"][1]["scaling_max_freq"] == fast
+    fe.assert_files(orig, hw)
+
+
+# ------------------------------------------------------------------ defect 10
+def test_shared_policy_is_never_lowered(fe):
+    """One cpufreq policy covers 2 CPUs. A one-CPU step shares its policy with a CPU
+    outside the step: its clock is left alone and the record says why."""
+    hw = fe.tree(cpus_per_policy=2)
+    orig = fe.snapshot()
+    script = f"""#!/bin/sh
+#SBATCH -n1
+{fe.phase("begin", "write")}
+{fe.cf("write")}
+{fe.phase("end")}
+"""
+    job, out = fe.run_job(script, args=["--energy-policy=io-dvfs"])
+    rec = fe.records(job, ["batch"])["batch"]
+    mine = expand(rec["step"]["cpus"])
+    assert len(mine) == 1
+    cf = cf_lines(out)["write"]
+    for c in range(fe.ncpus):
+        for k in KEYS:
+            assert cf[c][k] == orig[c][k], (c, k)
+    pol = mine[0] - mine[0] % 2
+    assert f"freq: policy {pol} shared with CPUs outside the step" in rec["provenance"]["errors"]
+    assert rec["phases"][0]["freq_khz"] is None
+    assert rec["step"]["base_freq_khz"] == FMAX
+    fe.assert_files(orig, hw)
+
+    # a step holding the whole policy may lower it
+    if fe.c.cpus < 2:
+        return
+    job, out = fe.run_job(script.replace("#SBATCH -n1", "#SBATCH -n1 -c2"),
+                          args=["--energy-policy=io-dvfs"])
+    rec = fe.records(job, ["batch"])["batch"]
+    assert {0, 1} <= set(expand(rec["step"]["cpus"]))
+    cf = cf_lines(out)["write"]
+    assert cf[0]["scaling_max_freq"] == cf[1]["scaling_max_freq"] == int(0.85 * FMAX)
+    assert not [e for e in rec["provenance"]["errors"] if "shared" in e]
+    assert rec["phases"][0]["freq_khz"] == int(0.85 * FMAX)
+    fe.assert_files(orig, hw)
+
+
+# ------------------------------------------------------------------ defect 11
+def test_slurm_cpu_freq_request_makes_joulestep_step_aside(fe):
+    hw = fe.tree()
+    orig = fe.snapshot()
+    res = fe.c.srun(["-n1", "--cpu-freq=High", "--energy-policy=fixed:0.6", "sh", "-c",
+                     f'echo JOB $SLURM_JOB_ID; {fe.cf("in")}; {fe.phase("begin", "write")}; '
+                     f'{fe.cf("write")}; {fe.phase("end")}'], user=USER)
+    assert res.returncode == 0, res.stderr + fe.c.logs()
+    job = re.search(r"^JOB (\d+)$", res.stdout, re.M).group(1)
+    rec = fe.records(job, ["0"])["0"]
+    cf = cf_lines(res.stdout)
+    for tag in ("in", "write"):
+        for c in range(fe.ncpus):
+            for k in KEYS:
+                assert cf[tag][c][k] == orig[c][k], (tag, c, k)
+    assert rec["provenance"]["freq_control"] == "slurm-cpu-freq"
+    assert rec["step"]["base_freq_khz"] == FMAX
+    assert rec["step"]["fixed_freq_khz"] is None
+    assert rec["phases"][0]["freq_khz"] is None
+    # sbatch --cpu-freq: the batch step, and the sruns inside it, are Slurm's too
+    job, out = fe.run_job(f"#!/bin/sh\n#SBATCH -n1\n{fe.cf('b')}\nsrun -n1 sh -c '{fe.cf('s')}'\n",
+                          args=["--cpu-freq=High", "--energy-policy=fixed:0.6"])
+    recs = fe.records(job, ["batch", "0"])
+    for step in ("batch", "0"):
+        assert recs[step]["provenance"]["freq_control"] == "slurm-cpu-freq", step
+    cf = cf_lines(out)
+    for tag in ("b", "s"):
+        for c in range(fe.ncpus):
+            for k in KEYS:
+                assert cf[tag][c][k] == orig[c][k], (tag, c, k)
+    # without --cpu-freq the same step is throttled (the request, not the policy, decided)
+    res = fe.c.srun(["-n1", "--energy-policy=fixed:0.6", "sh", "-c",
+                     f'echo JOB $SLURM_JOB_ID; {fe.cf("in")}'], user=USER)
+    assert res.returncode == 0, res.stderr
+    job = re.search(r"^JOB (\d+)$", res.stdout, re.M).group(1)
+    rec = fe.records(job, ["0"])["0"]
+    assert rec["provenance"]["freq_control"] == "joulestep"
+    for c in expand(rec["step"]["cpus"]):
+        assert cf_lines(res.stdout)["in"][c]["scaling_max_freq"] == int(0.6 * FMAX)
+    fe.assert_files(orig, hw)
+
+
+# ------------------------------------------------------------------ defects 2 and 3
+def test_clock_changes_open_no_file(fe):
+    """Strace the step's slurmstepd while its job sends 10 throttling phases: no
+    cpufreq file is opened for a clock change (state read once at step start), and the
+    step thread js-step opens nothing at all (it writes through descriptors opened by
+    slurmstepd's main thread)."""
+    if not shutil.which("strace"):
+        pytest.fail("strace is needed (apt-get install strace)")
+    hw = fe.tree()
+    orig = fe.snapshot()
+    d = fe.c.user_dir(USER)
+    ready, go, done = d / "oc.ready", d / "oc.go", d / "oc.done"
+    for f in (ready, go, done):
+        f.unlink(missing_ok=True)
+    n = 10
+    script = f"""#!/bin/sh
+#SBATCH -n1
+touch {ready}
+i=0; while [ ! -e {go} ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done
+for k in $(seq {n}); do {fe.phase("begin", "write")}; {fe.phase("end")}; done
+touch {done}
+i=0; while [ ! -e {go}.2 ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done
+"""
+    res, job = fe.c.sbatch(script, user=USER, args=["--energy-policy=io-dvfs"])
+    assert res.returncode == 0, res.stderr
+    wait_for(ready.exists, "job start")
+    pid = stepd_pid(job)
+    assert pid
+    tids = {t.name: (t / "comm").read_text().strip() for t in pathlib.Path(f"/proc/{pid}/task").iterdir()}
+    step_tids = [int(t) for t, comm in tids.items() if comm == "js-step"]
+    assert len(step_tids) == 1, tids
+    trace = fe.root / f"strace.{job}"
+    st = subprocess.Popen(["strace", "-f", "-e", "trace=open,openat,openat2,creat", "-o", str(trace),
+                           "-p", str(pid)], stderr=subprocess.PIPE, text=True)
+    try:
+        line = st.stderr.readline()  # "strace: Process N attached with K threads"
+        assert "attached" in line, line
+        go.touch()
+        wait_for(done.exists, "the job's phases", 60)
+    finally:
+        st.send_signal(signal.SIGINT)
+        st.wait(30)
+    (d / "oc.go.2").touch()
+    assert fe.c.wait_job(job) == "COMPLETED"
+    rec = fe.records(job, ["batch"])["batch"]
+    assert [p["freq_khz"] for p in rec["phases"]] == [int(0.85 * FMAX)] * n
+    lines = trace.read_text().splitlines()
+    hw_opens = [l for l in lines if str(hw) in l]
+    assert hw_opens == [], hw_opens[:10]
+    thread_opens = [l for l in lines if int(l.split()[0]) in step_tids]
+    assert thread_opens == [], thread_opens[:10]
+    fe.assert_files(orig, hw)
+    (d / "oc.go.2").unlink(missing_ok=True)
+
+
+# ------------------------------------------------------------------ defect 12
+def test_killed_slurmstepd_is_restored_by_the_job_epilog(fe):
+    """slurmstepd is SIGKILLed while a write phase holds its CPU down; no other step
+    ever runs on the node. The job's epilog restores the CPU from the journal."""
+    hw = fe.tree()
+    orig = fe.snapshot()
+    flag = fe.c.user_dir(USER) / "epi-phase"
+    flag.unlink(missing_ok=True)
+    script = f"""#!/bin/sh
+#SBATCH -n1
+#SBATCH --energy-policy=io-dvfs
+{fe.phase("begin", "write")}
+touch {flag}
+sleep 300
+"""
+    res, job = fe.c.sbatch(script, user=USER)
+    assert res.returncode == 0, res.stderr
+    wait_for(flag.exists, "the write phase")
+    lowered = [c for c in range(fe.ncpus) if fe.files(c)["effective_khz"] == int(0.85 * FMAX)]
+    assert len(lowered) == 1
+    pid = stepd_pid(job)
+    assert pid
+    os.kill(pid, signal.SIGKILL)
+    wait_for(lambda: not _cmdline(pid) or "slurmstepd" not in _cmdline(pid), "slurmstepd gone", 10)
+    for p in job_pids(job):  # the orphaned script and its sleep
+        try:
+            os.kill(p, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    fe.c.scancel(job)
+    fe.c.wait_job(job)
+    # no further step: only the epilog can put the clock back
+    wait_for(lambda: fe.files(lowered[0])["effective_khz"] == orig[lowered[0]]["effective_khz"],
+             "the epilog restoring the CPU", 60)
+    fe.c.wait_idle(60)
+    fe.assert_files(orig, hw)
+    assert not list(fe.state.glob("cpu*.orig"))
