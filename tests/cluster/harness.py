@@ -140,7 +140,16 @@ def ensure_user(name: str) -> pwd.struct_passwd:
 
 
 def hardware() -> dict:
-    """This machine's layout as `slurmd -C` reports it (CPUs, Sockets..., RealMemory)."""
+    """This machine's layout as `slurmd -C` reports it (CPUs, Sockets..., RealMemory).
+
+    JOULESTEP_TEST_CPUS=N makes the test cluster a node of N CPUs instead (only CPUs
+    is then given): with `taskset -c 0` and N=1 it is a one-CPU host; N larger than
+    the machine's count gives many CPUs (tasks are then not bound: task/none)."""
+    if os.environ.get("JOULESTEP_TEST_CPUS"):
+        n = int(os.environ["JOULESTEP_TEST_CPUS"])
+        if n < 1:
+            raise ClusterError(f"JOULESTEP_TEST_CPUS={n}: at least 1")
+        return {"CPUs": str(n)}
     res = subprocess.run([_which("slurmd"), "-C"], capture_output=True, text=True,
                          stdin=subprocess.DEVNULL, timeout=30)
     line = next((l for l in res.stdout.splitlines() if l.startswith("NodeName=")), "")
@@ -260,8 +269,11 @@ class Cluster:
 
     # ------------------------------------------------------------------ setup
     def _client_env(self) -> dict:
+        # nothing of an enclosing Slurm job or joulestep step (make test may itself run
+        # in one) reaches the test cluster's daemons, clients or jobs
         env = {k: v for k, v in os.environ.items()
-               if not k.startswith(("SLURM_", "SBATCH_", "SRUN_", "SALLOC_", "SQUEUE_", "SINFO_"))}
+               if not k.startswith(("SLURM_", "SBATCH_", "SRUN_", "SALLOC_", "SQUEUE_", "SINFO_",
+                                    "JOULESTEP_SOCKET", "JOULESTEP_SYNC"))}
         env["PATH"] = SBIN_PATHS + ":" + env.get("PATH", "")
         env["SLURM_CONF"] = str(self.conf)
         env["LC_ALL"] = "C"
