@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "js_internal.h"
+#include "js_papi.h"
 
 static const struct js_backend_ops *const backends[] = {
 	&js_backend_powercap,
@@ -35,7 +36,7 @@ static void append(char *why, size_t whylen, const char *name, const char *reaso
 
 /* Open one backend; on failure *e is freed and reason holds why. */
 static int open_one(const struct js_backend_ops *ops, const char *sysfs_root,
-		    struct js_energy **out, char *reason, size_t rlen)
+		    const char *papi_components, struct js_energy **out, char *reason, size_t rlen)
 {
 	struct js_energy *e = calloc(1, sizeof(*e));
 	int rc;
@@ -43,8 +44,10 @@ static int open_one(const struct js_backend_ops *ops, const char *sysfs_root,
 	if (!e)
 		return -ENOMEM;
 	e->ops = ops;
+	e->papi_components = papi_components;
 	reason[0] = '\0';
 	rc = ops->open(e, sysfs_root, reason, rlen);
+	e->papi_components = NULL;
 	if (rc < 0) {
 		if (!reason[0])
 			js_fmt(reason, rlen, "unavailable: %s", strerror(-rc));
@@ -60,7 +63,10 @@ int js_energy_open(const struct js_energy_opts *opts, struct js_energy **out,
 {
 	const char *order = (opts && opts->order) ? opts->order : JS_ORDER_DEFAULT;
 	const char *sysfs_root = opts ? opts->sysfs_root : NULL;
+	const char *papi_components = opts ? opts->papi_components : NULL;
 	const char *p;
+	char reason[JS_WHY_LEN * 2];
+	unsigned papi_mask;
 	int rc = -ENODEV;
 
 	if (!out)
@@ -84,12 +90,16 @@ int js_energy_open(const struct js_energy_opts *opts, struct js_energy **out,
 		if (*p == ',')
 			p++;
 	}
+	if (papi_components &&
+	    js_papi_parse_components(papi_components, &papi_mask, reason, sizeof(reason)) < 0) {
+		append(why, whylen, "papi", reason);
+		return -EINVAL;
+	}
 	for (p = order; *p;) {
 		size_t len = strcspn(p, ",");
 		const struct js_backend_ops *ops = find_backend(p, len);
-		char reason[JS_WHY_LEN * 2];
 
-		rc = open_one(ops, sysfs_root, out, reason, sizeof(reason));
+		rc = open_one(ops, sysfs_root, papi_components, out, reason, sizeof(reason));
 		if (rc == 0)
 			return 0;
 		append(why, whylen, ops->name, reason);
@@ -114,7 +124,7 @@ int js_energy_probe(const char *backend, const char *sysfs_root, char *why, size
 		       "unknown backend (allowed: powercap, papi, sysfs)");
 		return -EINVAL;
 	}
-	rc = open_one(ops, sysfs_root, &e, reason, sizeof(reason));
+	rc = open_one(ops, sysfs_root, NULL, &e, reason, sizeof(reason));
 	if (rc < 0) {
 		append(why, whylen, ops->name, reason);
 		return rc;

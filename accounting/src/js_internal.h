@@ -29,6 +29,7 @@ struct js_energy {
 	const struct js_backend_ops *ops;
 	struct js_zone_set zones;
 	void *priv;
+	const char *papi_components; /* opts->papi_components, during open only */
 };
 
 extern const struct js_backend_ops js_backend_sysfs;

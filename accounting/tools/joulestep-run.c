@@ -1,8 +1,9 @@
 /* joulestep-run: measure the RAPL energy of any command, as `perf stat`
  * does, optionally running it at a chosen CPU frequency.
  *
- *   joulestep-run [--sysfs DIR] [--backend powercap|papi|sysfs] [--sample-ms N]
- *                 [--freq-ratio R | --freq-khz K] [--state DIR] [--json] -- CMD ARGS...
+ *   joulestep-run [--sysfs DIR] [--backend powercap|papi|sysfs] [--papi-components LIST]
+ *                 [--sample-ms N] [--freq-ratio R | --freq-khz K] [--state DIR] [--json]
+ *                 -- CMD ARGS...
  *
  * Frequencies are changed only on the CPUs the command may run on (our
  * affinity mask), saved first in the crash-safe journal, and restored when
@@ -31,6 +32,7 @@
 struct opts {
 	const char *sysfs;
 	const char *backend;
+	const char *papi_components;
 	const char *state;
 	long sample_ms;
 	double freq_ratio;
@@ -42,10 +44,14 @@ struct opts {
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: " PROG " [--sysfs DIR] [--backend powercap|papi|sysfs] [--sample-ms N]\n"
-		"                     [--freq-ratio R | --freq-khz K] [--state DIR] [--json] -- CMD ARGS...\n"
+		"usage: " PROG " [--sysfs DIR] [--backend powercap|papi|sysfs] [--papi-components LIST]\n"
+		"                     [--sample-ms N] [--freq-ratio R | --freq-khz K] [--state DIR] [--json]\n"
+		"                     -- CMD ARGS...\n"
 		"  --sysfs DIR      sysfs root to read (default /sys)\n"
 		"  --backend LIST   backends to try, comma separated (default powercap,papi,sysfs)\n"
+		"  --papi-components LIST\n"
+		"                   PAPI components the papi backend may use, comma separated, or none\n"
+		"                   (default powercap,rapl,perf_event_uncore)\n"
 		"  --sample-ms N    cap of the wrap-safe sampling period, 1..3600000 ms (default 1000)\n"
 		"  --freq-ratio R   run CMD at R*fmax, 0 < R <= 1\n"
 		"  --freq-khz K     run CMD at K kHz (clamped to the CPU's range)\n"
@@ -58,6 +64,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 	static const struct option lo[] = {
 		{"sysfs", required_argument, NULL, 's'},
 		{"backend", required_argument, NULL, 'b'},
+		{"papi-components", required_argument, NULL, 'P'},
 		{"sample-ms", required_argument, NULL, 'p'},
 		{"freq-ratio", required_argument, NULL, 'r'},
 		{"freq-khz", required_argument, NULL, 'k'},
@@ -74,6 +81,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		switch (c) {
 		case 's': o->sysfs = optarg; break;
 		case 'b': o->backend = optarg; break;
+		case 'P': o->papi_components = optarg; break;
 		case 'S': o->state = optarg; break;
 		case 'j': o->json = true; break;
 		case 'p':
@@ -271,7 +279,8 @@ int main(int argc, char **argv)
 		return EXIT_USAGE;
 	fc.o = &o;
 
-	eo = (struct js_energy_opts){.sysfs_root = o.sysfs, .order = o.backend};
+	eo = (struct js_energy_opts){.sysfs_root = o.sysfs, .order = o.backend,
+				     .papi_components = o.papi_components};
 	rc = js_energy_open(&eo, &e, why, sizeof(why));
 	if (rc < 0) {
 		fprintf(stderr, PROG ": no energy backend works:\n%s\n", why);

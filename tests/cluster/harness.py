@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import grp
 import os
 import pathlib
 import pwd
@@ -58,17 +59,35 @@ def _which(name: str) -> str:
     return path
 
 
-def _free_ports(n: int) -> list[int]:
-    socks, ports = [], []
+def _ephemeral_range() -> tuple[int, int]:
+    """The kernel's range for outgoing connections' local ports."""
     try:
-        for _ in range(n):
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.bind(("127.0.0.1", 0))
-            socks.append(s)
-            ports.append(s.getsockname()[1])
-    finally:
-        for s in socks:
-            s.close()
+        lo, hi = (int(x) for x in
+                  pathlib.Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
+        return lo, hi
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
+def _free_ports(n: int) -> list[int]:
+    """n distinct TCP ports that nothing listens on now, chosen at random outside the
+    kernel's ephemeral range: a port the kernel handed to bind(0) can be given to any
+    outgoing connection (srun, slurmd's own RPCs, another test) before our daemon binds
+    it. Another process may still take one first; Cluster.start retries with new ports
+    when a daemon reports "Address already in use"."""
+    lo, hi = _ephemeral_range()
+    pool = [p for p in range(10000, 65536) if not lo <= p <= hi]
+    rng, ports = secrets.SystemRandom(), []
+    while len(ports) < n:
+        port = rng.choice(pool)
+        if port in ports:
+            continue
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind(("0.0.0.0", port))  # as slurmctld/slurmd will: any address
+            except OSError:
+                continue
+        ports.append(port)
     return ports
 
 
@@ -95,22 +114,42 @@ def _world_accessible_unchecked(path: pathlib.Path) -> bool:
 
 
 def ensure_user(name: str) -> pwd.struct_passwd:
-    """Create a local unprivileged user (no home, no login shell needed) if missing."""
+    """Create a local unprivileged user (no home, no login shell needed) if missing.
+
+    A user of that name that already exists is used as it is (whatever its uid); a
+    group of that name without such a user (useradd --user-group would refuse it)
+    becomes the new user's primary group."""
     try:
         return pwd.getpwnam(name)
     except KeyError:
         pass
     useradd = _which("useradd")
-    res = subprocess.run([useradd, "--system", "--user-group", "--no-create-home",
+    try:
+        grp.getgrnam(name)
+        group = ["--gid", name]
+    except KeyError:
+        group = ["--user-group"]
+    res = subprocess.run([useradd, "--system", *group, "--no-create-home",
                           "--home-dir", "/nonexistent", "--shell", "/bin/sh", name],
                          capture_output=True, text=True, stdin=subprocess.DEVNULL)
-    if res.returncode not in (0, 9):  # 9: already exists (race with another process)
-        raise ClusterError(f"useradd {name} failed: {res.stderr.strip()}")
-    return pwd.getpwnam(name)
+    try:
+        return pwd.getpwnam(name)  # also when another process created it first (status 9)
+    except KeyError:
+        raise ClusterError(f"useradd {name} failed ({res.returncode}): "
+                           f"{res.stderr.strip()}") from None
 
 
 def hardware() -> dict:
-    """This machine's layout as `slurmd -C` reports it (CPUs, Sockets..., RealMemory)."""
+    """This machine's layout as `slurmd -C` reports it (CPUs, Sockets..., RealMemory).
+
+    JOULESTEP_TEST_CPUS=N makes the test cluster a node of N CPUs instead (only CPUs
+    is then given): with `taskset -c 0` and N=1 it is a one-CPU host; N larger than
+    the machine's count gives many CPUs (tasks are then not bound: task/none)."""
+    if os.environ.get("JOULESTEP_TEST_CPUS"):
+        n = int(os.environ["JOULESTEP_TEST_CPUS"])
+        if n < 1:
+            raise ClusterError(f"JOULESTEP_TEST_CPUS={n}: at least 1")
+        return {"CPUs": str(n)}
     res = subprocess.run([_which("slurmd"), "-C"], capture_output=True, text=True,
                          stdin=subprocess.DEVNULL, timeout=30)
     line = next((l for l in res.stdout.splitlines() if l.startswith("NodeName=")), "")
@@ -230,8 +269,11 @@ class Cluster:
 
     # ------------------------------------------------------------------ setup
     def _client_env(self) -> dict:
+        # nothing of an enclosing Slurm job or joulestep step (make test may itself run
+        # in one) reaches the test cluster's daemons, clients or jobs
         env = {k: v for k, v in os.environ.items()
-               if not k.startswith(("SLURM_", "SBATCH_", "SRUN_", "SALLOC_", "SQUEUE_", "SINFO_"))}
+               if not k.startswith(("SLURM_", "SBATCH_", "SRUN_", "SALLOC_", "SQUEUE_", "SINFO_",
+                                    "JOULESTEP_SOCKET", "JOULESTEP_SYNC"))}
         env["PATH"] = SBIN_PATHS + ":" + env.get("PATH", "")
         env["SLURM_CONF"] = str(self.conf)
         env["LC_ALL"] = "C"
@@ -412,9 +454,43 @@ PartitionName=debug Nodes={part_nodes} Default=YES MaxTime=INFINITE State=UP
             time.sleep(0.1)
         raise ClusterError(f"timed out after {timeout:.0f}s waiting for {what}\n{self.logs()}")
 
-    def start(self):
+    PORT_CLASH = "Address already in use"
+
+    def _log_sizes(self) -> dict:
+        sizes = {}
+        for f in self.log_dir.glob("*"):
+            with contextlib.suppress(OSError):
+                sizes[f] = f.stat().st_size
+        return sizes
+
+    def _port_clash_since(self, sizes: dict) -> bool:
+        """True if a daemon logged a failed bind after the log sizes in `sizes`."""
+        for f in self.log_dir.glob("*"):
+            try:
+                with open(f, "rb") as fh:
+                    fh.seek(sizes.get(f, 0))
+                    if self.PORT_CLASH.encode() in fh.read():
+                        return True
+            except OSError:
+                continue
+        return False
+
+    def start(self, port_attempts: int = 4):
+        """Start the daemons; returns once every node is idle. The ports are chosen
+        free, but another process can bind one before our daemon does: then the
+        cluster is stopped and started again on new ports (up to port_attempts)."""
         if self._started:
             return self
+        for attempt in range(1, port_attempts + 1):
+            sizes = self._log_sizes()
+            try:
+                return self._start_once()
+            except ClusterError:
+                if attempt == port_attempts or not self._port_clash_since(sizes):
+                    raise
+        return self
+
+    def _start_once(self):
         self._prepare()
         self._started = True
         atexit.register(self.stop)
@@ -432,14 +508,20 @@ PartitionName=debug Nodes={part_nodes} Default=YES MaxTime=INFINITE State=UP
                                    "--num-threads=4"])
             self._wait_for("the munge socket", self.munge_socket.exists, 15)
             self._spawn("slurmctld", [_which("slurmctld"), "-D", "-c", "-i", "-f", str(self.conf)])
-            self._wait_for("slurmctld", lambda: self.run(["scontrol", "ping"], timeout=10,
-                                                         check=False).stdout.count("UP") > 0, 20)
+            self._wait_for("slurmctld", self._ctld_up, 20)
             self._spawn_slurmds()
             self.wait_idle(self.node_timeout)
         except BaseException:
             self.stop()
             raise
         return self
+
+    def _ctld_up(self) -> bool:
+        # a port clash can leave scontrol talking to whatever else listens there
+        try:
+            return self.run(["scontrol", "ping"], timeout=5, check=False).stdout.count("UP") > 0
+        except subprocess.TimeoutExpired:
+            return False
 
     def _slurmd_procs(self) -> list[str]:
         """Process names of the slurmd daemons: "slurmd", or "slurmd-<node>" per node."""

@@ -456,11 +456,16 @@ def _spin(n):
 
 
 def test_live_mode_follows_cpu_load(tmp_path):
+    # Fake CPU i follows real CPU i % nreal: pin the busy loop to a real CPU that has a
+    # fake one, whatever the number of CPUs (on a 64-CPU host an unpinned loop mostly
+    # runs on CPUs the two fake ones never look at) and whatever cpuset we run in.
+    cpu = min(os.sched_getaffinity(0))
     r = tmp_path / "sys"
-    fakehw.create(r, packages=1, cpus_per_package=2)
+    fakehw.create(r, packages=1, cpus_per_package=max(2, cpu + 1))
     d = fakehw.serve_background(str(r), tick_ms=20)
     busy = subprocess.Popen([sys.executable, "-c",
-                             "import os\nfor _ in range(400):\n    sum(range(200000))\n"])
+                             "import os\nfor _ in range(400):\n    sum(range(200000))\n"],
+                            preexec_fn=lambda: os.sched_setaffinity(0, {cpu}))
     try:
         busy.wait()
         # bounded wait (no timing assertion): until at least 10 ticks are logged

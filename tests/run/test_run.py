@@ -9,6 +9,8 @@ command is SIGKILLed and when joulestep-run gets SIGTERM.
 """
 import json
 import os
+import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -115,13 +117,129 @@ def test_powercap_backend_matches_truth_across_a_wrap(hw, run_exe):
     assert {z["id"]: z["wraps"] for z in rep["zones"]}["intel-rapl:1"] == 1
 
 
-def test_papi_backend_says_why_it_is_unavailable(hw, run_exe):
-    p = subprocess.run([run_exe, "--sysfs", str(hw), "--backend", "papi", "--", "true"],
-                       capture_output=True, text=True, timeout=60)
+# ---- papi: a specific reason and status 125 on every host ------------------
+PAPI_SOURCES = ("powercap", "rapl", "perf_event_uncore")
+REASON_MAX = 120
+NOT_SYS = "unavailable: PAPI reads only the real /sys, not "
+PAPI_UNAVAILABLE = re.compile(r"unavailable: PAPI (?P<ver>\d+\.\d+\.\d+\.\d+) has no "
+                              r"(?P<what>energy component|usable energy events) \((?P<parts>.+)\)")
+PART = re.compile(r"(?P<names>[a-z_]+(?:, [a-z_]+)*): (?P<state>.+)")
+ACTIVE_STATE = re.compile(r"no energy events|\d+ listed, (none|only \d+) can be added|"
+                          r"\d+ added, PAPI_start fails|\d+ started, PAPI_read fails|"
+                          r"(\d+ of )?\d+ read 0 for \d+ ms")
+
+
+def papi_reason(p) -> str:
+    """The one reason joulestep-run gives when --backend papi cannot work."""
+    assert p.returncode == 125, (p.returncode, p.stderr)
+    lines = p.stderr.splitlines()
+    assert lines[0] == "joulestep-run: no energy backend works:", p.stderr
+    assert len(lines) == 2 and lines[1].startswith("papi: "), p.stderr
+    reason = lines[1][len("papi: "):]
+    assert len(reason) <= REASON_MAX, reason
+    return reason
+
+
+def run_papi(run_exe, *args, cmd=("true",)):
+    return subprocess.run([run_exe, "--backend", "papi", *args, "--", *cmd],
+                          capture_output=True, text=True, timeout=60)
+
+
+@pytest.fixture(scope="module")
+def papi_host():
+    """What this host's PAPI has, from papi_component_avail (papi-tools): the
+    library version, and compiled-in component -> disabled (True/False)."""
+    exe = shutil.which("papi_component_avail")
+    assert exe, "papi_component_avail is missing: run make deps (papi-tools)"
+    out = subprocess.run([exe], capture_output=True, text=True, timeout=120).stdout
+    version = re.search(r"^PAPI version\s*:\s*(\S+)", out, re.M).group(1)
+    compiled, section, last = {}, None, None
+    for line in out.splitlines():
+        if line.startswith("Compiled-in components:"):
+            section = "compiled"
+        elif line.startswith("Active components:"):
+            section = None
+        elif section == "compiled" and line.startswith("Name:"):
+            last = line.split()[1]
+            compiled[last] = False
+        elif section == "compiled" and "Disabled:" in line and last:
+            compiled[last] = True
+    return {"version": version, "compiled": compiled}
+
+
+@pytest.mark.parametrize("components", [None, "none", "powercap,rapl,perf_event_uncore",
+                                        "perf_event_uncore"])
+def test_papi_refuses_a_fake_sysfs_root_first(hw, run_exe, components):
+    """Checked before anything else: whatever PAPI this host has, and whatever
+    components are allowed, a fake tree is not what PAPI reads."""
+    args = ["--sysfs", str(hw)] + (["--papi-components", components] if components else [])
+    reason = papi_reason(run_papi(run_exe, *args))
+    root, room = str(hw), REASON_MAX - len(NOT_SYS)
+    want = NOT_SYS + (root if len(root) <= room else "..." + root[-(room - 3):])
+    assert reason == want
+
+
+def test_papi_with_no_component_allowed_has_no_energy_component(run_exe, papi_host):
+    reason = papi_reason(run_papi(run_exe, "--papi-components", "none"))
+    assert reason == (f"unavailable: PAPI {papi_host['version']} has no energy component "
+                      "(powercap, rapl, perf_event_uncore: not selected)")
+
+
+def test_papi_bad_component_list_is_refused(run_exe):
+    p = run_papi(run_exe, "--papi-components", "rapl,perf_event")
     assert p.returncode == 125
-    assert "papi" in p.stderr and "unavailable" in p.stderr
-    # the reason names what PAPI lacks, not a generic failure
-    assert "rapl" in p.stderr.lower() or "powercap" in p.stderr.lower()
+    assert ("papi: unknown PAPI component 'perf_event' (allowed: powercap, rapl, "
+            "perf_event_uncore, or none)") in p.stderr
+
+
+@pytest.mark.parametrize("components", [None, "powercap", "rapl", "perf_event_uncore"])
+def test_papi_on_the_real_sys_measures_or_says_why(run_exe, papi_host, components):
+    """Explicitly both cases of the host: a working PAPI energy source (a RAPL
+    host with a PAPI that reads it) gives a sane measurement; anything else
+    (no such component, a component disabled, events listed that cannot be
+    added or that read 0 -- e.g. a perf `power` PMU with only energy-psys in
+    a VM) gives status 125 and one short reason that agrees with what
+    papi_component_avail says this host has."""
+    args = ["--papi-components", components] if components else []
+    selected = components.split(",") if components else list(PAPI_SOURCES)
+    p = run_papi(run_exe, *args, "--json", cmd=("sleep", "0.2"))
+    if p.returncode == 0:
+        rep = json.loads(p.stdout)
+        assert rep["backend"] == "papi"
+        kinds = [z["kind"] for z in rep["zones"]]
+        assert "package" in kinds and set(kinds) <= {"package", "dram"}
+        assert rep["duration_s"] >= 0.2
+        assert rep["energy_cpu_uj"] == sum(z["energy_uj"] for z in rep["zones"]
+                                           if z["kind"] == "package")
+        assert rep["energy_dram_uj"] == sum(z["energy_uj"] for z in rep["zones"]
+                                            if z["kind"] == "dram")
+        # a package draws well over 0.1 W and below 10 kW
+        assert 0.1 < rep["energy_cpu_j"] / rep["duration_s"] < 10000, rep
+        return
+    reason = papi_reason(p)
+    m = PAPI_UNAVAILABLE.fullmatch(reason)
+    assert m, reason
+    assert m["ver"] == papi_host["version"]
+    compiled = papi_host["compiled"]
+    named = {}
+    for part in m["parts"].split("; "):
+        pm = PART.fullmatch(part)
+        assert pm, (part, reason)
+        for name in pm["names"].split(", "):
+            assert name in PAPI_SOURCES and name not in named, reason
+            named[name] = pm["state"]
+    for name, state in named.items():
+        if state == "not selected":
+            assert name not in selected, reason
+        elif state == "not compiled in":
+            assert name in selected and name not in compiled, reason
+        elif state.startswith("disabled"):
+            assert name in selected and compiled.get(name) is True, reason
+        else:
+            assert ACTIVE_STATE.fullmatch(state), reason
+            assert name in selected and compiled.get(name) is False, reason
+    usable_here = [n for n in selected if compiled.get(n) is False]
+    assert m["what"] == ("usable energy events" if usable_here else "energy component"), reason
 
 
 def test_backend_order_falls_back_and_reports(hw, run_exe):

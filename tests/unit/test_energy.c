@@ -1,5 +1,6 @@
 /* Backends: sysfs reads and bad counter files, backend selection and the
- * reasons given, powercap (libpowercap) in a private mount namespace, papi. */
+ * reasons given, powercap (libpowercap) in a private mount namespace. The papi
+ * backend is tested in test_papi.c. */
 #include <sched.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -116,24 +117,6 @@ static void test_selection_and_reasons(void **state)
 	tt_rmrf(root);
 }
 
-/* PAPI: Debian 12's PAPI 7.0 has no powercap/rapl component and this VM has
- * no uncore PMU, so it must say exactly that. Where PAPI does offer energy
- * events the probe must give zones. */
-static void test_papi_reason(void **state)
-{
-	char why[1024];
-	int rc;
-
-	(void)state;
-	rc = js_energy_probe("papi", NULL, why, sizeof(why));
-	if (rc == 0)
-		return; /* a machine with a PAPI energy component */
-	assert_int_equal(rc, -ENOTSUP);
-	assert_non_null(strstr(why, "papi: unavailable: PAPI "));
-	assert_non_null(strstr(why, "has no powercap or rapl component compiled in and "
-				    "perf_event_uncore offers no rapl PMU"));
-}
-
 /* An unprivileged user cannot open root-only (0400) counters. */
 static void test_sysfs_no_permission(void **state)
 {
@@ -233,7 +216,6 @@ int main(void)
 		cmocka_unit_test(test_sysfs_read),
 		cmocka_unit_test(test_sysfs_bad_counters),
 		cmocka_unit_test(test_selection_and_reasons),
-		cmocka_unit_test(test_papi_reason),
 		cmocka_unit_test(test_sysfs_no_permission),
 		cmocka_unit_test(test_powercap_in_namespace),
 	};

@@ -24,7 +24,7 @@ struct fx {
 static int setup(void **state)
 {
 	struct fx *f = calloc(1, sizeof(*f));
-	struct js_energy_opts o;
+	struct js_energy_opts o = {0}; /* every field: the struct grows (papi_components) */
 	char why[512];
 
 	f->root = tt_mkdtemp();

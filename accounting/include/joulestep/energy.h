@@ -92,10 +92,15 @@ struct js_energy; /* opaque: one opened backend */
 struct js_energy_opts {
 	const char *sysfs_root;   /* NULL = "/sys"                               */
 	const char *order;        /* comma list, NULL = "powercap,papi,sysfs"    */
+	const char *papi_components; /* PAPI components the papi backend may use:
+	                             comma list of powercap, rapl,
+	                             perf_event_uncore, or "none";
+	                             NULL = "powercap,rapl,perf_event_uncore"    */
 };
 
 /* Open the first backend in opts->order that works. On failure returns
- * -errno and writes one "backend: reason" line per tried backend into why. */
+ * -errno and writes one "backend: reason" line per tried backend into why.
+ * An unknown backend or PAPI component name is -EINVAL before any is tried. */
 int js_energy_open(const struct js_energy_opts *opts, struct js_energy **out,
 		   char *why, size_t whylen);
 void js_energy_close(struct js_energy *e);
