@@ -223,12 +223,12 @@ os._exit(0)  # the step ends with every queue full
 
 def test_step_end_drain_is_bounded(mk):
     """Queued markers at step end are handled up to a fixed count, not replayed: the
-    task fills 128 connections' queues with clock-changing markers and exits. The
+    task fills 256 connections' queues with clock-changing markers and exits. The
     record counts what the drain handled (at most 1024 messages) and says it stopped."""
     mk.configure(rate=1000000)
     flood = mk.pyfile("flood.py", FLOOD)
     job, out = mk.run_job(f"#!/bin/sh\n#SBATCH -n1\n#SBATCH --energy-policy=io-dvfs\n"
-                          f"python3 {flood} 128\n", timeout=300)
+                          f"python3 {flood} 256\n", timeout=300)
     sent = int(re.search(r"^SENT (\d+)$", out, re.M).group(1))
     assert sent > 10 * DRAIN_MAX_MSGS, out  # the queues really held more than the bound
     rec = mk.wait_records(job, ["batch"])["batch"]
