@@ -9,9 +9,10 @@
  *   remote (slurmstepd, root): init_post_opt brackets the step (meter,
  *     clocks, phase socket); exit writes the record and restores clocks.
  *     Both ends are on srun's critical path (the next step of an allocation
- *     waits for this one to end): what need not happen before the tasks
- *     start is left to the step thread (js_step_deferred), and the record
- *     does not fsync its directory (the job epilog does, see js_record.c).
+ *     waits for this one to end): what only feeds the record is read at
+ *     step end, privileged work happens only here on slurmstepd's main
+ *     thread (the step thread uses descriptors opened before it started),
+ *     and the record does not fsync its directory (the job epilog does).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -90,11 +91,17 @@ void js_step_error(struct js_step *s, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(buf, sizeof(buf), fmt, ap);
 	va_end(ap);
-	slurm_error("joulestep: job %u step %s: %s", s->job_id, s->step_id, buf);
+	/* Bounded per step, like refused connections: a failure repeated per
+	 * CPU per clock change must not flood slurmd.log. Every error is
+	 * counted (provenance.errors_total), the first JS_MAX_ERRORS kept. */
 	pthread_mutex_lock(&s->err_mu);
+	uint64_t n = ++s->errors_total;
 	if (s->nerrors < JS_MAX_ERRORS)
 		memcpy(s->errors[s->nerrors++], buf, sizeof(buf));
 	pthread_mutex_unlock(&s->err_mu);
+	if (n <= JS_ERRORS_LOGGED)
+		slurm_error("joulestep: job %u step %s: %s%s", s->job_id, s->step_id, buf,
+			    n == JS_ERRORS_LOGGED ? "; further errors of this step are not logged (counted in the record)" : "");
 }
 
 /* ---- options ------------------------------------------------------------- */
@@ -688,7 +695,7 @@ static int remote_init(spank_t sp)
 		return 0;
 	}
 	pthread_mutex_init(&s->err_mu, NULL);
-	s->listen_fd = s->stop_fd = -1;
+	s->listen_fd = s->stop_fd = s->proc_fd = -1;
 	s->exit_code = -1;
 	s->conf = g_conf;
 	s->job_id = jobid;
@@ -769,13 +776,13 @@ static int remote_init(spank_t sp)
 	if (!s->phases)
 		js_step_error(s, "phases: out of memory; markers disabled");
 	else
-		js_server_socket_path(s); /* checks socket_dir; the thread binds */
-	/* Exported before the thread starts, which binds it: the thread must
-	 * not run while the environment is being changed. */
+		js_server_listen(s); /* binds here: main thread, root (js_server.c) */
+	/* Exported before the thread starts: the thread must not run while
+	 * the environment is being changed. */
 	if (s->sock_path[0] &&
 	    spank_setenv(sp, "JOULESTEP_SOCKET", s->sock_path, 1) != ESPANK_SUCCESS) {
 		js_step_error(s, "socket: cannot export JOULESTEP_SOCKET");
-		s->sock_path[0] = 0;
+		js_server_unlisten(s);
 	}
 	/* Before the thread starts: it fills ncpus of a monitor step. */
 	slurm_verbose("joulestep: job %u step %s: policy %s, cpus %d, backend %s, socket %s", s->job_id,

@@ -14,11 +14,17 @@ struct kind_count {
 	uint32_t n;
 };
 
+#define NO_DETAIL SIZE_MAX
+
 struct rank_state {
 	int rank;
 	unsigned depth;
 	uint32_t stack[JS_DEPTH_LIMIT];     /* seq of open phases              */
-	size_t timing[JS_DEPTH_LIMIT];      /* index into that phase's ranks[] */
+	size_t timing[JS_DEPTH_LIMIT];      /* index into ranks[] or NO_DETAIL */
+	uint64_t start[JS_DEPTH_LIMIT];     /* the entry's start (client t)    */
+	/* skipped BEGINs (js_phases_skip) not yet matched by an END, stacked
+	 * above real level d (0 = below every open phase); saturating */
+	uint32_t skipped[JS_DEPTH_LIMIT + 1];
 	size_t ncounts, ccap;
 	struct kind_count *counts;
 };
@@ -34,6 +40,7 @@ struct js_phases {
 	uint32_t *open;                     /* open step phases, opening order */
 	size_t nopen, opencap;
 	size_t nentries;                    /* rank entries, all phases        */
+	size_t ndetail;                     /* of which with their own timing  */
 	double level;
 	uint32_t cur_khz;
 	bool closing;
@@ -131,6 +138,16 @@ static struct kind_count *count_new(struct rank_state *r, const char *kind, unsi
 	return c;
 }
 
+static void mm_add(struct js_minmax *m, uint64_t v)
+{
+	if (m->n == 0 || v < m->min)
+		m->min = v;
+	if (m->n == 0 || v > m->max)
+		m->max = v;
+	m->n++;
+	m->sum += v;
+}
+
 static uint64_t clamp_t(struct js_phases *ps, uint64_t t, uint64_t now)
 {
 	if (t == 0 || t > now)
@@ -201,17 +218,20 @@ int js_phases_begin(struct js_phases *ps, int rank, const char *kind, const char
 		p->depth = d;
 		p->parent_seq = parent;
 		p->nth = nth;
-		p->start_ns = t;
+		p->marker_start_ns = t;
 		p->bytes = -1;
 		if (own_ratio != JS_RATIO_INHERIT)
 			p->eff_ratio = own_ratio;
 		else
 			p->eff_ratio = parent >= 0 ? ps->ph[parent].eff_ratio : JS_RATIO_BASE;
+		/* the energy interval starts when the meter is read */
+		p->start_ns = ps->ops.now_ns(ps->ops.ctx);
 		ps->ops.snap(ps->ops.ctx, &p->e_cpu0_uj, &p->e_dram0_uj, &p->uncertain);
 		ps->n++;
 	}
 	struct js_sphase *p = &ps->ph[idx];
-	if (grow((void **)&p->ranks, &p->cap, p->nranks + 1, sizeof(*p->ranks)))
+	bool detail = ps->ndetail < JS_RANK_DETAIL_MAX;
+	if (detail && grow((void **)&p->ranks, &p->cap, p->ndetail + 1, sizeof(*p->ranks)))
 		return -ENOMEM;
 	if (p->nopen == 0 && grow((void **)&ps->open, &ps->opencap, ps->nopen + 1, sizeof(*ps->open)))
 		return -ENOMEM;
@@ -219,18 +239,24 @@ int js_phases_begin(struct js_phases *ps, int rank, const char *kind, const char
 		return -ENOMEM;
 	if (p->nopen == 0)
 		ps->open[ps->nopen++] = p->seq;
-	struct js_rank_timing *rt = &p->ranks[p->nranks];
-	rt->rank = rank;
-	rt->start_ns = t;
-	rt->end_ns = 0;
-	rt->bytes = -1;
 	r->stack[d] = p->seq;
-	r->timing[d] = p->nranks;
+	r->timing[d] = NO_DETAIL;
+	r->start[d] = t;
+	if (detail) {
+		struct js_rank_timing *rt = &p->ranks[p->ndetail];
+		rt->rank = rank;
+		rt->start_ns = t;
+		rt->end_ns = 0;
+		rt->bytes = -1;
+		r->timing[d] = p->ndetail++;
+		ps->ndetail++;
+	}
+	mm_add(&p->stats.start_ns, t);
 	p->nranks++;
 	ps->nentries++;
 	p->nopen++;
-	if (t < p->start_ns)
-		p->start_ns = t;
+	if (t < p->marker_start_ns)
+		p->marker_start_ns = t;
 	kc->n++;
 	r->depth++;
 
@@ -249,19 +275,26 @@ static void end_one(struct js_phases *ps, struct rank_state *r, long long bytes,
 {
 	unsigned d = --r->depth;
 	struct js_sphase *p = &ps->ph[r->stack[d]];
-	struct js_rank_timing *rt = &p->ranks[r->timing[d]];
-	rt->end_ns = t < rt->start_ns ? rt->start_ns : t;
-	rt->bytes = bytes;
+	uint64_t end = t < r->start[d] ? r->start[d] : t;
+	if (r->timing[d] != NO_DETAIL) {
+		struct js_rank_timing *rt = &p->ranks[r->timing[d]];
+		rt->end_ns = end;
+		rt->bytes = bytes;
+	}
+	mm_add(&p->stats.end_ns, end);
 	if (bytes >= 0) { /* saturating: clients send any value up to INT64_MAX */
 		long long sum = p->bytes < 0 ? 0 : p->bytes;
 		p->bytes = bytes > LLONG_MAX - sum ? LLONG_MAX : sum + bytes;
+		mm_add(&p->stats.bytes, (uint64_t)bytes);
 	}
-	if (rt->end_ns > p->end_ns)
-		p->end_ns = rt->end_ns;
+	if (end > p->marker_end_ns)
+		p->marker_end_ns = end;
 	if (seq)
 		*seq = p->seq;
 	if (--p->nopen == 0) {
 		bool unc = false;
+		/* the energy interval ends when the meter is read */
+		p->end_ns = ps->ops.now_ns(ps->ops.ctx);
 		ps->ops.snap(ps->ops.ctx, &p->e_cpu1_uj, &p->e_dram1_uj, &unc);
 		p->uncertain = p->uncertain || unc;
 		for (size_t i = 0; i < ps->nopen; i++)
@@ -275,17 +308,37 @@ static void end_one(struct js_phases *ps, struct rank_state *r, long long bytes,
 	}
 }
 
+int js_phases_skip(struct js_phases *ps, int rank)
+{
+	if (!rank_find(ps, rank) && ps->nrs >= JS_MAX_RANKS)
+		return -EUSERS;
+	struct rank_state *r = rank_get(ps, rank);
+	if (!r)
+		return -ENOMEM;
+	if (r->skipped[r->depth] < UINT32_MAX)
+		r->skipped[r->depth]++;
+	return 0;
+}
+
 int js_phases_end(struct js_phases *ps, int rank, long long bytes, uint64_t t_ns, uint32_t *seq)
 {
 	uint64_t now = ps->ops.now_ns(ps->ops.ctx);
-	struct rank_state *r = NULL;
-	for (size_t i = 0; i < ps->nrs; i++)
-		if (ps->rs[i].rank == rank)
-			r = &ps->rs[i];
-	if (!r || r->depth == 0)
+	struct rank_state *r = rank_find(ps, rank);
+	if (!r)
+		return -ENOENT;
+	if (r->skipped[r->depth]) { /* the latest BEGIN of this rank was skipped */
+		r->skipped[r->depth]--;
+		return JS_PHASE_SKIPPED;
+	}
+	if (r->depth == 0)
 		return -ENOENT;
 	end_one(ps, r, bytes, clamp_t(ps, t_ns, now), seq);
 	return 0;
+}
+
+void js_phases_hold_clock(struct js_phases *ps)
+{
+	ps->closing = true;
 }
 
 void js_phases_close_all(struct js_phases *ps, uint64_t t_ns)
@@ -293,6 +346,7 @@ void js_phases_close_all(struct js_phases *ps, uint64_t t_ns)
 	ps->closing = true; /* the caller restores the clock itself */
 	for (size_t i = 0; i < ps->nrs; i++) {
 		struct rank_state *r = &ps->rs[i];
+		memset(r->skipped, 0, sizeof(r->skipped));
 		while (r->depth) {
 			ps->ph[r->stack[r->depth - 1]].closed_by_step_end = true;
 			end_one(ps, r, -1, t_ns, NULL);

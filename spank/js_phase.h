@@ -13,14 +13,31 @@
 
 /* Hard bounds on what untrusted markers can make the server keep, besides
  * max_phases: distinct ranks per step, and rank entries (one per rank per
- * step-level phase it entered, ~32 bytes each) per step. */
+ * step-level phase it entered) per step. Only the first JS_RANK_DETAIL_MAX
+ * rank entries of a step keep their own timing (32 bytes each, and one
+ * ranks[] entry in the record); every phase keeps min/max/mean of all its
+ * entries (struct js_rank_stats), so the record's size does not grow with
+ * the rank entries past that cap (docs/record-format.md, "Size"). */
 #define JS_MAX_RANKS 4096
 #define JS_MAX_RANK_ENTRIES (1u << 20)
+#define JS_RANK_DETAIL_MAX 4096
 
 struct js_rank_timing {
 	int rank;
 	uint64_t start_ns, end_ns;   /* CLOCK_MONOTONIC, end 0 while open      */
 	long long bytes;             /* -1 unknown                             */
+};
+
+/* Aggregates over every rank entry of a phase (detailed or not). Sums are
+ * 128-bit: 2^20 entries of 64-bit values cannot overflow them. */
+struct js_minmax {
+	uint64_t n;
+	uint64_t min, max;
+	unsigned __int128 sum;
+};
+struct js_rank_stats {
+	struct js_minmax start_ns, end_ns; /* CLOCK_MONOTONIC (client t)       */
+	struct js_minmax bytes;            /* over the entries that gave bytes= */
 };
 
 struct js_sphase {                   /* one step-level (collective) phase    */
@@ -30,7 +47,12 @@ struct js_sphase {                   /* one step-level (collective) phase    */
 	unsigned depth;
 	int parent_seq;              /* -1 for outermost                       */
 	uint32_t nth;                /* n-th phase of kind at depth, per rank  */
-	uint64_t start_ns, end_ns;   /* CLOCK_MONOTONIC: first begin, last end */
+	/* CLOCK_MONOTONIC. start/end: when the plugin handled the first rank's
+	 * BEGIN and the last rank's END, i.e. when the meter was read for
+	 * e_*0/e_*1: the interval the energy covers (power = energy/duration).
+	 * marker_*: the clients' own t= (first begin, last end). */
+	uint64_t start_ns, end_ns;
+	uint64_t marker_start_ns, marker_end_ns;
 	unsigned nopen;              /* ranks currently inside                 */
 	double eff_ratio;            /* JS_RATIO_BASE or a ratio of fmax       */
 	uint32_t freq_khz;           /* 0 = clock left at the step's base      */
@@ -41,8 +63,10 @@ struct js_sphase {                   /* one step-level (collective) phase    */
 	bool uncertain;
 	bool closed_by_step_end;     /* a rank never sent END                  */
 	long long bytes;             /* sum over ranks, -1 when none gave one  */
-	size_t nranks, cap;
+	size_t nranks;               /* rank entries (joins), all of them      */
+	size_t ndetail, cap;         /* ranks[]: the first entries of the step */
 	struct js_rank_timing *ranks;
+	struct js_rank_stats stats;  /* over all nranks entries                */
 };
 
 struct js_phase_ops {
@@ -68,9 +92,21 @@ void js_phases_free(struct js_phases *ps);
  * A refused BEGIN changes nothing. */
 int js_phases_begin(struct js_phases *ps, int rank, const char *kind, const char *label,
 		    double own_ratio, uint64_t t_ns, uint32_t *seq, uint32_t *khz);
-/* -ENOENT when the rank has no open phase. */
+/* A BEGIN of this rank that was not recorded (rate limit, refused, step
+ * ending) but whose END will come, because the client did not learn of the
+ * refusal (asynchronous markers): the rank's next END matches it and closes
+ * nothing, so the END of every recorded phase still closes that phase. Costs
+ * no memory past the rank's state. -EUSERS when the rank is new and
+ * JS_MAX_RANKS are known, -ENOMEM. */
+int js_phases_skip(struct js_phases *ps, int rank);
+/* 0: closed the rank's innermost phase; JS_PHASE_SKIPPED: matched a BEGIN
+ * given to js_phases_skip (nothing closed, *seq untouched); -ENOENT when the
+ * rank has no open phase. */
+#define JS_PHASE_SKIPPED 1
 int js_phases_end(struct js_phases *ps, int rank, long long bytes, uint64_t t_ns,
 		  uint32_t *seq);
+/* From now on never change the clock (step end: the caller restores it). */
+void js_phases_hold_clock(struct js_phases *ps);
 /* End of step: close every open phase at t_ns (flagged), back to base. */
 void js_phases_close_all(struct js_phases *ps, uint64_t t_ns);
 

@@ -91,6 +91,20 @@ int js_root_dir(const char *path, mode_t mode)
 static json_t *jnum_or_null(long long v) { return v >= 0 ? json_integer(v) : json_null(); }
 static json_t *jstr_or_null(const char *s) { return s && *s ? json_string(s) : json_null(); }
 
+/* {"min", "max", "mean"} of an aggregate, shifted by off (monotonic ->
+ * realtime for times, 0 for bytes); null when it has no value. */
+static json_t *jminmax(const struct js_minmax *m, int64_t off)
+{
+	if (!m->n)
+		return json_null();
+	uint64_t mean = (uint64_t)((m->sum + m->n / 2) / m->n);
+	json_t *o = json_object();
+	json_object_set_new(o, "min", json_integer((json_int_t)((int64_t)m->min + off)));
+	json_object_set_new(o, "max", json_integer((json_int_t)((int64_t)m->max + off)));
+	json_object_set_new(o, "mean", json_integer((json_int_t)((int64_t)mean + off)));
+	return o;
+}
+
 static json_t *build(struct js_step *s)
 {
 	json_t *root = json_object();
@@ -186,9 +200,16 @@ static json_t *build(struct js_step *s)
 		json_object_set_new(o, "label", jstr_or_null(p->label));
 		json_object_set_new(o, "depth", json_integer(p->depth));
 		json_object_set_new(o, "parent_seq", p->parent_seq >= 0 ? json_integer(p->parent_seq) : json_null());
+		/* start/end: when the energy was read (first BEGIN and last END
+		 * handled), so power = energy / duration; marker_*: the
+		 * clients' t= (docs/record-format.md) */
 		json_object_set_new(o, "start_ns", json_integer((json_int_t)st));
 		json_object_set_new(o, "end_ns", json_integer((json_int_t)en));
 		json_object_set_new(o, "duration_ns", json_integer((json_int_t)(p->end_ns - p->start_ns)));
+		json_object_set_new(o, "marker_start_ns",
+				    json_integer((json_int_t)((int64_t)p->marker_start_ns + s->mono_to_real_ns)));
+		json_object_set_new(o, "marker_end_ns",
+				    json_integer((json_int_t)((int64_t)p->marker_end_ns + s->mono_to_real_ns)));
 		json_object_set_new(o, "freq_khz", p->freq_khz ? json_integer(p->freq_khz) : json_null());
 		json_object_set_new(o, "freq_change_ns", p->freq_change_ns ? json_integer((json_int_t)p->freq_change_ns) : json_null());
 		json_object_set_new(o, "freq_lag_ns", p->freq_change_ns ? json_integer((json_int_t)p->freq_lag_ns) : json_null());
@@ -197,8 +218,10 @@ static json_t *build(struct js_step *s)
 		json_object_set_new(o, "bytes", jnum_or_null(p->bytes));
 		json_object_set_new(o, "nranks", json_integer((json_int_t)p->nranks));
 		json_object_set_new(o, "open_at_step_end", json_boolean(p->closed_by_step_end));
+		/* per-rank detail: only the step's first JS_RANK_DETAIL_MAX
+		 * rank entries (the record's size bound); then aggregates */
 		json_t *ranks = json_array();
-		for (size_t r = 0; r < p->nranks; r++) {
+		for (size_t r = 0; r < p->ndetail; r++) {
 			const struct js_rank_timing *t = &p->ranks[r];
 			json_t *ro = json_object();
 			json_object_set_new(ro, "rank", json_integer(t->rank));
@@ -208,6 +231,14 @@ static json_t *build(struct js_step *s)
 			json_array_append_new(ranks, ro);
 		}
 		json_object_set_new(o, "ranks", ranks);
+		json_object_set_new(o, "ranks_truncated", json_boolean(p->ndetail < p->nranks));
+		if (p->ndetail < p->nranks) {
+			json_t *rs = json_object();
+			json_object_set_new(rs, "start_ns", jminmax(&p->stats.start_ns, s->mono_to_real_ns));
+			json_object_set_new(rs, "end_ns", jminmax(&p->stats.end_ns, s->mono_to_real_ns));
+			json_object_set_new(rs, "bytes", jminmax(&p->stats.bytes, 0));
+			json_object_set_new(o, "rank_stats", rs);
+		}
 		json_array_append_new(phases, o);
 		uncertain = uncertain || p->uncertain;
 	}
@@ -221,12 +252,17 @@ static json_t *build(struct js_step *s)
 	json_object_set_new(prov, "markers_rejected", json_integer((json_int_t)s->rejected));
 	json_object_set_new(prov, "markers_rate_dropped", json_integer((json_int_t)s->dropped_rate));
 	json_object_set_new(prov, "freq_control", json_string(s->freq_mode ? s->freq_mode : "none"));
+	json_object_set_new(prov, "markers_drained", json_integer((json_int_t)s->drained));
+	json_object_set_new(prov, "markers_skipped_at_end", json_integer((json_int_t)s->skipped_at_end));
+	json_object_set_new(prov, "drain_truncated", json_boolean(s->drain_truncated));
 	json_t *errs = json_array();
 	pthread_mutex_lock(&s->err_mu);
 	for (size_t i = 0; i < s->nerrors; i++)
 		json_array_append_new(errs, json_string(s->errors[i]));
+	uint64_t nerr = s->errors_total;
 	pthread_mutex_unlock(&s->err_mu);
 	json_object_set_new(prov, "errors", errs);
+	json_object_set_new(prov, "errors_total", json_integer((json_int_t)nerr));
 	if (s->policy.type == JS_POL_TUNED) {
 		json_object_set_new(prov, "tuned_file", json_string(s->conf.tuned));
 		json_object_set_new(prov, "tuned_node_model", jstr_or_null(s->tuned_model));

@@ -1,12 +1,27 @@
-/* joulestep SPANK plugin: the step thread and its phase socket
- * (docs/phase-protocol.md). One thread per step: it binds the socket (the
- * path is exported before the tasks start; clients retry a connect that
- * comes too early), runs the setup left over from step start
- * (js_step_deferred), then ppoll()s an eventfd (stop), the listening socket
+/* joulestep SPANK plugin: the phase socket and the step thread
+ * (docs/phase-protocol.md).
+ *
+ * The socket is bound and listening before the tasks start, by
+ * js_server_listen on slurmstepd's main thread in a SPANK callback, as root:
+ * slurmstepd switches its effective uid to the job's user (for every thread:
+ * glibc's setxid broadcast) while it starts the tasks, and a bind made by a
+ * thread in that window fails with EACCES. The step thread only uses
+ * descriptors opened here (the listening socket, an eventfd, /proc) and the
+ * connections it accepts; it ppoll()s the eventfd (stop), the listening socket
  * and the connections, and samples the energy meter at its period. All
  * signals blocked in the thread; every fd O_CLOEXEC|O_NONBLOCK; the thread
- * never blocks on a peer. */
+ * never blocks on a peer.
+ *
+ * Peers: root, or a process of this step (a descendant of this slurmstepd),
+ * checked at accept through /proc with a guard against pid reuse.
+ *
+ * Step end is bounded: the thread leaves its loop between two messages once
+ * the stop is requested, then reads at most DRAIN_MAX_MSGS queued messages
+ * for at most DRAIN_MAX_NS; queued BEGINs are not replayed and the clock is
+ * no longer changed (js_phases_hold_clock): queued ENDs close their phases,
+ * the rest is dropped and the caller closes what is still open. */
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -16,6 +31,7 @@
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -24,14 +40,22 @@
 
 #include "js_step.h"
 
-#define MAX_CONNS 512
 #define MSGS_PER_WAKEUP 64
 #define ACCEPTS_PER_WAKEUP 64
 #define REFUSALS_LOGGED 16
+#define DRAIN_MAX_MSGS 1024                 /* read at step end, all connections */
+#define DRAIN_MAX_NS (20ULL * 1000000ULL)   /* and for at most this long         */
+#define PEER_MAX_DEPTH 64                   /* processes between peer and us     */
 
-struct conn {
-	int fd;
-	bool logged;
+#ifndef SO_PEERPIDFD
+#define SO_PEERPIDFD 77 /* Linux 6.5 */
+#endif
+
+/* The thread's own state (one per step, on the thread's stack). */
+struct srv {
+	struct js_bucket bucket;   /* BEGIN markers only                       */
+	bool rate_logged;
+	unsigned long refused;
 };
 
 static uint64_t mono_now(void)
@@ -39,6 +63,11 @@ static uint64_t mono_now(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+static bool stopping(struct js_step *s)
+{
+	return atomic_load_explicit(&s->stopping, memory_order_relaxed);
 }
 
 static void reply(int fd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -88,7 +117,20 @@ static void find_id(const char *buf, size_t len, char *id, size_t idlen)
 	}
 }
 
-static void handle(struct js_step *s, struct conn *c, const char *buf, size_t len, bool truncated)
+/* A BEGIN that is not recorded. A sync client is told (and sends no END);
+ * an asynchronous one will send its END, which must close nothing. */
+static void not_recorded(struct js_step *s, struct js_conn *c, const struct js_msg *m, int rank,
+			 const char *id, int code, const char *msg)
+{
+	if (m->sync)
+		reply(c->fd, "JS1 ERR %d%s %s", code, id, msg);
+	else
+		(void)js_phases_skip(s->phases, rank);
+}
+
+/* One message. draining: step end (BEGINs are not replayed). */
+static void handle(struct js_step *s, struct srv *v, struct js_conn *c, const char *buf,
+		   size_t len, bool truncated, bool draining)
 {
 	char id[32];
 	struct js_msg m;
@@ -138,6 +180,24 @@ static void handle(struct js_step *s, struct conn *c, const char *buf, size_t le
 		reply(c->fd, "JS1 OK%s PONG job=%u step=%s", id, s->job_id, s->step_id);
 		return;
 	case JS_OP_BEGIN:
+		if (draining) { /* never replayed: the step is over */
+			s->skipped_at_end++;
+			not_recorded(s, c, &m, rank, id, ESHUTDOWN, "the step is ending");
+			return;
+		}
+		/* Only BEGINs are rate-limited: each may change the clock; an END
+		 * only undoes what a BEGIN that passed did, and dropping one would
+		 * leave a phase open with the clock lowered. */
+		if (!js_bucket_take(&v->bucket, mono_now())) {
+			s->dropped_rate++;
+			if (!v->rate_logged) {
+				v->rate_logged = true;
+				slurm_error("joulestep: job %u step %s: phase BEGIN markers exceed rate=%u/s; excess BEGINs are dropped (their ENDs close nothing)",
+					    s->job_id, s->step_id, s->conf.rate);
+			}
+			not_recorded(s, c, &m, rank, id, EAGAIN, "rate limit exceeded");
+			return;
+		}
 		rc = js_phases_begin(s->phases, rank, m.kind, m.label,
 				     js_policy_kind_ratio(&s->policy, &s->conf, m.kind), m.t_ns,
 				     &seq, &khz);
@@ -153,9 +213,16 @@ static void handle(struct js_step *s, struct conn *c, const char *buf, size_t le
 			}
 			return;
 		}
+		if (!m.sync) /* refused below; its END will come */
+			(void)js_phases_skip(s->phases, rank);
 		break;
 	case JS_OP_END:
 		rc = js_phases_end(s->phases, rank, m.bytes, m.t_ns, &seq);
+		if (rc == JS_PHASE_SKIPPED) {
+			if (m.sync)
+				reply(c->fd, "JS1 OK%s seq=-", id);
+			return;
+		}
 		if (rc == 0) {
 			if (m.sync)
 				reply(c->fd, "JS1 OK%s seq=%u", id, seq);
@@ -180,28 +247,152 @@ static void handle(struct js_step *s, struct conn *c, const char *buf, size_t le
 	reply(c->fd, "JS1 ERR %d%s %s", -rc, id, msg);
 }
 
-/* Bind and listen on sock_path (thread). No umask games: umask is process
- * wide and slurmstepd forks tasks meanwhile; the socket is made 0666 at once
- * (SO_PEERCRED is the guard) in a root-only directory. */
-static void bind_socket(struct js_step *s)
+/* ---- peers --------------------------------------------------------------- */
+
+/* /proc/<pid>/stat through the /proc fd opened on the main thread: the
+ * parent pid and the start time (clock ticks since boot). The file is
+ * world-readable: reading it needs no privilege, whatever slurmstepd's euid
+ * is at this moment. */
+static int proc_stat(int procfd, pid_t pid, pid_t *ppid, unsigned long long *start)
 {
-	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-	if (fd < 0) {
-		js_step_error(s, "socket: %s; no phase markers", strerror(errno));
-		return;
+	char name[32], buf[1024];
+	snprintf(name, sizeof(name), "%d/stat", (int)pid);
+	int fd = openat(procfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return -errno;
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	int e = errno;
+	close(fd);
+	if (n <= 0)
+		return n < 0 ? -e : -EIO;
+	buf[n] = 0;
+	char *p = strrchr(buf, ')'); /* comm may hold spaces and ')' */
+	if (!p)
+		return -EIO;
+	/* after comm: state(1) ppid(2) ... starttime(20) */
+	char *save = NULL;
+	int field = 0;
+	long long pp = -1;
+	unsigned long long st = 0;
+	bool have_st = false;
+	for (char *t = strtok_r(p + 1, " ", &save); t; t = strtok_r(NULL, " ", &save)) {
+		field++;
+		if (field == 2)
+			pp = strtoll(t, NULL, 10);
+		if (field == 20) {
+			st = strtoull(t, NULL, 10);
+			have_st = true;
+			break;
+		}
 	}
-	struct sockaddr_un sa = {.sun_family = AF_UNIX};
-	memcpy(sa.sun_path, s->sock_path, strlen(s->sock_path) + 1);
-	(void)unlink(s->sock_path); /* stale socket of a killed step */
-	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || chmod(s->sock_path, 0666) < 0 ||
-	    listen(fd, 128) < 0) {
-		js_step_error(s, "socket: %s: %s; no phase markers", s->sock_path, strerror(errno));
-		close(fd);
-		(void)unlink(s->sock_path);
-		return;
-	}
-	s->listen_fd = fd;
+	if (pp < 0 || !have_st)
+		return -EIO;
+	*ppid = (pid_t)pp;
+	*start = st;
+	return 0;
 }
+
+/* Is pid (the peer of fd, from SO_PEERCRED) a process of this step, i.e. a
+ * descendant of this slurmstepd? Walks the parents through /proc up to
+ * getpid(), then reads every link again: each must still be the same
+ * process (start time) with the same parent, so a pid reused during the walk
+ * (or a parent that exited, reparenting its child) is caught. Where the
+ * kernel gives a pidfd of the peer (SO_PEERPIDFD), the peer must still be
+ * alive after the walk: then the pid we read was the peer's own. 0 or
+ * -EACCES (not in this step) or -errno (cannot tell: refused too). */
+static int peer_in_step(struct js_step *s, int fd, pid_t pid)
+{
+	pid_t chain[PEER_MAX_DEPTH], parent[PEER_MAX_DEPTH];
+	unsigned long long start[PEER_MAX_DEPTH];
+	pid_t self = getpid();
+	int pidfd = -1, n = 0, rc = -EACCES;
+	socklen_t l = sizeof(pidfd);
+
+	if (s->proc_fd < 0)
+		return -EBADF;
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERPIDFD, &pidfd, &l) < 0)
+		pidfd = -1; /* older kernel: the start times are the guard */
+	for (pid_t p = pid; n < PEER_MAX_DEPTH; n++) {
+		if (p <= 1 || p == self)
+			goto out; /* reached init (or it is us) without passing us */
+		rc = proc_stat(s->proc_fd, p, &parent[n], &start[n]);
+		if (rc < 0)
+			goto out;
+		chain[n] = p;
+		if (parent[n] == self)
+			break;
+		p = parent[n];
+		rc = -EACCES;
+	}
+	if (n == PEER_MAX_DEPTH) {
+		rc = -EACCES;
+		goto out;
+	}
+	for (int i = 0; i <= n; i++) {
+		pid_t pp;
+		unsigned long long st;
+		rc = proc_stat(s->proc_fd, chain[i], &pp, &st);
+		if (rc < 0)
+			goto out;
+		if (pp != parent[i] || st != start[i]) {
+			rc = -ESTALE;
+			goto out;
+		}
+	}
+	rc = 0;
+	if (pidfd >= 0 && syscall(SYS_pidfd_send_signal, pidfd, 0, NULL, 0) < 0 && errno != EPERM)
+		rc = -ESRCH; /* the peer is gone: its pid may be someone else's now */
+out:
+	if (pidfd >= 0)
+		close(pidfd);
+	return rc;
+}
+
+/* Accept one connection: 0 accepted, 1 refused, -1 nothing pending. */
+static int accept_one(struct js_step *s, struct srv *v)
+{
+	int fd = accept4(s->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+	if (fd < 0)
+		return -1;
+	struct ucred cr = {.pid = 0, .uid = (uid_t)-1, .gid = (gid_t)-1};
+	socklen_t cl = sizeof(cr);
+	char why[160];
+	int rc = 0;
+	int g = getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &cl);
+	if (g < 0 || cl != sizeof(cr)) { /* cr is not logged: it may be unset */
+		rc = g < 0 ? -errno : -EIO;
+		snprintf(why, sizeof(why), "a peer whose credentials cannot be read (%s)",
+			 strerror(-rc));
+	} else if (cr.uid != 0 && cr.uid != s->uid) {
+		rc = -EACCES;
+		snprintf(why, sizeof(why), "uid %u pid %d (only uid %u and root)", (unsigned)cr.uid,
+			 (int)cr.pid, (unsigned)s->uid);
+	} else if (cr.uid != 0 && (rc = peer_in_step(s, fd, cr.pid)) < 0) {
+		snprintf(why, sizeof(why), "uid %u pid %d: not a process of this step (%s)",
+			 (unsigned)cr.uid, (int)cr.pid,
+			 rc == -EACCES ? "not a descendant of its slurmstepd" : strerror(-rc));
+	}
+	if (rc < 0) {
+		reply(fd, "JS1 ERR %d permission denied", EACCES);
+		if (++v->refused <= REFUSALS_LOGGED)
+			slurm_info("joulestep: job %u step %s: refused phase connection from %s%s",
+				   s->job_id, s->step_id, why,
+				   v->refused == REFUSALS_LOGGED ? "; further refusals in this step are not logged" : "");
+		refuse_close(fd);
+		return 1;
+	}
+	if (s->nconns == JS_MAX_CONNS) {
+		reply(fd, "JS1 ERR %d too many connections", EMFILE);
+		refuse_close(fd);
+		return 1;
+	}
+	s->conns[s->nconns].fd = fd;
+	s->conns[s->nconns].logged = false;
+	s->nconns++;
+	return 0;
+}
+
+/* ---- the thread ----------------------------------------------------------- */
 
 static void sample(struct js_step *s)
 {
@@ -209,25 +400,54 @@ static void sample(struct js_step *s)
 	(void)js_meter_snapshot(s->meter, &sn); /* errors surface in the final reading */
 }
 
+/* Step end: what is already queued, within DRAIN_MAX_MSGS and DRAIN_MAX_NS;
+ * the clock is held (the caller restores it through the journal). */
+static void drain(struct js_step *s, struct srv *v)
+{
+	uint64_t deadline = mono_now() + DRAIN_MAX_NS;
+	bool done = false;
+	if (s->phases)
+		js_phases_hold_clock(s->phases);
+	for (size_t i = 0; i < s->nconns; i++) {
+		char buf[JS_MSG_MAX + 64];
+		int fd = s->conns[i].fd;
+		while (!done) {
+			if (s->drained >= DRAIN_MAX_MSGS || mono_now() >= deadline) {
+				done = true;
+				break;
+			}
+			ssize_t r = recv(fd, buf, sizeof(buf), MSG_DONTWAIT | MSG_TRUNC);
+			if (r <= 0)
+				break;
+			s->drained++;
+			handle(s, v, &s->conns[i], buf, (size_t)r < sizeof(buf) ? (size_t)r : sizeof(buf),
+			       (size_t)r > JS_MSG_MAX, true);
+		}
+		if (done && !s->drain_truncated && recv(fd, buf, 1, MSG_DONTWAIT | MSG_PEEK) > 0)
+			s->drain_truncated = true; /* dropped unread: counted, not logged per marker */
+		close(fd);
+	}
+	s->nconns = 0;
+	if (s->drain_truncated)
+		slurm_info("joulestep: job %u step %s: %llu queued phase markers handled at step end; the rest were dropped (bound %d markers, %llu ms)",
+			   s->job_id, s->step_id, (unsigned long long)s->drained, DRAIN_MAX_MSGS,
+			   DRAIN_MAX_NS / 1000000ULL);
+}
+
 static void *server_main(void *arg)
 {
 	struct js_step *s = arg;
-	static struct conn conns[MAX_CONNS];
-	struct pollfd pfd[MAX_CONNS + 2];
-	size_t nc = 0;
-	struct js_bucket bucket;
-	bool rate_logged = false;
-	unsigned long refused = 0;
+	struct pollfd pfd[JS_MAX_CONNS + 2];
+	struct srv v = {.rate_logged = false, .refused = 0};
 
 	(void)pthread_setname_np(pthread_self(), "js-step");
-	if (s->sock_path[0])
-		bind_socket(s);
 	/* The meter has no thread of its own: sample it at its period (half the
 	 * shortest wrap time, capped by sample_ms), whatever the markers do. */
 	uint64_t period = s->meter ? js_meter_period_ns(s->meter) : 0;
 	uint64_t due = mono_now() + period;
-	js_bucket_init(&bucket, s->conf.rate, mono_now());
-	for (;;) {
+	js_bucket_init(&v.bucket, s->conf.rate, mono_now());
+	bool stop = false;
+	while (!stop && !stopping(s)) {
 		struct timespec ts, *tmo = NULL;
 		if (period) {
 			uint64_t now = mono_now();
@@ -241,12 +461,13 @@ static void *server_main(void *arg)
 			ts.tv_nsec = (long)(left % 1000000000ULL);
 			tmo = &ts;
 		}
+		size_t nc = s->nconns;
 		pfd[0].fd = s->stop_fd;
 		pfd[0].events = POLLIN;
 		pfd[1].fd = s->listen_fd;
 		pfd[1].events = POLLIN;
 		for (size_t i = 0; i < nc; i++) {
-			pfd[i + 2].fd = conns[i].fd;
+			pfd[i + 2].fd = s->conns[i].fd;
 			pfd[i + 2].events = POLLIN;
 			pfd[i + 2].revents = 0;
 		}
@@ -261,16 +482,19 @@ static void *server_main(void *arg)
 			continue; /* sampling time */
 		if (pfd[0].revents)
 			break;
-		/* connections first: pending markers are handled before the
-		 * stop request of the same round (the loop breaks above only
-		 * when stop was already signalled at poll time). */
-		for (size_t i = 0; i < nc; i++) {
+		/* Between two messages the stop request wins: what is left is
+		 * for the bounded drain. */
+		for (size_t i = 0; i < nc && !stop; i++) {
 			if (!pfd[i + 2].revents)
 				continue;
 			bool closed = false;
 			for (int k = 0; k < MSGS_PER_WAKEUP; k++) {
+				if (stopping(s)) {
+					stop = true;
+					break;
+				}
 				char buf[JS_MSG_MAX + 64];
-				ssize_t r = recv(conns[i].fd, buf, sizeof(buf), MSG_DONTWAIT | MSG_TRUNC);
+				ssize_t r = recv(s->conns[i].fd, buf, sizeof(buf), MSG_DONTWAIT | MSG_TRUNC);
 				if (r < 0) {
 					if (errno == EAGAIN || errno == EINTR)
 						break;
@@ -281,88 +505,35 @@ static void *server_main(void *arg)
 					closed = true;
 					break;
 				}
-				if (!js_bucket_take(&bucket, mono_now())) {
-					s->dropped_rate++;
-					if (!rate_logged) {
-						rate_logged = true;
-						slurm_error("joulestep: job %u step %s: phase markers exceed rate=%u/s; excess markers are dropped",
-							    s->job_id, s->step_id, s->conf.rate);
-					}
-					size_t l = (size_t)r < sizeof(buf) ? (size_t)r : sizeof(buf);
-					if (l >= 5 && !memcmp(buf + l - 4, "sync", 4)) {
-						char id[32];
-						find_id(buf, l, id, sizeof(id));
-						reply(conns[i].fd, "JS1 ERR %d%s rate limit exceeded", EAGAIN, id);
-					}
-					continue;
-				}
-				handle(s, &conns[i], buf, (size_t)r < sizeof(buf) ? (size_t)r : sizeof(buf),
-				       (size_t)r > JS_MSG_MAX);
+				handle(s, &v, &s->conns[i], buf, (size_t)r < sizeof(buf) ? (size_t)r : sizeof(buf),
+				       (size_t)r > JS_MSG_MAX, false);
 			}
-			if (closed || (pfd[i + 2].revents & (POLLHUP | POLLERR | POLLNVAL) &&
-				       !(pfd[i + 2].revents & POLLIN))) {
-				close(conns[i].fd);
-				conns[i].fd = -1;
+			if (!stop && (closed || (pfd[i + 2].revents & (POLLHUP | POLLERR | POLLNVAL) &&
+						 !(pfd[i + 2].revents & POLLIN)))) {
+				close(s->conns[i].fd);
+				s->conns[i].fd = -1;
 			}
 		}
 		size_t w = 0;
 		for (size_t i = 0; i < nc; i++)
-			if (conns[i].fd >= 0)
-				conns[w++] = conns[i];
-		nc = w;
-		if (pfd[1].revents & POLLIN) {
+			if (s->conns[i].fd >= 0)
+				s->conns[w++] = s->conns[i];
+		s->nconns = w;
+		if (!stop && (pfd[1].revents & POLLIN)) {
 			/* bounded: a connect flood (any local user may connect)
 			 * must not keep the thread from markers and stop */
-			for (int a = 0; a < ACCEPTS_PER_WAKEUP; a++) {
-				int fd = accept4(s->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
-				if (fd < 0)
+			for (int a = 0; a < ACCEPTS_PER_WAKEUP && !stopping(s); a++)
+				if (accept_one(s, &v) < 0)
 					break;
-				struct ucred cr;
-				socklen_t cl = sizeof(cr);
-				if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &cl) < 0 ||
-				    (cr.uid != s->uid && cr.uid != 0)) {
-					reply(fd, "JS1 ERR %d permission denied", EACCES);
-					if (++refused <= REFUSALS_LOGGED)
-						slurm_info("joulestep: job %u step %s: refused phase connection from uid %d pid %d (only uid %u and root)%s",
-							   s->job_id, s->step_id, (int)cr.uid, (int)cr.pid, (unsigned)s->uid,
-							   refused == REFUSALS_LOGGED ? "; further refusals in this step are not logged" : "");
-					refuse_close(fd);
-					continue;
-				}
-				if (nc == MAX_CONNS) {
-					reply(fd, "JS1 ERR %d too many connections", EMFILE);
-					refuse_close(fd);
-					continue;
-				}
-				conns[nc].fd = fd;
-				conns[nc].logged = false;
-				nc++;
-			}
 		}
 	}
-	for (size_t i = 0; i < nc; i++) {
-		/* Drain what is already queued so that END markers sent just
-		 * before the tasks exited still count. Still rate-limited: a
-		 * backlog of queued markers (each may set the clock of every
-		 * step CPU) must not hold slurmstepd at step end. */
-		for (int k = 0; k < 4096; k++) {
-			char buf[JS_MSG_MAX + 64];
-			ssize_t r = recv(conns[i].fd, buf, sizeof(buf), MSG_DONTWAIT | MSG_TRUNC);
-			if (r <= 0)
-				break;
-			if (!js_bucket_take(&bucket, mono_now())) {
-				s->dropped_rate++;
-				continue;
-			}
-			handle(s, &conns[i], buf, (size_t)r < sizeof(buf) ? (size_t)r : sizeof(buf),
-			       (size_t)r > JS_MSG_MAX);
-		}
-		close(conns[i].fd);
-	}
+	drain(s, &v);
 	return NULL;
 }
 
-void js_server_socket_path(struct js_step *s)
+/* ---- main thread ---------------------------------------------------------- */
+
+void js_server_listen(struct js_step *s)
 {
 	s->sock_path[0] = 0;
 	int rc = js_root_dir(s->conf.socket_dir, 0755);
@@ -371,23 +542,65 @@ void js_server_socket_path(struct js_step *s)
 			      s->conf.socket_dir, strerror(-rc));
 		return;
 	}
-	int n = snprintf(s->sock_path, sizeof(s->sock_path), "%s/%u.%s.sock", s->conf.socket_dir,
-			 s->job_id, s->step_id);
-	if (n < 0 || (size_t)n >= sizeof(s->sock_path)) {
+	char path[sizeof(s->sock_path)];
+	int n = snprintf(path, sizeof(path), "%s/%u.%s.sock", s->conf.socket_dir, s->job_id,
+			 s->step_id);
+	if (n < 0 || (size_t)n >= sizeof(path)) {
 		js_step_error(s, "socket: path %s/... too long for a UNIX socket", s->conf.socket_dir);
-		s->sock_path[0] = 0;
+		return;
 	}
+	s->proc_fd = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (s->proc_fd < 0) {
+		js_step_error(s, "socket: /proc: %s (needed to check peers); no phase markers",
+			      strerror(errno));
+		return;
+	}
+	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0) {
+		js_step_error(s, "socket: %s; no phase markers", strerror(errno));
+		close(s->proc_fd);
+		s->proc_fd = -1;
+		return;
+	}
+	/* No umask games: umask is process wide. The socket is made 0666 at
+	 * once in a root-only directory; the peer checks are the guard. */
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	memcpy(sa.sun_path, path, (size_t)n + 1);
+	(void)unlink(path); /* stale socket of a killed step */
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || chmod(path, 0666) < 0 ||
+	    listen(fd, 128) < 0) {
+		js_step_error(s, "socket: %s: %s; no phase markers", path, strerror(errno));
+		close(fd);
+		(void)unlink(path);
+		close(s->proc_fd);
+		s->proc_fd = -1;
+		return;
+	}
+	s->listen_fd = fd;
+	memcpy(s->sock_path, path, (size_t)n + 1);
+}
+
+void js_server_unlisten(struct js_step *s)
+{
+	if (s->listen_fd >= 0) {
+		close(s->listen_fd);
+		(void)unlink(s->sock_path);
+	}
+	if (s->proc_fd >= 0)
+		close(s->proc_fd);
+	s->listen_fd = s->proc_fd = -1;
+	s->sock_path[0] = 0;
 }
 
 int js_server_start(struct js_step *s)
 {
 	int rc;
-	s->listen_fd = -1;
+	atomic_store(&s->stopping, false);
 	s->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (s->stop_fd < 0) {
 		rc = -errno;
 		js_step_error(s, "step thread: eventfd: %s", strerror(errno));
-		s->sock_path[0] = 0;
+		js_server_unlisten(s);
 		return rc;
 	}
 	sigset_t all, oldmask;
@@ -399,7 +612,7 @@ int js_server_start(struct js_step *s)
 		js_step_error(s, "step thread: pthread_create: %s", strerror(rc));
 		close(s->stop_fd);
 		s->stop_fd = -1;
-		s->sock_path[0] = 0;
+		js_server_unlisten(s);
 		return -rc;
 	}
 	s->server_running = true;
@@ -410,6 +623,7 @@ void js_server_stop_request(struct js_step *s)
 {
 	if (s->server_running && !s->stop_requested) {
 		uint64_t one = 1;
+		atomic_store(&s->stopping, true);
 		if (write(s->stop_fd, &one, sizeof(one)) < 0)
 			slurm_error("joulestep: job %u step %s: stop server: %m", s->job_id, s->step_id);
 		s->stop_requested = true;
@@ -423,12 +637,8 @@ void js_server_stop(struct js_step *s)
 		pthread_join(s->server, NULL);
 		s->server_running = false;
 	}
-	if (s->listen_fd >= 0) { /* bound by the thread: ours to remove */
-		close(s->listen_fd);
-		(void)unlink(s->sock_path);
-	}
+	js_server_unlisten(s);
 	if (s->stop_fd >= 0)
 		close(s->stop_fd);
-	s->listen_fd = s->stop_fd = -1;
-	s->sock_path[0] = 0;
+	s->stop_fd = -1;
 }

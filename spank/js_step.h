@@ -4,6 +4,7 @@
 #define JS_STEP_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -28,6 +29,13 @@
 #define JS_MAX_ERRORS 32
 #define JS_ERR_LEN 256
 #define JS_MAX_STEP_CPUS 256
+#define JS_MAX_CONNS 512           /* phase-socket connections per step     */
+#define JS_ERRORS_LOGGED 16        /* js_step_error lines logged per step   */
+
+struct js_conn {                   /* one accepted phase-socket connection  */
+	int fd;
+	bool logged;               /* its first error was logged            */
+};
 
 struct js_step {
 	struct js_conf conf;
@@ -75,10 +83,11 @@ struct js_step {
 	struct js_phases *phases;
 	uint64_t dropped_rate, rejected;
 	uint64_t max_lag_ns;
-	/* the step thread (js_server.c): binds the phase socket, runs the
-	 * deferred setup, serves markers and samples the meter */
-	char sock_path[108];        /* exported; bound by the step thread      */
-	int listen_fd, stop_fd;     /* listen_fd: -1 until bound (thread-owned) */
+	/* the phase socket (bound on the main thread, js_server_listen) and
+	 * the step thread (js_server.c): runs the deferred setup, serves
+	 * markers and samples the meter */
+	char sock_path[108];        /* exported; "" = no markers               */
+	int listen_fd, stop_fd;     /* -1 when none                            */
 	pthread_t server;
 	bool server_running, stop_requested;
 	bool defer_cpus;            /* cpufreq reads left to the thread        */
@@ -97,22 +106,40 @@ struct js_step {
 	pthread_mutex_t err_mu;
 	size_t nerrors;
 	char errors[JS_MAX_ERRORS][JS_ERR_LEN];
+	/* ---- issue 8: phase socket, step-end drain, error count ----------
+	 * (js_server.c, js_record.c; errors_total: js_step_error) */
+	int proc_fd;                /* /proc (main thread): peer checks, -1    */
+	atomic_bool stopping;       /* js_server_stop_request: leave the loop  */
+	size_t nconns;              /* accepted connections (thread-owned)     */
+	struct js_conn conns[JS_MAX_CONNS];
+	uint64_t drained;           /* markers read at step end (bounded)      */
+	uint64_t skipped_at_end;    /* of which BEGINs, not replayed           */
+	bool drain_truncated;       /* drain stopped at its bound, markers left */
+	uint64_t errors_total;      /* js_step_error calls (errors[]: first 32) */
+	/* ---- end of issue 8 fields ---------------------------------------- */
 };
 
-/* Record a failure in provenance.errors and log it with slurm_error. */
+/* Record a failure in provenance.errors (the first JS_MAX_ERRORS; all are
+ * counted in errors_total) and log it with slurm_error (the first
+ * JS_ERRORS_LOGGED of the step). Thread-safe. */
 void js_step_error(struct js_step *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* js_server.c: the step thread (all signals blocked). Started at the end of
- * the step's setup; first binds sock_path (when set), then runs
- * js_step_deferred(), then serves markers and, when the meter has no thread
- * of its own, samples it every js_meter_period_ns(). */
+/* js_server.c: the phase socket and the step thread (all signals blocked).
+ * js_server_listen runs on slurmstepd's main thread in a SPANK callback
+ * (privileged work never runs in the thread: slurmstepd switches its euid,
+ * for every thread, while it starts the tasks). The thread, started at the
+ * end of the step's setup, runs js_step_deferred(), then serves markers on
+ * the descriptors opened here and, when the meter has no thread of its own,
+ * samples it every js_meter_period_ns(). */
 /* Check socket_dir (root-owned, not group/world writable; created when
- * missing) and set sock_path, which the step thread binds; on failure
- * sock_path stays empty (error recorded): no markers. */
-void js_server_socket_path(struct js_step *s);
+ * missing), bind and listen on <socket_dir>/<job>.<step>.sock and open
+ * /proc for the peer checks; sets sock_path. On failure sock_path stays
+ * empty (error recorded): no markers. */
+void js_server_listen(struct js_step *s);
+void js_server_unlisten(struct js_step *s); /* close + unlink, no markers */
 int js_server_start(struct js_step *s);     /* 0 or -errno (logged)       */
 void js_server_stop_request(struct js_step *s); /* wake it up, no wait     */
-void js_server_stop(struct js_step *s);     /* drain, join, unlink        */
+void js_server_stop(struct js_step *s);     /* bounded drain, join, unlink */
 
 
 /* js_record.c */

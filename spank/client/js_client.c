@@ -176,13 +176,20 @@ static int send_msg(const char *body, int sync)
 	}
 	if (n < 0 || n > MSG_MAX)
 		return -EMSGSIZE;
+	/* An asynchronous marker never waits: when the plugin does not keep up
+	 * (this connection's queue is full), it is dropped with -EAGAIN at once
+	 * and the connection kept, instead of costing the application the 1 s
+	 * send timeout per marker. */
+	int flags = MSG_NOSIGNAL | (sync ? 0 : MSG_DONTWAIT);
 	for (int attempt = 0; attempt < 2; attempt++) {
 		int rc = ensure_conn();
 		if (rc)
 			return rc;
-		if (send(g_fd, msg, (size_t)n, MSG_NOSIGNAL) == n)
+		if (send(g_fd, msg, (size_t)n, flags) == n)
 			return sync ? await(id) : 0;
 		rc = -errno;
+		if (!sync && rc == -EAGAIN)
+			return rc;
 		drop_conn();
 		/* The server may have dropped an idle connection: retry once. */
 		if (rc != -EPIPE && rc != -ECONNRESET && rc != -ENOTCONN)

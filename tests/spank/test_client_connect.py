@@ -77,3 +77,47 @@ def test_python_client_waits_for_a_late_socket(repo, tmp_path, monkeypatch):
         pass
     else:
         raise AssertionError("a socket that never appears must fail the marker")
+
+
+def test_c_client_async_markers_never_wait_for_a_stuck_server(build_dir, tmp_path):
+    """A server that accepts but stops reading (a stalled plugin): once the connection's
+    queue is full, each asynchronous marker returns -EAGAIN at once (MSG_DONTWAIT),
+    instead of blocking for the 1 s send timeout, and the connection is kept. Blocking
+    would take >= 400 s for these markers: the subprocess timeout is only a hang guard."""
+    path = str(tmp_path / "stuck.sock")
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    srv.bind(path)
+    srv.listen(8)
+    srv.settimeout(0.2)
+    accepted, stop = [], threading.Event()
+
+    def accept_loop():
+        while not stop.is_set():
+            try:
+                accepted.append(srv.accept()[0])  # kept open, never read
+            except (socket.timeout, OSError):
+                continue
+    t = threading.Thread(target=accept_loop, daemon=True)
+    t.start()
+    n = 1000
+    prog = ("import ctypes,sys; lib=ctypes.CDLL(sys.argv[1]); "
+            "print(' '.join(str(lib.js_phase_begin(b'write', None)) for _ in range(int(sys.argv[2]))))")
+    env = dict(os.environ, JOULESTEP_SOCKET=path)
+    env.pop("JOULESTEP_SYNC", None)
+    try:
+        res = subprocess.run([sys.executable, "-c", prog,
+                              str(build_dir / "lib" / "libjoulestep-client.so"), str(n)],
+                             env=env, capture_output=True, text=True, timeout=60)
+    finally:
+        stop.set()
+        t.join(5)
+        for c in accepted:
+            c.close()
+        srv.close()
+    rcs = [int(x) for x in res.stdout.split()]
+    assert len(rcs) == n, res
+    queued = rcs.index(-11)  # EAGAIN: the queue is full from here on
+    assert queued > 0 and rcs[:queued] == [0] * queued
+    assert rcs[queued:] == [-11] * (n - queued)
+    assert n - queued >= 400
+    assert len(accepted) == 1  # not dropped and reconnected per marker

@@ -531,12 +531,16 @@ static void phases_collective_and_nesting(void **st)
 	assert_int_equal(js_phases_begin(ps, 0, "checkpoint", NULL, R("checkpoint"), 1800, &seq, &khz), 0);
 	assert_int_equal(seq, 3);
 	/* rank 1 still in checkpoint #0; step end closes both */
+	f.now = 2000;
 	js_phases_close_all(ps, 2000);
 	assert_true(js_phases_get(ps, 0)->closed_by_step_end);
 	assert_true(js_phases_get(ps, 0)->end_ns == 2000);
+	assert_true(js_phases_get(ps, 0)->marker_end_ns == 2000);
 	assert_true(js_phases_level(ps) == JS_RATIO_BASE);
-	/* client timestamps are clamped into [step start, now] */
-	assert_true(js_phases_get(ps, 3)->start_ns == 1800);
+	/* client timestamps are clamped into [step start, now]; the phase's
+	 * start is when the plugin handled it (and read the meter) */
+	assert_true(js_phases_get(ps, 3)->marker_start_ns == 1800);
+	assert_true(js_phases_get(ps, 3)->start_ns == 1900);
 	js_phases_free(ps);
 }
 
@@ -625,6 +629,139 @@ static void phases_hostile_bounds(void **st)
 	js_phases_free(ps);
 }
 
+/* An asynchronous BEGIN that was not recorded (rate limit, refusal, step
+ * end) is matched by the rank's next END: the ENDs of recorded phases still
+ * close exactly those phases, and the clock follows them. */
+static void phases_skipped_begin_keeps_nesting(void **st)
+{
+	(void)st;
+	struct fake f = {.now = 100};
+	struct js_phase_ops ops = {&f, f_set, f_snap, f_now};
+	struct js_conf c;
+	struct js_policy p;
+	char err[100];
+	uint32_t seq = 77, khz;
+	js_conf_defaults(&c);
+	js_policy_parse("io-dvfs", &p, err, sizeof(err));
+	struct js_phases *ps = js_phases_new(100, 4, &ops, 0);
+	assert_int_equal(js_phases_begin(ps, 0, "checkpoint", NULL, R("checkpoint"), 0, &seq, &khz), 0);
+	/* write dropped by the rate limit, its END arrives */
+	assert_int_equal(js_phases_skip(ps, 0), 0);
+	seq = 77;
+	assert_int_equal(js_phases_end(ps, 0, 5, 0, &seq), JS_PHASE_SKIPPED);
+	assert_int_equal(seq, 77);
+	assert_int_equal(js_phases_get(ps, 0)->nopen, 1); /* checkpoint still open */
+	/* skipped, then a recorded write nested in it, then both ENDs */
+	assert_int_equal(js_phases_skip(ps, 0), 0);
+	assert_int_equal(js_phases_begin(ps, 0, "write", NULL, R("write"), 0, &seq, &khz), 0);
+	assert_int_equal(seq, 1);
+	assert_true(js_phases_level(ps) == 0.85);
+	assert_int_equal(js_phases_end(ps, 0, 9, 0, &seq), 0);
+	assert_int_equal(seq, 1);
+	assert_true(js_phases_get(ps, 1)->bytes == 9);
+	assert_true(js_phases_level(ps) == JS_RATIO_BASE);
+	assert_int_equal(js_phases_end(ps, 0, -1, 0, &seq), JS_PHASE_SKIPPED);
+	assert_int_equal(js_phases_end(ps, 0, -1, 0, &seq), 0);
+	assert_int_equal(seq, 0);
+	assert_false(js_phases_get(ps, 0)->closed_by_step_end);
+	assert_int_equal(js_phases_end(ps, 0, -1, 0, &seq), -ENOENT);
+	/* a skip is a rank's state: bounded by JS_MAX_RANKS like BEGIN */
+	for (int r = 1; r < JS_MAX_RANKS; r++)
+		assert_int_equal(js_phases_skip(ps, r), 0);
+	assert_int_equal(js_phases_skip(ps, JS_MAX_RANKS), -EUSERS);
+	assert_int_equal(js_phases_end(ps, JS_MAX_RANKS, -1, 0, &seq), -ENOENT);
+	/* step end forgets skips; unmatched ENDs are then refused */
+	js_phases_close_all(ps, 100);
+	assert_int_equal(js_phases_end(ps, 1, -1, 0, &seq), -ENOENT);
+	js_phases_free(ps);
+}
+
+/* Once the clock is held (step end), markers change bookkeeping only. */
+static void phases_hold_clock(void **st)
+{
+	(void)st;
+	struct fake f = {.now = 100};
+	struct js_phase_ops ops = {&f, f_set, f_snap, f_now};
+	struct js_conf c;
+	struct js_policy p;
+	char err[100];
+	uint32_t seq, khz;
+	js_conf_defaults(&c);
+	js_policy_parse("io-dvfs", &p, err, sizeof(err));
+	struct js_phases *ps = js_phases_new(100, 4, &ops, 0);
+	assert_int_equal(js_phases_begin(ps, 0, "write", NULL, R("write"), 0, &seq, &khz), 0);
+	assert_int_equal(f.nset, 1);
+	js_phases_hold_clock(ps);
+	assert_int_equal(js_phases_end(ps, 0, 3, 0, &seq), 0);
+	assert_int_equal(js_phases_begin(ps, 0, "compress", NULL, R("compress"), 0, &seq, &khz), 0);
+	assert_int_equal(f.nset, 1); /* no clock change after the hold */
+	js_phases_free(ps);
+}
+
+/* A phase's start/end are when its energy was read; the clients' t= are
+ * kept apart (marker_*): power = energy / (end - start) holds. */
+static void phases_energy_interval(void **st)
+{
+	(void)st;
+	struct fake f = {.now = 500, .cpu = 1000};
+	struct js_phase_ops ops = {&f, f_set, f_snap, f_now};
+	uint32_t seq, khz;
+	struct js_phases *ps = js_phases_new(100, 4, &ops, 0);
+	assert_int_equal(js_phases_begin(ps, 0, "write", NULL, JS_RATIO_INHERIT, 100, &seq, &khz), 0);
+	f.now = 520;
+	assert_int_equal(js_phases_begin(ps, 1, "write", NULL, JS_RATIO_INHERIT, 90, &seq, &khz), 0);
+	f.now = 900;
+	f.cpu = 1400;
+	assert_int_equal(js_phases_end(ps, 0, -1, 600, &seq), 0);
+	f.now = 950;
+	f.cpu = 1500;
+	assert_int_equal(js_phases_end(ps, 1, -1, 640, &seq), 0);
+	const struct js_sphase *p = js_phases_get(ps, 0);
+	assert_true(p->start_ns == 500 && p->end_ns == 950);
+	assert_true(p->marker_start_ns == 90 && p->marker_end_ns == 640);
+	assert_true(p->e_cpu0_uj == 1000 && p->e_cpu1_uj == 1500);
+	js_phases_free(ps);
+}
+
+/* Per-rank detail stops after JS_RANK_DETAIL_MAX entries of the step; every
+ * phase keeps min/max/sum of all its entries. */
+static void phases_rank_detail_cap(void **st)
+{
+	(void)st;
+	struct fake f = {.now = 1000000};
+	struct js_phase_ops ops = {&f, f_set, f_snap, f_now};
+	uint32_t seq, khz;
+	enum { NR = 64, NP = JS_RANK_DETAIL_MAX / NR + 3 };
+	struct js_phases *ps = js_phases_new(NP + 1, 4, &ops, 0);
+	for (int k = 0; k < NP; k++) {
+		for (int r = 0; r < NR; r++)
+			assert_int_equal(js_phases_begin(ps, r, "a", NULL, JS_RATIO_INHERIT,
+							 (uint64_t)(1000 * k + r + 1), &seq, &khz), 0);
+		for (int r = 0; r < NR; r++)
+			assert_int_equal(js_phases_end(ps, r, r == 5 ? -1 : 10 * r + k,
+						       (uint64_t)(1000 * k + 500 + 2 * r), &seq), 0);
+	}
+	size_t detail = 0;
+	for (int k = 0; k < NP; k++) {
+		const struct js_sphase *p = js_phases_get(ps, (size_t)k);
+		assert_int_equal(p->nranks, NR);
+		detail += p->ndetail;
+		assert_int_equal(p->ndetail, k < JS_RANK_DETAIL_MAX / NR ? NR : 0);
+		assert_int_equal(p->stats.start_ns.n, NR);
+		assert_true(p->stats.start_ns.min == (uint64_t)(1000 * k + 1));
+		assert_true(p->stats.start_ns.max == (uint64_t)(1000 * k + NR));
+		assert_true(p->stats.start_ns.sum == (unsigned __int128)(NR * (1000 * k) + NR * (NR + 1) / 2));
+		assert_true(p->stats.end_ns.min == (uint64_t)(1000 * k + 500));
+		assert_true(p->stats.end_ns.max == (uint64_t)(1000 * k + 500 + 2 * (NR - 1)));
+		assert_int_equal(p->stats.bytes.n, NR - 1); /* rank 5 gave none */
+		assert_true(p->stats.bytes.min == (uint64_t)k);
+		assert_true(p->stats.bytes.max == (uint64_t)(10 * (NR - 1) + k));
+		assert_true(p->stats.bytes.sum == (unsigned __int128)p->bytes);
+	}
+	assert_int_equal(detail, JS_RANK_DETAIL_MAX);
+	js_phases_free(ps);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -640,6 +777,10 @@ int main(void)
 		cmocka_unit_test(phases_collective_and_nesting),
 		cmocka_unit_test(phases_ckpt_and_limits),
 		cmocka_unit_test(phases_hostile_bounds),
+		cmocka_unit_test(phases_skipped_begin_keeps_nesting),
+		cmocka_unit_test(phases_hold_clock),
+		cmocka_unit_test(phases_energy_interval),
+		cmocka_unit_test(phases_rank_detail_cap),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

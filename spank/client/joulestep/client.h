@@ -16,7 +16,9 @@
  * start: a connect that finds it missing or not yet listening is retried
  * for at most 200 ms from the process's first attempt. Markers are asynchronous by default (one send, no reply);
  * JOULESTEP_SYNC=1 or js_phase_set_sync(1) makes each call wait for the
- * plugin's reply, so the clock is already set when it returns. */
+ * plugin's reply, so the clock is already set when it returns.
+ * An asynchronous marker never blocks: if the plugin is not keeping up
+ * (the connection's queue is full) it is dropped and -EAGAIN returned. */
 #ifndef JOULESTEP_CLIENT_H
 #define JOULESTEP_CLIENT_H
 
