@@ -71,7 +71,7 @@ class MarkerEnv:
 
     def configure(self, **extra):
         a = {"spool": self.spool, "state": self.state, "sysfs": self.hw, "socket_dir": self.sock,
-             "backend": "sysfs", "sample_ms": 200}
+             "backend": "sysfs", "sample_ms": 200, "cluster": "jstest"}
         a.update(extra)
         self.c.write_plugstack(self.so, a)
         if self.extra_lines:  # further SPANK plugins, after joulestep (harness writes one)
