@@ -201,7 +201,12 @@ def until(s, ident):
 
 # --------------------------------------------------------------- defect 2: drain
 FLOOD = PROTO + r'''
-conns = [connect() for _ in range(int(sys.argv[1]))]
+conns = []
+for i in range(int(sys.argv[1])):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    s.connect(os.environ["JOULESTEP_SOCKET"])  # blocking: waits while the backlog is full
+    s.settimeout(30)
+    conns.append(s)
 # every connection accepted: accepts are in connect order, and the last answers
 conns[-1].send(b"JS1 PING id=1 sync"); until(conns[-1], 1)
 sent = 0
