@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Benchmarks of the joulestep SPANK plugin (figures, not tests). Run as root:
 
-    python3 bench/bench_plugin.py [--allocs 16] [--steps 25] [--launches 30] [--markers 20000]
+    python3 bench/bench_plugin.py [--allocs 40] [--steps 25] [--launches 30] [--markers 20000]
                                   [--phases 1200] [--launch-only]
 
 Starts its own single-node Slurm cluster (tests/cluster/harness.py) with fake RAPL/cpufreq
@@ -194,7 +194,7 @@ def print_launch(a, groups, first, sources, t_with, t_without):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--launches", type=int, default=30, help="whole-job launches per variant")
-    ap.add_argument("--allocs", type=int, default=16, help="allocations per variant (step launch)")
+    ap.add_argument("--allocs", type=int, default=40, help="allocations per variant (step launch)")
     ap.add_argument("--steps", type=int, default=25, help="srun steps per allocation")
     ap.add_argument("--markers", type=int, default=20000)
     ap.add_argument("--phases", type=int, default=1200, help="clock-changing markers (>= 1000)")
