@@ -351,10 +351,6 @@ static void recover_all(const struct js_conf *c, uint32_t jobid, const char *whe
 			   jobid, when, nrest);
 }
 
-/* Job prolog (slurmd runs `slurmstepd spank prolog` as root on each node
- * before the job's first step there, environment from slurmd): cache the
- * job's trusted metadata, and restore CPUs that a killed slurmstepd left
- * changed. Always 0: a failing prolog would drain the node. */
 /* Job prolog and epilog: this node's plugstack arguments and the job id.
  * 0, or -1 (logged). */
 static int job_script_begin(spank_t sp, int ac, char **av, const char *what, struct js_conf *c,
@@ -372,6 +368,10 @@ static int job_script_begin(spank_t sp, int ac, char **av, const char *what, str
 	return 0;
 }
 
+/* Job prolog (slurmd runs `slurmstepd spank prolog` as root on each node
+ * before the job's first step there, environment from slurmd): cache the
+ * job's trusted metadata, and restore CPUs that a killed slurmstepd left
+ * changed. Always 0: a failing prolog would drain the node. */
 int slurm_spank_job_prolog(spank_t sp, int ac, char **av)
 {
 	struct js_conf c;
@@ -602,11 +602,10 @@ static void setup_freq(spank_t sp, struct js_step *s)
 		}
 		s->nctl++;
 	}
-	s->freq_control = s->nctl > 0;
-	if (s->freq_control)
+	if (s->nctl)
 		s->freq_mode = "joulestep";
 	set_base_khz(s);
-	if (s->freq_control && s->policy.type == JS_POL_FIXED) {
+	if (s->nctl && s->policy.type == JS_POL_FIXED) {
 		uint32_t khz = 0;
 		uint64_t took;
 		if (ph_set_ratio(s, JS_RATIO_BASE, &khz, &took) == 0)

@@ -69,7 +69,6 @@ struct js_step {
 	int cpu_list[JS_MAX_STEP_CPUS];
 	struct js_cpufreq *cf;      /* ncpus entries (~1 kB each), NULL if none */
 	bool acquired[JS_MAX_STEP_CPUS];
-	bool freq_control;          /* CPUs acquired: the policy may set clocks */
 	uint32_t base_khz;          /* the original clock (scaling_max_freq)   */
 	uint32_t fmax_khz;
 	char owner[64];
