@@ -20,6 +20,7 @@ import pytest
 
 import fakehw
 import spool
+from procs import cmdline, expand_cpus, freq_lines, job_pids, stepd_pid, wait_file
 
 pytestmark = pytest.mark.cluster
 
@@ -130,14 +131,6 @@ def close(measured, truth, rel=0.005):
     return abs(measured - truth) <= rel * truth
 
 
-def freq_lines(out: str) -> dict:
-    """tag -> {cpu: (governor, scaling_max_freq)}"""
-    res = {}
-    for m in re.finditer(r"^FREQ (\S+) (\d+) (\S+) (\S+)$", out, re.M):
-        res.setdefault(m.group(1), {})[int(m.group(2))] = (m.group(3), m.group(4))
-    return res
-
-
 @pytest.fixture(scope="module")
 def js(cluster, repo, build_dir):
     env = PluginEnv(cluster, repo, build_dir)
@@ -203,7 +196,7 @@ def test_env_option_forms(plug):
     assert rec["step"]["policy"] == "fixed:0.75"
     assert rec["job"]["tags"] == {"io": "dc", "k": "1"}
     fl = freq_lines(res.stdout)["in"]
-    for cpu in _expand(rec["step"]["cpus"]):
+    for cpu in expand_cpus(rec["step"]["cpus"]):
         assert fl[cpu] == (GOV, str(int(0.75 * FMAX)))
 
 
@@ -347,7 +340,7 @@ def test_done_when_io_dvfs_veloc(plug):
     rec = plug.wait_records(job, ["batch"])["batch"]
     truth = adv_truth(out)
     fl = freq_lines(out)
-    cpus = sorted(int(c) for c in _expand(rec["step"]["cpus"]))
+    cpus = sorted(int(c) for c in expand_cpus(rec["step"]["cpus"]))
     others = [i for i in range(plug.ncpus) if i not in cpus]
     orig = {i: (plug.orig[i]["scaling_governor"], str(plug.orig[i]["scaling_max_freq"]))
             for i in range(plug.ncpus)}
@@ -383,14 +376,6 @@ def test_done_when_io_dvfs_veloc(plug):
     assert truth["compress"][0] / 2 < truth["compute"][0] / 1
 
 
-def _expand(cpus: str):
-    out = []
-    for part in cpus.split(","):
-        a, _, b = part.partition("-")
-        out += range(int(a), int(b or a) + 1)
-    return out
-
-
 def test_ckpt_dvfs_and_fixed(plug):
     script = f"""#!/bin/sh
 #SBATCH -n1
@@ -405,7 +390,7 @@ def test_ckpt_dvfs_and_fixed(plug):
     job, out = plug.run_job(script, args=["--energy-policy=ckpt-dvfs"])
     rec = plug.wait_records(job, ["batch"])["batch"]
     fl = freq_lines(out)
-    cpus = _expand(rec["step"]["cpus"])
+    cpus = expand_cpus(rec["step"]["cpus"])
     for cpu in cpus:
         assert fl["ckpt"][cpu] == (GOV, str(int(0.5 * FMAX)))  # min_ratio·fmax >= fmin
         assert fl["flush"][cpu] == (GOV, str(FMAX))              # never throttled
@@ -418,7 +403,7 @@ def test_ckpt_dvfs_and_fixed(plug):
     plug.configure(min_ratio=0.75)
     job, out = plug.run_job(script, args=["--energy-policy=ckpt-dvfs"])
     fl = freq_lines(out)
-    for cpu in _expand(plug.wait_records(job, ["batch"])["batch"]["step"]["cpus"]):
+    for cpu in expand_cpus(plug.wait_records(job, ["batch"])["batch"]["step"]["cpus"]):
         assert fl["ckpt"][cpu] == (GOV, str(int(0.75 * FMAX)))
     plug.c.wait_idle()
     plug.assert_restored()
@@ -433,7 +418,7 @@ def test_ckpt_dvfs_and_fixed(plug):
     rec = plug.wait_records(job, ["batch"])["batch"]
     assert rec["step"]["base_freq_khz"] == FMAX          # the original clock (issue 8, defect 9)
     assert rec["step"]["fixed_freq_khz"] == int(0.6 * FMAX)
-    for cpu in _expand(rec["step"]["cpus"]):
+    for cpu in expand_cpus(rec["step"]["cpus"]):
         assert freq_lines(out)["start"][cpu] == (GOV, str(int(0.6 * FMAX)))
 
 
@@ -453,7 +438,7 @@ i=0; while [ ! -e {done} ] && [ $i -lt {max_wait_ticks} ]; do sleep 0.1; i=$((i+
 """
     res, job = plug.c.sbatch(script, user=USER)
     assert res.returncode == 0, res.stderr
-    _wait_file(flag)
+    wait_file(flag)
     return job, flag.read_text().strip(), done
 
 
@@ -566,13 +551,6 @@ srun -n1 sh -c 'for f in /proc/$$/fd/*; do echo "FD $f $(readlink $f)"; done'
 
 
 # ------------------------------------------------------------------ failure behaviour
-def _wait_file(p: pathlib.Path, timeout=30):
-    deadline = time.monotonic() + timeout
-    while not p.exists():
-        assert time.monotonic() < deadline, f"{p} never appeared"
-        time.sleep(0.1)
-
-
 def _in_write_phase_script(plug, flag):
     return f"""#!/bin/sh
 #SBATCH -n1
@@ -588,7 +566,7 @@ def test_scancel_in_a_phase_restores_the_clock(plug):
     flag.unlink(missing_ok=True)
     res, job = plug.c.sbatch(_in_write_phase_script(plug, flag), user=USER)
     assert res.returncode == 0
-    _wait_file(flag)
+    wait_file(flag)
     changed = [i for i in range(plug.ncpus) if plug.cpufreq(i)["effective_khz"] == int(0.85 * FMAX)]
     assert len(changed) == 1
     plug.c.scancel(job)
@@ -625,7 +603,7 @@ def test_time_limit_in_a_phase_restores_the_clock(plug):
     flag.unlink(missing_ok=True)
     res, job = plug.c.sbatch(_in_write_phase_script(plug, flag), user=USER, args=["--time=1"])
     assert res.returncode == 0, res.stderr
-    _wait_file(flag)
+    wait_file(flag)
     assert any(plug.cpufreq(i)["effective_khz"] == int(0.85 * FMAX) for i in range(plug.ncpus))
     assert plug.c.wait_job(job, timeout=240) == "TIMEOUT"
     rec = plug.wait_records(job, ["batch"])["batch"]
@@ -633,59 +611,26 @@ def test_time_limit_in_a_phase_restores_the_clock(plug):
     assert rec["phases"][0]["open_at_step_end"] is True
 
 
-def _job_pids(job):
-    pids = []
-    for d in pathlib.Path("/proc").iterdir():
-        if d.name.isdigit():
-            try:
-                env = (d / "environ").read_bytes().split(b"\0")
-            except OSError:
-                continue
-            if f"SLURM_JOB_ID={job}".encode() in env:
-                pids.append(int(d.name))
-    return pids
-
-
-def _cmdline(pid):
-    try:
-        return pathlib.Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-    except OSError:
-        return ""
-
-
-def _stepd_pid(job, step="batch"):
-    """The step's main slurmstepd (not one of its forked helpers)."""
-    for d in pathlib.Path("/proc").iterdir():
-        if d.name.isdigit() and _cmdline(d.name).startswith(f"slurmstepd: [{job}.{step}]"):
-            try:
-                ppid = int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            if not _cmdline(ppid).startswith("slurmstepd:"):
-                return int(d.name)
-    return None
-
-
 def test_kill9_slurmstepd_then_next_step_restores(plug):
     flag = plug.c.user_dir(USER) / "in-phase-k"
     flag.unlink(missing_ok=True)
     res, job = plug.c.sbatch(_in_write_phase_script(plug, flag), user=USER)
     assert res.returncode == 0
-    _wait_file(flag)
-    pid = _stepd_pid(job)
+    wait_file(flag)
+    pid = stepd_pid(job)
     assert pid
     owners = list((plug.state).glob("cpu*.owners/*"))
     assert [o.read_text().split()[0] for o in owners] == [str(pid)]  # slurmstepd owns the CPU
     os.kill(pid, signal.SIGKILL)
     deadline = time.monotonic() + 10
-    while _cmdline(pid) and time.monotonic() < deadline:
+    while cmdline(pid) and time.monotonic() < deadline:
         time.sleep(0.05)
     # nobody restored it: slurmstepd died (before the job ends, nothing runs for it)
     changed = [i for i in range(plug.ncpus) if plug.cpufreq(i)["effective_khz"] == int(0.85 * FMAX)]
     assert len(changed) == 1
     assert (plug.state).exists()
     # (slurmstepd may linger as a zombie of pid 1: the journal must treat it as dead)
-    for p in _job_pids(job):  # the orphaned script and its sleep
+    for p in job_pids(job):  # the orphaned script and its sleep
         try:
             os.kill(p, signal.SIGKILL)
         except ProcessLookupError:
@@ -723,8 +668,8 @@ cat {d}/a.out {d}/b.out
     recs = plug.wait_records(job, ["batch", "0", "1"])
     fl = freq_lines(out)
     by_kind = {recs[s]["phases"][0]["kind"]: recs[s] for s in ("0", "1")}
-    ca = _expand(by_kind["write"]["step"]["cpus"])
-    cb = _expand(by_kind["compress"]["step"]["cpus"])
+    ca = expand_cpus(by_kind["write"]["step"]["cpus"])
+    cb = expand_cpus(by_kind["compress"]["step"]["cpus"])
     assert len(ca) == 1 and len(cb) == 1 and ca != cb
     for view in ("a", "b"):  # both steps see each own clock on its own CPU only
         assert fl[view][ca[0]] == (GOV, str(int(0.85 * FMAX)))
@@ -871,7 +816,7 @@ def test_tuned_policy_applies_the_admin_file(plug, tuned_file):
     job, out = plug.run_job(_tuned_script(plug))
     rec = plug.wait_records(job, ["batch"])["batch"]
     fl = freq_lines(out)
-    cpus = _expand(rec["step"]["cpus"])
+    cpus = expand_cpus(rec["step"]["cpus"])
     others = [i for i in range(plug.ncpus) if i not in cpus]
     for cpu in cpus:
         assert fl["compress"][cpu] == (GOV, str(_khz(ratios["compress"])))
@@ -904,7 +849,7 @@ def test_tuned_policy_applies_the_admin_file(plug, tuned_file):
     job, out = plug.run_job(_tuned_script(plug))
     rec = plug.wait_records(job, ["batch"])["batch"]
     fl = freq_lines(out)
-    for cpu in _expand(rec["step"]["cpus"]):
+    for cpu in expand_cpus(rec["step"]["cpus"]):
         assert fl["write"][cpu] == (GOV, str(_khz(0.8)))
         assert fl["compress"][cpu] == (GOV, str(_khz(max(0.8, ratios["compress"]))))
     assert rec["step"]["policy_map"]["write"] == pytest.approx(0.8)

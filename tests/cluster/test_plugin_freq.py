@@ -16,12 +16,12 @@ import re
 import shutil
 import signal
 import subprocess
-import time
 
 import pytest
 
 import fakehw
 import spool
+from procs import cmdline, job_pids, stepd_pid, wait_for
 
 pytestmark = pytest.mark.cluster
 
@@ -38,13 +38,6 @@ def expand(cpus: str) -> list[int]:
         a, _, b = part.partition("-")
         out += range(int(a), int(b or a) + 1)
     return out
-
-
-def wait_for(cond, what, timeout=30.0):
-    deadline = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < deadline, f"{what}: not within {timeout} s"
-        time.sleep(0.1)
 
 
 class FreqEnv:
@@ -143,39 +136,6 @@ def fe(fenv):
     fenv.c.wait_idle()
     yield fenv
     fenv.c.wait_idle()
-
-
-def _cmdline(pid):
-    try:
-        return pathlib.Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-    except OSError:
-        return ""
-
-
-def stepd_pid(job, step="batch"):
-    """The step's main slurmstepd (not one of its forked helpers)."""
-    for d in pathlib.Path("/proc").iterdir():
-        if d.name.isdigit() and _cmdline(d.name).startswith(f"slurmstepd: [{job}.{step}]"):
-            try:
-                ppid = int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            if not _cmdline(ppid).startswith("slurmstepd:"):
-                return int(d.name)
-    return None
-
-
-def job_pids(job):
-    pids = []
-    for d in pathlib.Path("/proc").iterdir():
-        if d.name.isdigit():
-            try:
-                env = (d / "environ").read_bytes().split(b"\0")
-            except OSError:
-                continue
-            if f"SLURM_JOB_ID={job}".encode() in env:
-                pids.append(int(d.name))
-    return pids
 
 
 # ------------------------------------------------------------------ defect 9
@@ -448,7 +408,7 @@ sleep 300
     pid = stepd_pid(job)
     assert pid
     os.kill(pid, signal.SIGKILL)
-    wait_for(lambda: not _cmdline(pid) or "slurmstepd" not in _cmdline(pid), "slurmstepd gone", 10)
+    wait_for(lambda: not cmdline(pid) or "slurmstepd" not in cmdline(pid), "slurmstepd gone", 10)
     for p in job_pids(job):  # the orphaned script and its sleep
         try:
             os.kill(p, signal.SIGKILL)

@@ -24,6 +24,7 @@ import pytest
 
 import fakehw
 import spool
+from procs import stepd_pid, wait_for
 
 pytestmark = pytest.mark.cluster
 
@@ -74,13 +75,6 @@ class MetaEnv:
         for p in (self.state, self.jobs):
             p.mkdir(mode=0o700, exist_ok=True)
             os.chmod(p, 0o700)
-
-
-def wait_for(cond, what, timeout=30):
-    deadline = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < deadline, f"{what}: not within {timeout} s"
-        time.sleep(0.1)
 
 
 @pytest.fixture(scope="module")
@@ -250,17 +244,6 @@ def test_papi_backend_is_refused_in_the_plugin(meta):
     assert "backend=: papi is not used inside slurmstepd" in res.stderr
 
 
-def _batch_stepd(job) -> int | None:
-    for d in pathlib.Path("/proc").iterdir():
-        if d.name.isdigit():
-            try:
-                if (d / "cmdline").read_bytes().startswith(f"slurmstepd: [{job}.batch]".encode()):
-                    return int(d.name)
-            except OSError:
-                continue
-    return None
-
-
 @pytest.fixture
 def stopping_prolog(meta):
     """A site Prolog that SIGSTOPs slurmctld for jobs of account 'stopctld', so that the
@@ -304,7 +287,7 @@ def test_slurmctld_stopped_as_the_job_starts(stopping_prolog):
         rec = recs["batch"]
         assert rec["provenance"]["errors"] == []
         assert rec["step"]["duration_ns"] < 30 * 10**9
-        stepd = _batch_stepd(job)
+        stepd = stepd_pid(job)
         assert stepd, "the batch slurmstepd should wait for the stopped controller"
         # an RPC made at step start would have timed out (2 x MessageTimeout) by now
         deadline = time.monotonic() + 15

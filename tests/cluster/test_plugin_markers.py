@@ -26,6 +26,7 @@ import pytest
 
 import fakehw
 import spool
+from procs import expand_cpus, freq_lines, wait_file
 
 pytestmark = pytest.mark.cluster
 
@@ -144,28 +145,6 @@ def mk(menv):
     menv.configure()
     menv.c.wait_idle()
     menv.assert_restored()
-
-
-def _wait_file(p: pathlib.Path, timeout=60):
-    deadline = time.monotonic() + timeout
-    while not p.exists():
-        assert time.monotonic() < deadline, f"{p} never appeared"
-        time.sleep(0.1)
-
-
-def _expand(cpus: str):
-    out = []
-    for part in cpus.split(","):
-        a, _, b = part.partition("-")
-        out += range(int(a), int(b or a) + 1)
-    return out
-
-
-def _freq_lines(out: str) -> dict:
-    res = {}
-    for m in re.finditer(r"^FREQ (\S+) (\d+) (\S+) (\S+)$", out, re.M):
-        res.setdefault(m.group(1), {})[int(m.group(2))] = (m.group(3), m.group(4))
-    return res
 
 
 def _log_lines(c, needle: str) -> dict:
@@ -379,8 +358,8 @@ def test_rate_limit_never_drops_an_end(mk):
     assert re.search(r"^R1 JS1 OK id=1 seq=0 ", out, re.M), out
     assert re.search(r"^R2 JS1 OK id=2 seq=0$", out, re.M), out  # closed the checkpoint
     rec = mk.wait_records(job, ["batch"])["batch"]
-    fl = _freq_lines(out)["after"]
-    for cpu in _expand(rec["step"]["cpus"]):
+    fl = freq_lines(out)["after"]
+    for cpu in expand_cpus(rec["step"]["cpus"]):
         orig = mk.orig[cpu]  # not left at the write clock: the original settings
         assert fl[cpu] == (orig["scaling_governor"], str(orig["scaling_max_freq"])), fl
     prov = rec["provenance"]
@@ -488,7 +467,7 @@ i=0; while [ ! -e {done} ] && [ $i -lt 900 ]; do sleep 0.1; i=$((i+1)); done
     res, job = mk.c.sbatch(script, user=USER)
     assert res.returncode == 0, res.stderr
     try:
-        _wait_file(flag)
+        wait_file(flag, timeout=60)
         path = flag.read_text().strip()
         # another step of the same job, same user
         step = mk.c.srun([f"--jobid={job}", "--overlap", "-n1", "python3", probe, path], user=USER)

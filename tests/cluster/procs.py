@@ -1,0 +1,69 @@
+"""Processes, waits and job-output parsing shared by the live-cluster tests."""
+from __future__ import annotations
+
+import pathlib
+import re
+import time
+
+
+def wait_for(cond, what, timeout=30.0):
+    """Poll cond() every 0.1 s; fail naming `what` after timeout seconds."""
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, f"{what}: not within {timeout} s"
+        time.sleep(0.1)
+
+
+def wait_file(p: pathlib.Path, timeout=30):
+    wait_for(p.exists, f"{p} appearing", timeout)
+
+
+def cmdline(pid) -> str:
+    try:
+        return pathlib.Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
+
+
+def stepd_pid(job, step="batch"):
+    """The step's main slurmstepd (not one of its forked helpers), or None."""
+    for d in pathlib.Path("/proc").iterdir():
+        if d.name.isdigit() and cmdline(d.name).startswith(f"slurmstepd: [{job}.{step}]"):
+            try:
+                ppid = int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            if not cmdline(ppid).startswith("slurmstepd:"):
+                return int(d.name)
+    return None
+
+
+def job_pids(job) -> list[int]:
+    """Every process whose environment names the job (its tasks and their children)."""
+    pids = []
+    for d in pathlib.Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                env = (d / "environ").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if f"SLURM_JOB_ID={job}".encode() in env:
+                pids.append(int(d.name))
+    return pids
+
+
+def expand_cpus(cpus: str) -> list[int]:
+    """"0-2,5" -> [0, 1, 2, 5]"""
+    out = []
+    for part in cpus.split(","):
+        a, _, b = part.partition("-")
+        out += range(int(a), int(b or a) + 1)
+    return out
+
+
+def freq_lines(out: str) -> dict:
+    """tag -> {cpu: (field, field)} from the jobs' "FREQ <tag> <cpu> <a> <b>" lines."""
+    res = {}
+    for m in re.finditer(r"^FREQ (\S+) (\d+) (\S+) (\S+)$", out, re.M):
+        res.setdefault(m.group(1), {})[int(m.group(2))] = (m.group(3), m.group(4))
+    return res
