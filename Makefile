@@ -83,7 +83,7 @@ $(B)/bench/%: bench/%.c $(ACCT_LIB) $(HDRS)
 
 # ---------------------------------------------------------------------------
 deps: $(B)/.deps-ok
-$(B)/.deps-ok: Makefile cli/pyproject.toml
+$(B)/.deps-ok: Makefile cli/pyproject.toml bench/dump/requirements.txt
 	@missing=""; for p in $(DEB_PKGS); do \
 	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "ok installed" || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
@@ -94,6 +94,7 @@ $(B)/.deps-ok: Makefile cli/pyproject.toml
 	fi
 	@[ -x $(VENV)/bin/python ] || $(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q --disable-pip-version-check -e 'cli[test]'
+	bench/dump/venv.sh $(B)/dump-venv  # the dump jobs' Python (SZ3, ZFP): any user may run it
 	@mkdir -p $(B) && touch $@
 
 test: deps all
