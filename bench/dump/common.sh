@@ -10,7 +10,9 @@
 #   DUMP_REPS         repetitions per step (default 3; the paper: 10)
 #   DUMP_COMPRESSORS  default "sz zfp"
 #   DUMP_BOUNDS       absolute error bounds, default "1e-1 1e-2 1e-3 1e-4"
-#   DUMP_NTASKS       ranks per step (default $SLURM_NTASKS); each compresses and writes its own field
+#   DUMP_NTASKS       ranks per step (default $SLURM_NTASKS); each compresses and writes its own
+#                     field, with MPI barriers between the phases (mpi4py; srun --mpi=$DUMP_MPI)
+#   DUMP_MPI          srun's MPI plugin when DUMP_NTASKS > 1 (default pmix: Debian's Open MPI)
 #   DUMP_OUT          directory of the dump files (default $SLURM_SUBMIT_DIR/dump-$SLURM_JOB_ID);
 #                     point it at the file system the paper's dumps went to (NFS / PFS)
 #   DUMP_TAGS         more energy tags for every step, e.g. "site=x,fs=nfs"
@@ -33,7 +35,7 @@ if [ -n "${DUMP_INPUT:-}" ]; then
 	[ -n "${DUMP_DIMS:-}" ] || { echo "dump: DUMP_INPUT needs DUMP_DIMS (e.g. 100x500x500)" >&2; exit 2; }
 	dump_field="--input $DUMP_INPUT --dims $DUMP_DIMS"
 	# tag values allow [A-Za-z0-9_.:+-]: the file's base name with anything else as _
-	dump_fieldtag=$(basename "$DUMP_INPUT" | tr -c 'A-Za-z0-9_.:+-' '_' | cut -c1-64)
+	dump_fieldtag=$(printf %s "$(basename "$DUMP_INPUT")" | tr -c 'A-Za-z0-9_.:+-' '_' | cut -c1-64)
 else
 	dump_field="--size $DUMP_SIZE"
 	dump_fieldtag=gen$DUMP_SIZE
@@ -53,6 +55,7 @@ dump_step() {
 	fi
 	_tags=$_tags,field=$dump_fieldtag${_extra:+,$_extra}${DUMP_TAGS:+,$DUMP_TAGS}
 	set -- -n "$DUMP_NTASKS" "--energy-tag=$_tags"
+	[ "$DUMP_NTASKS" -le 1 ] || set -- "$@" "--mpi=${DUMP_MPI:-pmix}"
 	[ "$_pol" = - ] || set -- "$@" "--energy-policy=$_pol"
 	echo "dump: srun $* ($_c ${_eb})"
 	# shellcheck disable=SC2086  # the argument lists are built above, word splitting wanted

@@ -53,6 +53,55 @@ def rank() -> int:
         return 0
 
 
+class Solo:
+    """One rank, or ranks that do not synchronise (--sync none)."""
+    size = 1
+
+    def barrier(self):
+        pass
+
+    def allmax(self, x):
+        return x
+
+    def allsum(self, x):
+        return x
+
+
+class Mpi:
+    """MPI ranks (mpi4py on the site's MPI, launched by srun --mpi=pmix): a barrier
+    before every phase, so the plugin's step-level phases (n-th phase of every rank,
+    first begin to last end) are disjoint and no energy is in two of them; ratio and
+    error are reported for the whole step."""
+
+    def __init__(self):
+        from mpi4py import MPI
+        self.MPI, self.comm = MPI, MPI.COMM_WORLD
+        self.size = self.comm.Get_size()
+
+    def barrier(self):
+        self.comm.Barrier()
+
+    def allmax(self, x):
+        return self.comm.allreduce(x, op=self.MPI.MAX)
+
+    def allsum(self, x):
+        return self.comm.allreduce(x, op=self.MPI.SUM)
+
+
+def communicator(mode: str):
+    try:
+        ntasks = int(os.environ.get("SLURM_STEP_NUM_TASKS") or os.environ.get("SLURM_NTASKS") or 1)
+    except ValueError:
+        ntasks = 1
+    if mode == "none" or (mode == "auto" and ntasks <= 1):
+        return Solo()
+    try:
+        return Mpi()
+    except ImportError as e:
+        raise SystemExit(f"dump.py: {ntasks} ranks need mpi4py for their barriers ({e}); "
+                         "install it (bench/dump/venv.sh) or give --sync none") from None
+
+
 def parse_dims(text: str) -> tuple[int, ...]:
     try:
         dims = tuple(int(x) for x in text.lower().replace(",", "x").split("x"))
@@ -145,12 +194,16 @@ def main(argv=None) -> int:
     ap.add_argument("--reps", type=int, default=1, help="repetitions (each overwrites the file)")
     ap.add_argument("--no-verify", action="store_true",
                     help="skip decompression (max_err is then null)")
+    ap.add_argument("--sync", choices=("auto", "mpi", "none"), default="auto",
+                    help="barrier between the phases of all ranks: mpi (mpi4py), none, or "
+                         "auto = mpi when the step has more than one task")
     a = ap.parse_args(argv)
     comp = "raw" if a.compressor == "none" else a.compressor
     if comp != "raw" and not (a.eb and a.eb > 0):
         ap.error(f"--compressor {comp} needs --eb > 0")
     if a.reps < 1 or a.size < 1:
         ap.error("--reps and --size must be >= 1")
+    comm = communicator(a.sync)
     r = rank()
     if a.input:
         if not a.dims:
@@ -170,16 +223,22 @@ def main(argv=None) -> int:
         if comp == "raw":
             stream, max_err = data, 0.0
         else:
+            comm.barrier()
             with jsp.phase("compress", f"{comp}:{fmt_eb(a.eb)}", nbytes=raw_bytes, sync=True):
                 stream = compress(comp, data, a.eb)
             max_err = None
             if not a.no_verify:
+                comm.barrier()
                 with jsp.phase("verify", sync=True):
                     max_err = max_abs_error(data, decompress(comp, stream, data.dtype, data.shape))
         t1 = time.perf_counter()
         nbytes = memoryview(stream).nbytes
         ratio = raw_bytes / nbytes if nbytes else float("inf")
-        label = f"cr:{ratio:.4g}:maxerr:{'-' if max_err is None else f'{max_err:.4e}'}"
+        # the label is the step's: all ranks' bytes and their largest error
+        step_ratio = comm.allsum(raw_bytes) / max(1, comm.allsum(nbytes))
+        step_err = None if max_err is None else comm.allmax(max_err)
+        label = f"cr:{step_ratio:.4g}:maxerr:{'-' if step_err is None else f'{step_err:.4e}'}"
+        comm.barrier()
         with jsp.phase("write", label, sync=True) as p:
             p["nbytes"] = write_file(path, stream)
         t2 = time.perf_counter()

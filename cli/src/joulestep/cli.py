@@ -409,9 +409,9 @@ def compare(c: Ctx, by, where, what, scaling, baseline, error_bound, since, unti
                        "energy_dram_j", "duration_s"],
         "io": [col, "runs", "energy_j", "energy_j_std", "runtime_s", "avg_power_w",
                "node_mean_j", "node_min_j", "node_max_j", "node_std_j", "cpu_usage"],
-        "dump": ["compressor", "error_bound", "policy", "runs", "compress_j",
-                 "write_j", "total_j", "raw_write_j", "total_vs_raw", "ratio",
-                 "max_err"],
+        "dump": ["compressor", "error_bound", "policy", "runs", "total_j",
+                 "compress_j", "write_j", "ratio", "max_err", "total_vs_raw",
+                 "raw_write_j"],
     }.get(r["what"])
     parts = [("table", r["table"], pref, f"{r['what']} comparison by {by}:")]
     if r["ratios"] is not None:
