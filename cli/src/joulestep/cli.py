@@ -388,7 +388,9 @@ def compare(c: Ctx, by, where, what, scaling, baseline, error_bound, since, unti
     repetitions, with ratios to the baseline (paper 001).  io: total energy,
     run time, average power and per-node mean/min/max/std per approach
     (Dorier Table 2).  dump: compress and write energy per compressor and
-    error bound vs a raw write, and policy vs base clock (Wilkins Fig. 2.6).
+    error bound vs a raw write, and policy vs a baseline policy (Wilkins
+    Fig. 2.6), saying what clock the baseline had: "governor default" for
+    monitor, "base clock" only for runs held at the nominal clock.
     """
     from . import studies
     since_ns, until_ns = _period(since, until)
@@ -421,9 +423,10 @@ def compare(c: Ctx, by, where, what, scaling, baseline, error_bound, since, unti
             r["ratios"].columns), f"ratios to {r['baseline']}:"))
     if r["policy_saving"] is not None:
         parts.append(("policy_saving", r["policy_saving"], None,
-                      f"policy vs {r['baseline']} (base clock):"))
+                      f"policy vs {r['baseline']} ({r['baseline_clock']}):"))
     _emit_frames(c, parts, {"what": r["what"], "by": by,
-                            "baseline": r.get("baseline")})
+                            "baseline": r.get("baseline"),
+                            "baseline_clock": r.get("baseline_clock")})
 
 
 # ---------------------------------------------------------------- model

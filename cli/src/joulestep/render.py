@@ -41,10 +41,15 @@ def job_text(s: dict) -> str:
         lines.append(f"({t['steps_unmeasured']} step(s) without an energy "
                      "measurement are not in these totals)")
     if t["saving_status"] == "estimated":
-        lines.append(f"Estimated saving vs base clock: {num(t['saving_j'])} J")
+        basis = (t.get("saving_basis") or "cpu+dram").upper()
+        lines += _wrap(f"Estimated saving vs {t.get('saving_vs') or 'original clock'}"
+                       f": {num(t['saving_j'])} J (fitted power model applied "
+                       f"to the {basis} energy it was fitted on)")
     elif t["saving_status"] == "not estimated":
-        lines += _wrap("Saving vs base clock: not estimated (no fitted power "
-                       "model; see `joulestep model dvfs --save`)")
+        why = "; ".join(dict.fromkeys(st["saving_note"] for st in s["steps"]
+                                      if st.get("saving_note"))) or \
+            "no fitted power model; see `joulestep model dvfs --save`"
+        lines += _wrap(f"Saving vs original clock: not estimated ({why})")
     lines.append("")
     rows = []
     for st in s["steps"]:
