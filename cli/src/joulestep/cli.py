@@ -205,6 +205,24 @@ def ingest(ctx, spool, quarantine_dir, batch, gap_hours, **kw):
 
 # ---------------------------------------------------------------- job
 
+def tuned_option(f):
+    return click.option(
+        "--tuned", "tuned_path", type=click.Path(dir_okay=False),
+        help="The tuned policy's file (written by `model dvfs --save`) for "
+             "the what-if estimate of `tuned`; without it, tuned is not "
+             "estimated.")(f)
+
+
+def _tuned(path):
+    from . import whatif
+    if path is None:
+        return None
+    try:
+        return whatif.load_tuned(path)
+    except whatif.WhatIfError as e:
+        raise click.ClickException(str(e)) from None
+
+
 @cli.command()
 @click.argument("jobid", type=click.IntRange(0))
 @click.option("--cluster", help="Cluster name (default: config [site] cluster, "
@@ -215,25 +233,31 @@ def ingest(ctx, spool, quarantine_dir, batch, gap_hours, **kw):
                    "job ID); default the latest.")
 @click.option("--submit-time", "submit_ns", type=int, hidden=True,
               help="Deprecated alias of --first-seen.")
+@tuned_option
 @query_options
-def job(c: Ctx, jobid, cluster, first_seen_ns, submit_ns):
+def job(c: Ctx, jobid, cluster, first_seen_ns, submit_ns, tuned_path):
     """After-job summary: energy, power, throughput, cost per step and phase.
 
     Per step and phase: CPU, DRAM and total energy, duration, average power,
     bytes, GiB/s, J/GiB, the frequency used, kWh, CO2 and cost, and the
-    estimated saving against the base clock where a policy lowered it (from a
-    fitted power model when one exists, else "not estimated").  Flags a node
-    shared with other jobs.  A step inside another on the same node (srun
-    inside batch) is shown with its own energy but added to the job's total
-    once (docs/cli.md, steps inside other steps).
+    estimated saving against the step's original clock where a policy
+    lowered it (from a fitted power model when one exists, else "not
+    estimated").  For steps run under monitor with marked phases: what
+    io-dvfs, ckpt-dvfs and tuned would have saved or cost per phase kind,
+    an estimate from the same models.  Flags a node shared with other jobs.
+    A step inside another on the same node (srun inside batch) is shown
+    with its own energy but added to the job's total once (docs/cli.md,
+    steps inside other steps).
     """
     from . import report as rep
     from .output import to_csv, to_json
     s = c.settings()
     pick = _first_seen(first_seen_ns, submit_ns)
+    tuned = _tuned(tuned_path)
     conn = c.connect()
     try:
-        summary = rep.job_summary(conn, jobid, s, cluster or s.cluster, pick)
+        summary = rep.job_summary(conn, jobid, s, cluster or s.cluster, pick,
+                                  tuned)
     except rep.QueryError as e:
         raise click.ClickException(str(e)) from None
     finally:

@@ -81,6 +81,8 @@ def job_text(s: dict) -> str:
         lines.append(table(["SEQ", "PHASE", "TIME_S", "CPU_J", "DRAM_J", "AVG_W",
                             "GIB", "GIB/S", "J/GIB", "MHZ", "SAVING"], rows,
                            right={0, 2, 3, 4, 5, 6, 7, 8, 9, 10}))
+    if s.get("what_if"):
+        lines += [""] + whatif_job_lines(s["what_if"])
     notes = [st for st in s["steps"] if st.get("note")]
     if notes:
         lines += ["", "Steps inside other steps (RAPL measures the whole node;"
@@ -128,3 +130,48 @@ def report_text(r: dict) -> str:
     lines.append(table([r["by"].upper(), "JOBS", "STEPS", "ENERGY_J", "SHARE%",
                         "KWH", "COST", "AVG_W", "POLICY%"], rows))
     return "\n".join(lines) + "\n"
+
+
+_SHORT = {"estimated": "est", "estimated (same duration assumed)": "est, same t",
+          "unchanged": "unchanged", "not estimated": "n/est",
+          "partly estimated": "part n/est"}
+
+
+def _pct(x) -> str:
+    return "-" if x is None else f"{x:.1f}"
+
+
+def _whatif_row(label: str, kind: str, k: dict) -> list[str]:
+    n_est = k["status"] == "not estimated"
+    return [label, kind, num(k["duration_s"]), num(k["energy_j"]),
+            num(k.get("freq_mhz")), "-" if n_est else num(k["saving_j"]),
+            _pct(k["saving_pct"]), "-" if n_est else num(k["extra_time_s"]),
+            _SHORT.get(k["status"], k["status"])]
+
+
+def whatif_job_lines(w: dict) -> list[str]:
+    """`job`'s what-if section: per policy and phase kind."""
+    lines = _wrap("What if this job had run under a frequency policy? "
+                  "ESTIMATE from the fitted power models, not measured (CPU+"
+                  "DRAM energy; the phases taken to have run at the original "
+                  "clock; a phase's own part, without the phases inside it; "
+                  "kinds a policy leaves alone not listed); steps "
+                  f"{', '.join(w['steps'])}:")
+    rows, notes = [], {}
+    for pol in w["policies"]:
+        for k in pol["kinds"]:
+            if k["status"] != "unchanged":
+                rows.append(_whatif_row(pol["policy"], k["kind"], k))
+        if pol["totals"] is None:
+            rows.append([pol["policy"], "(all)"] + ["-"] * 6 + ["n/est"])
+        else:
+            rows.append(_whatif_row(pol["policy"], "(all)",
+                                    {**pol["totals"], "status": pol["status"]}))
+        if pol["why"]:
+            notes[pol["policy"]] = pol["why"]
+    lines.append(table(["POLICY", "KIND", "TIME_S", "ENERGY_J", "MHZ", "SAVING_J",
+                        "SAVING%", "EXTRA_S", "STATUS"], rows,
+                       right={2, 3, 4, 5, 6, 7}))
+    for pol, why in notes.items():
+        lines += _wrap(f"- {pol}: not estimated: {why}", "  ")
+    return lines

@@ -7,7 +7,7 @@ import re
 import sqlite3
 import time
 
-from . import nesting
+from . import nesting, whatif
 from .config import Settings
 
 GIB = float(1 << 30)
@@ -245,10 +245,11 @@ def _job_rows(conn, job_id, cluster, first_seen_ns) -> list:
 
 def job_summary(conn: sqlite3.Connection, job_id: int, settings: Settings,
                 cluster: str | None = None,
-                first_seen_ns: int | None = None) -> dict:
+                first_seen_ns: int | None = None, tuned: dict | None = None) -> dict:
     """Everything `joulestep job` shows, as one JSON-ready dict.  Several
     jobs with one ID (recycled): the latest, or the one first seen at
-    ``first_seen_ns``."""
+    ``first_seen_ns``.  tuned: the tuned policy's {kind: ratio} for the
+    what-if estimates (whatif.py)."""
     rows = _job_rows(conn, job_id, cluster, first_seen_ns)
     job = dict(zip(_JOB_FIELDS, rows[0]))
     others = [{"cluster": r[1], "submit_time_ns": r[3], "submit_time": _iso(r[3]),
@@ -269,8 +270,8 @@ def job_summary(conn: sqlite3.Connection, job_id: int, settings: Settings,
         "s.end_ns, s.duration_ns, s.energy_cpu_uj, s.energy_dram_uj, "
         "s.energy_total_uj, s.exit_code, s.wrap_uncertain, s.errors_json, "
         "s.backend, s.inside_step_pk, s.counted_cpu_uj, s.counted_dram_uj, "
-        "s.counted_total_uj, s.nominal_freq_khz, s.fixed_freq_khz, s.freq_control "
-        "FROM steps s JOIN nodes n ON n.node_pk = s.node_pk "
+        "s.counted_total_uj, s.nominal_freq_khz, s.fixed_freq_khz, s.freq_control, "
+        "s.freq_min_ratio FROM steps s JOIN nodes n ON n.node_pk = s.node_pk "
         "WHERE s.job_pk = ?")
     phases_sql = (
         "SELECT p.step_pk, p.seq, p.kind, p.label, p.depth, p.parent_seq, "
@@ -302,7 +303,10 @@ def job_summary(conn: sqlite3.Connection, job_id: int, settings: Settings,
              "node_model": node_model, "policy": policy, "exclusive":
              None if excl is None else bool(excl), "ntasks": ntasks,
              "ncpus": ncpus, "start_time": _iso(st), "exit_code": exit_code,
-             "freq_mhz": None if base is None else base / 1000}
+             "freq_mhz": None if base is None else base / 1000,
+             "base_freq_mhz": None if base is None else base / 1000,
+             "nominal_freq_mhz": None if r[24] is None else r[24] / 1000,
+             "freq_control": r[26], "freq_min_ratio": r[27]}
         d.update(derive(cpu, dram, dur, None, settings))
         if total is not None:
             d["energy_total_j"] = total / 1e6
@@ -384,7 +388,8 @@ def job_summary(conn: sqlite3.Connection, job_id: int, settings: Settings,
                                  "price_per_kwh": settings.price_per_kwh,
                                  "currency": settings.currency},
             "totals": totals, "steps": steps, "other_submissions": others,
-            "caveats": caveats}
+            "caveats": caveats,
+            "what_if": whatif.for_job(steps, models, tuned)}
 
 
 def _nesting_note(r, names: dict, inner) -> tuple[str, str | None]:
@@ -488,6 +493,25 @@ def window_conditions(since_ns, until_ns, cluster):
         args.append(cluster)
     return where, args
 
+def group_clause(by: str) -> tuple[str, str, list]:
+    """(group expression, joins from steps s, their arguments) of a report
+    grouping: user, account, partition, node, policy or tag:KEY."""
+    joins = "JOIN jobs j ON j.job_pk = s.job_pk"
+    args: list = []
+    if by.startswith("tag:"):
+        key = by[4:]
+        if not key:
+            raise QueryError("--by tag:KEY needs a tag name, e.g. tag:strategy")
+        joins += " LEFT JOIN step_tags t ON t.step_pk = s.step_pk AND t.key = ?"
+        return "t.value", joins, [key]
+    if by not in GROUPS:
+        raise QueryError(f"cannot group by {by!r}: use user, account, partition,"
+                         " node, policy or tag:KEY")
+    if by == "node":
+        joins += " JOIN nodes n ON n.node_pk = s.node_pk"
+    return GROUPS[by], joins, args
+
+
 def report(conn: sqlite3.Connection, settings: Settings, by: str = "user",
            since_ns: int | None = None, until_ns: int | None = None,
            cluster: str | None = None, top: int = 10) -> dict:
@@ -498,22 +522,7 @@ def report(conn: sqlite3.Connection, settings: Settings, by: str = "user",
     seconds are the steps' counted_* figures (nesting.py): a step inside
     another (srun inside batch on one node) is not counted twice.
     """
-    joins = "JOIN jobs j ON j.job_pk = s.job_pk"
-    args: list = []
-    if by.startswith("tag:"):
-        key = by[4:]
-        if not key:
-            raise QueryError("--by tag:KEY needs a tag name, e.g. tag:strategy")
-        gexpr = "t.value"
-        joins += " LEFT JOIN step_tags t ON t.step_pk = s.step_pk AND t.key = ?"
-        args.append(key)
-    elif by in GROUPS:
-        gexpr = GROUPS[by]
-        if by == "node":
-            joins += " JOIN nodes n ON n.node_pk = s.node_pk"
-    else:
-        raise QueryError(f"cannot group by {by!r}: use user, account, partition,"
-                         " node, policy or tag:KEY")
+    gexpr, joins, args = group_clause(by)
     where, wargs = window_conditions(since_ns, until_ns, cluster)
     sql = (f"SELECT {gexpr} AS g, count(DISTINCT s.job_pk), count(*), "
            "sum(s.counted_cpu_uj), sum(s.counted_dram_uj), sum(s.counted_total_uj), "
