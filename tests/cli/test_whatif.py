@@ -146,3 +146,93 @@ def test_job_what_if_says_why_not(run, db, tmp_path):
     assert jrun(run, "job", 9403)["what_if"] is None      # no phases
     r = run("job", 9401, "--tuned", tmp_path / "nope.json", ok=False)
     assert "tuned file" in r.output
+
+
+# --------------------------------------------------------------------------
+# item 8: report --what-if over a synthetic fleet
+
+DAY = 86400
+
+
+def fleet():
+    """(records, {user: [(scale, counted?, estimated?)]}): monitor jobs
+    with phases (counted), plus jobs that must not count: no phases, run
+    under io-dvfs, started outside the period; one on a node model without
+    a power model (counted, not estimated)."""
+    recs, truth_rows, job = [], {}, 9500
+    users = ("alice", "bob", "carol")
+    for i in range(12):
+        job += 1
+        user, scale = users[i % 3], 1.0 + 0.5 * i
+        recs.append(monitor_job(job, 3600 + 600 * i, user=user, scale=scale))
+        truth_rows.setdefault(user, []).append((job, scale, True))
+        if i % 4 == 0:     # a second step of the same job, on another node
+            r = monitor_job(job, 3600 + 600 * i, user=user, scale=scale,
+                            node="node02")
+            recs.append(r)
+            truth_rows[user].append((job, scale, True))
+    job += 1
+    recs.append(monitor_job(job, 20_000, user="bob", node_model="bare", scale=2))
+    truth_rows["bob"].append((job, 2.0, False))
+    for extra in (dict(phases=False), dict(policy="io-dvfs"),
+                  dict(start_s=2 * DAY)):
+        job += 1
+        recs.append(monitor_job(job, extra.pop("start_s", 30_000), user="alice",
+                                **extra))
+    return recs, truth_rows
+
+
+@pytest.mark.parametrize("policy", ["io-dvfs", "ckpt-dvfs", "tuned"])
+def test_report_what_if_over_a_fleet(run, db, tmp_path, tuned_file, policy):
+    recs, rows = fleet()
+    for r in recs:
+        recgen.write(tmp_path / "sp", r)
+    run("ingest", tmp_path / "sp")
+    add_model(db)
+    e_phase = sum(c + m for _, _, par, _, _, c, m in PHASES if par is None)
+    args = ["report", "--what-if", policy, "--by", "user", "--tuned", tuned_file,
+            "--since", "2025-11-22T00:00:00+00:00",
+            "--until", "2025-11-23T00:00:00+00:00"]
+    r = jrun(run, *args)
+    assert r["what_if"] == policy and r["estimate"] is True
+    groups = {g["key"]: g for g in r["groups"]}
+    assert set(groups) == {"alice", "bob", "carol"}
+    want_total = 0.0
+    for user, jobs in rows.items():
+        g = groups[user]
+        saving = sum(truth(policy, sc)[0] for _, sc, est in jobs if est)
+        extra = sum(truth(policy, sc)[1] for _, sc, est in jobs if est)
+        want_total += saving
+        kwh = saving / 3.6e6
+        assert g["jobs"] == len({j for j, _, _ in jobs}), user
+        assert g["steps"] == len(jobs), user
+        assert g["energy_j"] == pytest.approx(sum(e_phase * sc for _, sc, _ in jobs))
+        assert g["saving_j"] == pytest.approx(saving, rel=1e-9), user
+        assert g["saving_mwh"] == pytest.approx(kwh / 1000, rel=1e-9)
+        assert g["co2_g"] == pytest.approx(kwh * CO2, rel=1e-9)
+        assert g["cost"] == pytest.approx(kwh * PRICE, rel=1e-9)
+        assert g["extra_time_s"] == pytest.approx(extra, rel=1e-9)
+    t = r["totals"]
+    assert t["saving_j"] == pytest.approx(want_total, rel=1e-9)
+    assert t["jobs"] == 13 and t["steps"] == 16
+    # the job on a node model without a power model: its lowered phases
+    bare = {k: (c + m) * 2 for _, k, _, _, _, c, m in PHASES}
+    not_est = {"io-dvfs": bare["compress"] + bare["write"],
+               "ckpt-dvfs": bare["checkpoint"] - bare["flush"],
+               "tuned": bare["compress"] + bare["write"] + bare["checkpoint"]}
+    assert t["not_estimated_j"] == pytest.approx(not_est[policy])
+    out = run(*args).stdout
+    assert "ESTIMATE" in out and "no power model for node model bare" in \
+        " ".join(out.split())
+    assert max(len(line) for line in out.splitlines()) <= 80
+    text = run(*args, "--format", "csv").stdout
+    assert text.splitlines()[0].startswith("key,jobs,steps,energy_j")
+
+
+def test_report_what_if_errors(loaded, tmp_path):
+    r = loaded("report", "--what-if", "tuned", ok=False)
+    assert "--tuned FILE" in r.output
+    r = loaded("report", "--what-if", "fixed:0.5", ok=None)
+    assert r.exit_code == 2 and "io-dvfs" in r.output
+    r = loaded("report", "--what-if", "io-dvfs", "--by", "colour", ok=False)
+    assert "cannot group by" in r.output

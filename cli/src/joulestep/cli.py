@@ -295,14 +295,23 @@ def _first_seen(first_seen_ns, submit_ns):
 @click.option("--top", type=click.IntRange(1), default=10, show_default=True,
               help="Groups listed in the table; the rest are summed.")
 @click.option("--cluster", help="Only this cluster (default: config, else all).")
+@click.option("--what-if", "what_if", type=click.Choice(["io-dvfs", "ckpt-dvfs",
+                                                         "tuned"]),
+              help="Instead: what this policy would have saved or cost on "
+                   "the steps that ran under monitor with marked phases (an "
+                   "estimate from the fitted power models), in MWh, CO2 and "
+                   "cost.")
+@tuned_option
 @query_options
-def report(c: Ctx, since, until, by, top, cluster):
+def report(c: Ctx, since, until, by, top, cluster, what_if, tuned_path):
     """Admin view: energy totals, shares, top consumers, policy adoption.
 
     A step counts in the period when it started in [--since, --until).
     Policy adoption is the share of steps (and of energy) that ran under a
     frequency policy other than none.  A step inside another on the same
-    node (srun inside batch) is counted once.
+    node (srun inside batch) is counted once.  With --what-if POLICY: the
+    estimated saving of that policy per group over the period, counting
+    only jobs that marked phases (docs/cli.md).
     """
     from . import report as rep
     from .output import to_csv, to_json
@@ -311,6 +320,9 @@ def report(c: Ctx, since, until, by, top, cluster):
         since_ns, until_ns = rep.parse_time(since), rep.parse_time(until)
     except rep.QueryError as e:
         raise click.BadParameter(str(e)) from None
+    if what_if:
+        return _what_if_report(c, what_if, _tuned(tuned_path), by, top,
+                               since_ns, until_ns, cluster or s.cluster)
     conn = c.connect()
     try:
         r = rep.report(conn, s, by, since_ns, until_ns, cluster or s.cluster, top)
@@ -325,6 +337,28 @@ def report(c: Ctx, since, until, by, top, cluster):
     else:
         from .render import report_text
         emit(report_text(r))
+
+
+def _what_if_report(c: Ctx, policy, tuned, by, top, since_ns, until_ns,
+                    cluster):
+    from . import report as rep
+    from . import whatif
+    from .output import to_csv, to_json
+    conn = c.connect()
+    try:
+        r = whatif.fleet(conn, c.settings(), policy, by, since_ns, until_ns,
+                         cluster, tuned)
+    except (rep.QueryError, whatif.WhatIfError) as e:
+        raise click.ClickException(str(e)) from None
+    finally:
+        conn.close()
+    if c.fmt == "json":
+        emit(to_json(r))
+    elif c.fmt == "csv":
+        emit(to_csv(whatif.CSV_COLUMNS, r["groups"]))
+    else:
+        from .render import whatif_report_text
+        emit(whatif_report_text(r, top))
 
 
 # ---------------------------------------------------------------- helpers

@@ -324,3 +324,8 @@ def _money(d: dict, settings) -> dict:
             "co2_g": kwh * settings.co2_g_per_kwh,
             "cost": kwh * settings.price_per_kwh,
             "energy_mwh": d["energy_j"] / 3.6e9}
+
+
+CSV_COLUMNS = ["key", "jobs", "steps", "energy_j", "energy_mwh", "duration_s",
+               "saving_j", "saving_pct", "saving_kwh", "saving_mwh", "co2_g",
+               "cost", "extra_time_s", "not_estimated_j"]
