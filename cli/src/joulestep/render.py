@@ -194,7 +194,7 @@ def whatif_report_text(r: dict, top: int) -> str:
                    f"{'+' if t['extra_time_s'] >= 0 else ''}"
                    f"{num(t['extra_time_s'] / 3600)} h.")
     if t["not_estimated_j"]:
-        why = "; ".join(k["why"] for k in r["kinds"] if k["why"])
+        why = "; ".join(dict.fromkeys(k["why"] for k in r["kinds"] if k["why"]))
         lines += _wrap(f"Not estimated: {num(t['not_estimated_j'] / 3.6e9)} MWh:"
                        f" {why}.")
     rows = [[str(g["key"]), str(g["jobs"]), str(g["steps"]), num(g["energy_mwh"]),

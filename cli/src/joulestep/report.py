@@ -425,7 +425,8 @@ JOB_CSV_COLUMNS = [
     "label", "depth", "duration_s", "energy_cpu_j", "energy_dram_j",
     "energy_total_j", "avg_power_w", "bytes", "gib_per_s", "j_per_gib",
     "freq_mhz", "kwh", "co2_g", "cost", "saving_j", "saving_pct",
-    "saving_status", "inside_step", "counted", "counted_energy_total_j"]
+    "saving_status", "inside_step", "counted", "counted_energy_total_j",
+    "saving_basis", "saving_vs"]
 
 
 def job_rows(summary: dict) -> list[dict]:

@@ -144,8 +144,8 @@ def step_parts(step: dict, policy: str, models: dict, tuned) -> list:
         why = ("energy not measured" if e is None else
                "original clock not recorded" if step["base_khz"] is None else
                None if r >= ORIGINAL or m is not None else
-               f"no power model for node model {step['node_model']}, phase "
-               f"kind {p['kind']} (`joulestep model dvfs --save`)")
+               f"no power model for node model {step['node_model']} and "
+               "these phase kinds (`joulestep model dvfs --save`)")
         if why:
             parts.append(_part(p, e, t, status="not estimated", why=why))
         else:
