@@ -8,12 +8,11 @@ RAPL measures the whole node, so on n1 batch's 500 J include step 0's
 300 J: batch counts the other 200 J (160 + 40) in 10 s; the job is
 500 + 250 = 750 J (CPU 160 + 240 + 200 = 600, DRAM 40 + 60 + 50 = 150).
 """
+import csv
+import io
 import itertools
 import shutil
 import sqlite3
-
-import csv
-import io
 
 import pytest
 

@@ -236,3 +236,34 @@ def test_report_what_if_errors(loaded, tmp_path):
     assert r.exit_code == 2 and "io-dvfs" in r.output
     r = loaded("report", "--what-if", "io-dvfs", "--by", "colour", ok=False)
     assert "cannot group by" in r.output
+
+
+def test_policy_rules_min_ratio_cap_and_nesting():
+    """Pure rules: the plugin's ratios with a site min_ratio of 0.7, the cap
+    at the original clock, inheritance, and a malformed parent cycle."""
+    from joulestep import whatif as W
+    assert W.kind_ratio("io-dvfs", "write", 0.7, None) == 0.85
+    assert W.kind_ratio("io-dvfs", "compress", 0.9, None) == 0.9
+    assert W.kind_ratio("io-dvfs", "checkpoint", 0.7, None) is None
+    assert W.kind_ratio("ckpt-dvfs", "checkpoint", 0.7, None) == 0.7
+    assert W.kind_ratio("ckpt-dvfs", "flush", 0.7, None) == W.ORIGINAL
+    assert W.kind_ratio("tuned", "compress", 0.7, {"compress": 0.3}) == 0.7
+    with pytest.raises(W.WhatIfError):
+        W.kind_ratio("fixed:0.5", "write", 0.5, None)
+    ph = [{"seq": 0, "kind": "checkpoint", "parent_seq": None},
+          {"seq": 1, "kind": "compute", "parent_seq": 0},
+          {"seq": 2, "kind": "flush", "parent_seq": 1},
+          {"seq": 3, "kind": "x", "parent_seq": 4},
+          {"seq": 4, "kind": "y", "parent_seq": 3}]
+    eff = W.effective_ratios(ph, "ckpt-dvfs", 0.6, None)
+    assert eff == {0: 0.6, 1: 0.6, 2: W.ORIGINAL, 3: W.ORIGINAL, 4: W.ORIGINAL}
+    model = {"a": 0.075, "b": 3.0, "c": 0.4, "fmax_khz": 2_000_000,
+             "slowdown_alpha": ALPHA}
+    # a site cap of 1.6 GHz: 0.875 x 2.0 GHz would be above it, so no change
+    assert W.estimate(10.0, 1.0, 0.875, 1_600_000, model)["status"] == "unchanged"
+    est = W.estimate(10.0, 1.0, 0.5, 1_600_000, model)   # 1.0 GHz from 1.6
+    s, _ = change(10.0, 1.0, 1.0)
+    s16, _ = change(10.0, 1.0, 1.6)
+    k = (1 - s / 10) / (1 - s16 / 10)            # E(1.0)/E(1.6) per unit work
+    assert est["saving_j"] == pytest.approx(10.0 * (1 - k), rel=1e-9)
+    assert est["extra_time_s"] == pytest.approx(t_rel(1.0) / t_rel(1.6) - 1, rel=1e-9)
