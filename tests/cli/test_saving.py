@@ -182,3 +182,11 @@ def test_compare_names_the_baseline_clock(run, tmp_path, baseline, label):
     r = jrun(run, *args)
     assert r["baseline_clock"] == label
     assert f"policy vs {baseline} ({label})" in run(*args).stdout
+
+
+def test_lowered_phases_leave_the_nested_step_count_alone(loaded):
+    """job 42: step 0 (lowered checkpoint with a lowered flush inside) runs
+    inside batch: one step inside another, counted as the number 1 (the
+    phase loop once reused the counter's name and left a boolean)."""
+    t = jrun(loaded, "job", 42, "--first-seen", recgen.T0)["totals"]
+    assert type(t["steps_inside_others"]) is int and t["steps_inside_others"] == 1
