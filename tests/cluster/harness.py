@@ -296,7 +296,7 @@ class Cluster:
         for b in SLURM_BINARIES:
             _which(b)
         self._mkdir(self.workdir)
-        for d in ("state", "spool", "log", "run", "users"):
+        for d in ("state", "spool", "log", "run", "users", "tmp"):
             self._mkdir(self.workdir / d)
         self._mkdir(self.munge_dir, 0o755)
         key = self.munge_dir / "munge.key"
@@ -304,12 +304,13 @@ class Cluster:
             self._write(key, "", 0o400)
             with open(key, "wb") as f:
                 f.write(secrets.token_bytes(1024))
-        for d in ("state", "spool"):  # cold start every time
+        for d in ("state", "spool", "tmp"):  # cold start every time
             for child in (self.workdir / d).iterdir():
                 shutil.rmtree(child) if child.is_dir() and not child.is_symlink() else child.unlink()
         if self.nnodes > 1:
             for n in self.nodes:  # SlurmdSpoolDir=.../spool/%n
                 self._mkdir(self.workdir / "spool" / n)
+                self._mkdir(self.workdir / "tmp" / n)
         self._write_conf()
         self.write_plugstack(self.plugin_so, self.plugstack_args)
         # cgroup.conf sits next to slurm.conf; keep slurm from probing cgroups at all
@@ -325,6 +326,7 @@ class Cluster:
         # one node: as before; several: %n in the slurmd paths and a Port per node
         pn = "-%n" if self.nnodes > 1 else ""
         spool = f"{w}/spool/%n" if self.nnodes > 1 else f"{w}/spool"
+        tmpfs = f"{w}/tmp/%n" if self.nnodes > 1 else f"{w}/tmp"
         if self.nnodes > 1:
             self.slurmd_ports = dict(zip(self.nodes, node_ports))
             node_lines = "\n".join(
@@ -366,6 +368,7 @@ SchedulerParameters=batch_sched_delay=0
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core
 MpiDefault=none
+TmpFS={tmpfs}
 MailProg=/bin/true
 SwitchType=switch/none
 ReturnToService=2
