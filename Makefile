@@ -93,7 +93,7 @@ $(MPI_BENCH): bench/common/jsbench.h $(CLIENT_SO) $(HDRS)
 	@mkdir -p $(dir $@)
 	@command -v $(MPICC) >/dev/null || { echo "$(MPICC) not found: run make deps (openmpi)"; exit 1; }
 	OMPI_CC=$(CC) $(MPICC) $(CFLAGS) -Ibench/common $(filter %.c,$^) -o $@ -L$(B)/lib -ljoulestep-client \
-	  -Wl,-rpath,'$$ORIGIN/../lib'
+	  -Wl,-rpath,'$$ORIGIN/../lib' -lm
 
 # ---------------------------------------------------------------------------
 deps: $(B)/.deps-ok

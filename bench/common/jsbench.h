@@ -20,7 +20,7 @@
 #define JSB_NODE_MAX 64
 
 /* "4096", "64K", "8M", "2G" (powers of 1024) -> bytes; -1 when malformed. */
-static long long jsb_parse_size(const char *s)
+static inline long long jsb_parse_size(const char *s)
 {
 	char *end;
 	errno = 0;
@@ -42,14 +42,14 @@ static long long jsb_parse_size(const char *s)
 	return v * mul;
 }
 
-static double jsb_now(void)
+static inline double jsb_now(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-static void jsb_die(const char *fmt, ...)
+static inline void jsb_die(const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
@@ -63,7 +63,7 @@ static void jsb_die(const char *fmt, ...)
 /* Phase markers. Outside a joulestep step the client is a no-op; a marker
  * the plugin refused is reported once per process and the run goes on (the
  * benchmark's own timings stay valid). */
-static void jsb_marker_rc(int rc, const char *what)
+static inline void jsb_marker_rc(int rc, const char *what)
 {
 	static int told;
 	if (rc < 0 && !told) {
@@ -73,12 +73,12 @@ static void jsb_marker_rc(int rc, const char *what)
 	}
 }
 
-static void jsb_begin(const char *kind, const char *label)
+static inline void jsb_begin(const char *kind, const char *label)
 {
 	jsb_marker_rc(js_phase_begin(kind, label), "begin");
 }
 
-static void jsb_end(long long bytes)
+static inline void jsb_end(long long bytes)
 {
 	jsb_marker_rc(js_phase_end(bytes), "end");
 }
@@ -87,7 +87,7 @@ static void jsb_end(long long bytes)
  * several slurmd on one host count as several nodes), else the host name.
  * node_of[r] = index of rank r's node, numbered in order of first appearance
  * (the node of rank 0 is 0). Returns the number of nodes. */
-static int jsb_nodes(MPI_Comm comm, int *node_of)
+static inline int jsb_nodes(MPI_Comm comm, int *node_of)
 {
 	int n;
 	MPI_Comm_size(comm, &n);
@@ -117,7 +117,7 @@ static int jsb_nodes(MPI_Comm comm, int *node_of)
 }
 
 /* Write all of buf at offset off (pwrite loop); 0 or -errno. */
-static int jsb_pwrite_all(int fd, const char *buf, size_t len, off_t off)
+static inline int jsb_pwrite_all(int fd, const char *buf, size_t len, off_t off)
 {
 	while (len) {
 		ssize_t w = pwrite(fd, buf, len > (1u << 30) ? (1u << 30) : len, off);
@@ -134,7 +134,7 @@ static int jsb_pwrite_all(int fd, const char *buf, size_t len, off_t off)
 }
 
 /* mkdir -p of one level, fine if it exists. */
-static void jsb_mkdir(const char *path)
+static inline void jsb_mkdir(const char *path)
 {
 	if (mkdir(path, 0700) < 0 && errno != EEXIST)
 		jsb_die("mkdir %s: %s", path, strerror(errno));
