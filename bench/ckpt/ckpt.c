@@ -35,7 +35,7 @@ struct opts {
 	int files;
 	double compute_s;
 	enum fsync_mode fsync;
-	int keep, quiet;
+	int keep, quiet, async_markers;
 };
 
 static int g_rank, g_nranks;
@@ -54,8 +54,9 @@ static void usage(void)
 			"  --files M       sync: aggregated files (default: one per node)\n"
 			"  --compute-ms T  compute between checkpoints (async: overlaps the flush)\n"
 			"  --fsync pfs|all|none  what is fsynced before a phase ends (default pfs)\n"
-			"  --keep          keep the last checkpoint's files\n"
-			"  --quiet         only the summary line\n");
+			"  --keep          keep the last checkpoint's files (else the local dir goes too)\n"
+			"  --quiet         only the summary line\n"
+			"  --async-markers do not wait for the plugin on each marker (see docs)\n");
 	MPI_Finalize();
 	exit(2);
 }
@@ -67,7 +68,7 @@ static void parse(int argc, char **argv, struct opts *o)
 		{"reps", 1, 0, 'r'}, {"pfs", 1, 0, 'p'}, {"local", 1, 0, 'l'},
 		{"io", 1, 0, 'i'}, {"files", 1, 0, 'm'}, {"compute-ms", 1, 0, 'c'},
 		{"fsync", 1, 0, 'f'}, {"keep", 0, 0, 'k'}, {"quiet", 0, 0, 'q'},
-		{"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+		{"async-markers", 0, 0, 'A'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
 	*o = (struct opts){.async = -1, .size = 16LL << 20, .total = -1, .reps = 3,
 			   .fsync = FSYNC_PFS};
 	int c;
@@ -92,6 +93,7 @@ static void parse(int argc, char **argv, struct opts *o)
 			break;
 		case 'k': o->keep = 1; break;
 		case 'q': o->quiet = 1; break;
+		case 'A': o->async_markers = 1; break;
 		default: usage();
 		}
 	}
@@ -289,6 +291,7 @@ int main(int argc, char **argv)
 	MPI_Comm_size(MPI_COMM_WORLD, &g_nranks);
 	struct opts o;
 	parse(argc, argv, &o);
+	jsb_markers_sync(!o.async_markers);
 
 	long long my = o.size;
 	if (o.total >= 0)
@@ -355,6 +358,9 @@ int main(int argc, char **argv)
 			write_local(lpath, state, (size_t)my, o.fsync == FSYNC_ALL);
 			jsb_end(my);
 			t1 = jsb_now();
+			/* the node's local phase ends before its flush begins: RAPL is per
+			 * package, overlapping parts would count the same joules twice */
+			MPI_Barrier(MPI_COMM_WORLD);
 			/* Algorithm 1: the flush phase runs from here until wait returns */
 			jsb_begin("flush", label);
 			flush_start(&fl, lpath, ppath, (size_t)my);
@@ -389,6 +395,9 @@ int main(int argc, char **argv)
 		pthread_mutex_unlock(&fl.mu);
 		pthread_join(fl.tid, NULL);
 	}
+	MPI_Barrier(MPI_COMM_WORLD);
+	if (o.async && !o.keep)
+		rmdir(o.local); /* the local tier is scratch: gone once empty (every node) */
 	long long total;
 	MPI_Reduce(&my, &total, 1, MPI_LONG_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
 	double tl, tf;

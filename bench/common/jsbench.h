@@ -73,6 +73,17 @@ static inline void jsb_marker_rc(int rc, const char *what)
 	}
 }
 
+/* Synchronous markers (the default of both benchmarks): each returns once the
+ * plugin handled it, so the clock is set at the phase boundary (paper 003)
+ * and an END sent before a barrier is handled before any BEGIN sent after
+ * it by another rank (markers of different ranks travel on different
+ * connections: without the wait the plugin may see them in either order and
+ * the node's phases would overlap). Costs one round trip per marker. */
+static inline void jsb_markers_sync(int on)
+{
+	js_phase_set_sync(on);
+}
+
 static inline void jsb_begin(const char *kind, const char *label)
 {
 	jsb_marker_rc(js_phase_begin(kind, label), "begin");

@@ -37,7 +37,7 @@ struct opts {
 	long long nx, ny, nz;
 	int iters, every, vars;
 	const char *out;
-	int fsync, keep, quiet;
+	int fsync, keep, quiet, async_markers;
 };
 
 static int g_rank, g_nranks;
@@ -49,14 +49,15 @@ static void usage(void)
 			"usage: js-damaris --mode tp|dc|dn --out DIR [options]\n"
 			"  --dedicated K   dc: writer ranks per node (default 1)\n"
 			"  --ratio C:D     dn: compute to dedicated nodes (default 1:1)\n"
-			"  --grid NX,NY,NZ global domain in doubles (default 64,64,64)\n"
+			"  --grid NX,NY,NZ global domain in doubles, or NXxNYxNZ (default 64,64,64)\n"
 			"  --iters N       iterations (default 20)\n"
 			"  --every K       iterations between outputs (default 5)\n"
 			"  --vars V        variables per output: output = V x the domain (default 1)\n"
 			"  --out DIR       output directory (the \"parallel FS\")\n"
 			"  --no-fsync      do not fsync output files\n"
 			"  --keep          keep the output files\n"
-			"  --quiet         only the summary lines\n");
+			"  --quiet         only the summary lines\n"
+			"  --async-markers do not wait for the plugin on each marker\n");
 	MPI_Finalize();
 	exit(2);
 }
@@ -67,7 +68,8 @@ static void parse(int argc, char **argv, struct opts *o)
 		{"mode", 1, 0, 'm'}, {"dedicated", 1, 0, 'k'}, {"ratio", 1, 0, 'r'},
 		{"grid", 1, 0, 'g'}, {"iters", 1, 0, 'n'}, {"every", 1, 0, 'e'},
 		{"vars", 1, 0, 'v'}, {"out", 1, 0, 'o'}, {"no-fsync", 0, 0, 'F'},
-		{"keep", 0, 0, 'K'}, {"quiet", 0, 0, 'q'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+		{"keep", 0, 0, 'K'}, {"quiet", 0, 0, 'q'}, {"async-markers", 0, 0, 'A'},
+		{"help", 0, 0, 'h'}, {0, 0, 0, 0}};
 	*o = (struct opts){.mode = (enum mode)-1, .k = 1, .c = 1, .d = 1, .nx = 64, .ny = 64,
 			   .nz = 64, .iters = 20, .every = 5, .vars = 1, .fsync = 1};
 	int ch, bad = 0;
@@ -79,7 +81,10 @@ static void parse(int argc, char **argv, struct opts *o)
 			break;
 		case 'k': o->k = atoi(optarg); break;
 		case 'r': bad |= sscanf(optarg, "%d:%d", &o->c, &o->d) != 2; break;
-		case 'g': bad |= sscanf(optarg, "%lld,%lld,%lld", &o->nx, &o->ny, &o->nz) != 3; break;
+		case 'g': /* NX,NY,NZ or NXxNYxNZ (no commas: sbatch --export splits on them) */
+			bad |= sscanf(optarg, "%lld,%lld,%lld", &o->nx, &o->ny, &o->nz) != 3 &&
+			       sscanf(optarg, "%lldx%lldx%lld", &o->nx, &o->ny, &o->nz) != 3;
+			break;
 		case 'n': o->iters = atoi(optarg); break;
 		case 'e': o->every = atoi(optarg); break;
 		case 'v': o->vars = atoi(optarg); break;
@@ -87,6 +92,7 @@ static void parse(int argc, char **argv, struct opts *o)
 		case 'F': o->fsync = 0; break;
 		case 'K': o->keep = 1; break;
 		case 'q': o->quiet = 1; break;
+		case 'A': o->async_markers = 1; break;
 		default: usage();
 		}
 	}
@@ -239,6 +245,7 @@ int main(int argc, char **argv)
 	MPI_Comm_size(MPI_COMM_WORLD, &g_nranks);
 	struct opts o;
 	parse(argc, argv, &o);
+	jsb_markers_sync(!o.async_markers);
 	struct roles R;
 	assign_roles(&o, &R);
 	if (o.nz < R.ncomp)
@@ -317,6 +324,9 @@ int main(int argc, char **argv)
 				break;
 			double t1 = jsb_now();
 			if (o.mode == TP) {
+				/* the simulation stops: every rank's compute phase ends before
+				 * the writes begin, and the writes end before it goes on */
+				MPI_Barrier(comp);
 				jsb_begin("write", label);
 				for (int v = 0; v < o.vars; v++)
 					memcpy(obuf + v * fbytes, &AT(&f, f.a, 0, 0, 0), fbytes);
@@ -324,6 +334,7 @@ int main(int argc, char **argv)
 				long long b = write_file(path, obuf, fbytes * (size_t)o.vars, o.fsync);
 				jsb_end(b);
 				written += b;
+				MPI_Barrier(comp);
 				t_write += jsb_now() - t1;
 				if (!o.keep)
 					unlink(path);
