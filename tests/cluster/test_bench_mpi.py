@@ -169,7 +169,7 @@ def test_ckpt_async_local_then_flush(bench, policy):
     pfs = bench.dirs("pfs")
     job, out = bench.run("ckpt-veloc.sbatch",
                          ["-N2", f"-n{nranks}", "-O", f"--energy-policy={policy}",
-                          "--energy-tag=strategy=veloc,tier=dram"],
+                          "--energy-tag=strategy=veloc,tier=dram,config=veloc-dram"],
                          {"JS_TIER": "dram", "JS_TOTAL": total, "JS_REPS": reps, "JS_PFS": pfs,
                           "JS_CKPT_ARGS": "--keep"})
     shutil.rmtree(f"/dev/shm/js-ckpt-{job}", ignore_errors=True)
@@ -206,7 +206,7 @@ def test_ckpt_sync_aggregated(bench, io):
     pfs = bench.dirs("pfs")
     job, out = bench.run("ckpt-gio.sbatch",
                          ["-N2", f"-n{nranks}", "-O", "--energy-policy=ckpt-dvfs",
-                          f"--energy-tag=strategy=genericio,io={io}"],
+                          f"--energy-tag=strategy=genericio,tier=pfs,io={io},config=genericio"],
                          {"JS_IO": io, "JS_SIZE": size, "JS_REPS": reps, "JS_FILES": nfiles,
                           "JS_PFS": pfs, "JS_CKPT_ARGS": "--keep"})
     # N -> M aggregation: file m holds the contiguous block of ranks r with r*M/N == m
@@ -260,7 +260,9 @@ def test_damaris_roles(bench, mode):
     wbytes = {w: sum(slabs[c] for c in compute if clients[c] == w) for w in writers}
     outputs = ITERS // EVERY
     out = bench.dirs("out")
-    tag = {"tp": "approach=tp", "dc": "approach=dc,k=1", "dn": "approach=dn,ratio=1:1"}[mode]
+    # the tags bench/jobs/submit.sh gives (docs/experiments.md)
+    tag = {"tp": "approach=tp,io=tp", "dc": "approach=dc1,io=dc,k=1",
+           "dn": "approach=dn1,io=dn,ratio=1:1"}[mode]
     job, text = bench.run("damaris.sbatch",
                           ["-N2", f"-n{nranks}", "-O", f"--energy-tag={tag},every={EVERY}"],
                           {"JS_IO": mode, "JS_K": 1, "JS_RATIO": "1:1",
@@ -333,8 +335,8 @@ def test_ingest_and_compare(bench, tmp_path):
     # I/O approaches: per approach the job's energy, each step counted once (node1's
     # srun step is inside its batch step; node2 has no batch step), and per-node stats
     got = json.loads(cli("--db", db, "--format", "json", "compare", "--what", "io",
-                         "--by", "tag:approach", "--where", f"every={EVERY}"))
-    rows = {r["tag:approach"]: r for r in got["table"]}
+                         "--by", "tag:io", "--where", f"every={EVERY}"))
+    rows = {r["tag:io"]: r for r in got["table"]}
     assert set(rows) == {"tp", "dc", "dn"}
     for mode in ("tp", "dc", "dn"):
         r = recs[f"damaris-{mode}"]
@@ -345,3 +347,56 @@ def test_ingest_and_compare(bench, tmp_path):
         assert row["energy_j"] == pytest.approx(sum(node_j.values()), rel=1e-9)
         assert row["node_min_j"] == pytest.approx(min(node_j.values()), rel=1e-9)
         assert row["node_max_j"] == pytest.approx(max(node_j.values()), rel=1e-9)
+
+
+# ---------------------------------------------------------------- bench/jobs/submit.sh
+
+def test_submit_sh_experiments(bench, tmp_path):
+    """The experiment matrices as users submit them: ckpt-dvfs (monitor vs ckpt-dvfs) and
+    a short damaris-frequency sweep; every job completes with the tags and policy
+    submit.sh gave, and compare groups them."""
+    import re
+    submit = bench.c.public_path(JOBS) / "submit.sh"
+    base = ["env", f"JS_BENCH={bench.bench}", "JS_SBATCH_ARGS=-O", "JS_RANKS=2", "JS_SIZE=262147",
+            "JS_REPS=2", "JS_COMPUTE_MS=20", f"JS_PFS={bench.dirs('pfs')}",
+            f"JS_OUT={bench.dirs('out')}", "JS_NODES=2", "JS_PPN=2", "JS_ITERS=4",
+            "JS_EVERIES=2 4", "JS_GRID=16x16x8", "JS_VARS=1"]
+    jobs = {}
+    for exp in ("ckpt-dvfs", "damaris-frequency"):
+        res = bench.c.run([*base, "sh", submit, exp], user=USER, timeout=120)
+        assert res.returncode == 0, res.stdout + res.stderr
+        lines = [l for l in res.stderr.splitlines() if l.startswith("sbatch ")]
+        ids = re.findall(r"^Submitted batch job (\d+)$", res.stdout, re.M)
+        assert len(ids) == len(lines) == {"ckpt-dvfs": 4, "damaris-frequency": 6}[exp], res
+        for line, job in zip(lines, ids):
+            jobs[job] = dict(kv.split("=", 1) for kv in
+                             re.search(r"--energy-tag=(\S+)", line).group(1).split(","))
+            jobs[job]["policy"] = re.search(r"--energy-policy=(\S+)", line).group(1)
+    for job, want in jobs.items():
+        st = bench.c.wait_job(job, 180)
+        assert st == "COMPLETED", f"job {job} {st}\n{bench.c.job_output(job)}"
+        # damaris: -N2; ckpt: -n2 on whichever node Slurm picked (submit.sh gives no -N)
+        info = bench.c.job_info(job)
+        nodes = NODES if "approach" in want else (info["NodeList"],)
+        recs = bench.records(job, [("batch", info["BatchHost"])] + [("0", n) for n in nodes])
+        assert len(recs) == 1 + len(nodes), sorted(recs)
+        for r in (recs[("0", n)] for n in nodes):
+            assert r["job"]["tags"] == {k: v for k, v in want.items() if k != "policy"}
+            assert r["step"]["policy"] == want["policy"]
+            kinds = {p["kind"] for p in r["phases"]}
+            if "strategy" in want:
+                assert kinds == ({"checkpoint", "flush"} if want["strategy"] == "veloc"
+                                 else {"checkpoint"})
+                for p in r["phases"]:
+                    lowered = want["policy"] == "ckpt-dvfs" and p["kind"] == "checkpoint"
+                    assert (p["freq_khz"] is not None) == lowered, p
+            else:
+                assert kinds <= {"compute", "send", "write"} and kinds
+    db = tmp_path / "js.db"
+    cli("--db", db, "ingest", bench.spool)
+    got = json.loads(cli("--db", db, "--format", "json", "compare", "--what", "io",
+                         "--by", "tag:approach", "--where", "every=4"))
+    assert {r["tag:approach"] for r in got["table"]} == {"tp", "dc1", "dn1"}
+    out = cli("--db", db, "compare", "--what", "checkpoint", "--by", "tag:config",
+              "--where", "policy=ckpt-dvfs")
+    assert "veloc-dram" in out and "genericio" in out
