@@ -2,7 +2,7 @@
 # Submit one experiment of the papers as Slurm jobs, one job per configuration
 # (docs/experiments.md). Each job is bench/jobs/<script>.sbatch with the
 # configuration in JS_* variables and the same configuration in --energy-tag, so
-# `joulestep compare` can group the records. Sizes default to a 2-core test
+# `joulestep compare` can group the records (exp=EXPERIMENT too, for --where). Sizes default to a 2-core test
 # machine; the variables below scale them to the papers' (docs/experiments.md).
 #
 #   bench/jobs/submit.sh EXPERIMENT
@@ -50,7 +50,7 @@ ckpt() { # ckpt CONFIG NRANKS POLICY SIZE-EXPORT
 	genericio) io=${JS_GIO_IO:-mpiio}
 		s=ckpt-gio.sbatch tags=strategy=genericio,tier=pfs,io=$io env=JS_IO=$io ;;
 	esac
-	submit $s -J "$1" -n "$2" "--energy-policy=$3" "--energy-tag=$tags,config=$1" -- \
+	submit $s -J "$1" -n "$2" "--energy-policy=$3" "--energy-tag=$tags,config=$1,exp=$exp" -- \
 		"$env,$4,JS_REPS=${JS_REPS:-3},JS_COMPUTE_MS=${5:-0}"
 }
 
@@ -64,7 +64,7 @@ damaris() { # damaris APPROACH EVERY
 	dn2) env=JS_IO=dn,JS_RATIO=$((nodes - 2)):2 tags=io=dn,ratio=$((nodes - 2)):2 ;;
 	esac
 	submit damaris.sbatch -J "$1" -N "$nodes" -n $((nodes * ppn)) --energy-policy=monitor \
-		"--energy-tag=approach=$1,$tags,every=$2" -- \
+		"--energy-tag=approach=$1,$tags,every=$2,exp=$exp" -- \
 		"$env,JS_EVERY=$2,JS_ITERS=${JS_ITERS:-40},JS_GRID=${JS_GRID:-64x64x64},JS_VARS=${JS_VARS:-4}"
 }
 
