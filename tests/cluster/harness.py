@@ -277,6 +277,28 @@ class Cluster:
         env["PATH"] = SBIN_PATHS + ":" + env.get("PATH", "")
         env["SLURM_CONF"] = str(self.conf)
         env["LC_ALL"] = "C"
+        env.update(self.mpi_env())
+        return env
+
+    def mpi_env(self) -> dict:
+        """Open MPI settings for `srun --mpi=pmix` jobs on this test cluster; in the
+        clients' environment, so every job submitted through the harness gets them
+        (sbatch exports it). Why each (docs/experiments.md, "Open MPI on the test cluster"):
+          - mpi_yield_when_idle: ranks outnumber the cores (sbatch -O on 2 cores); a rank
+            waiting in MPI yields its core instead of spinning on it;
+          - btl_vader_single_copy_mechanism=none: no CMA (process_vm_readv needs ptrace
+            rights that containers often withhold);
+          - btl_vader_backing_directory: the shared-memory segments are named after the
+            host, the PMIx namespace ("slurm.pmix.<job>.<step>") and the local rank, the
+            same for job 1 of two test clusters running at once: each cluster has its own
+            directory (<workdir>/shm, sticky and world-writable like /tmp);
+          - several nodes (nodes=N): all slurmd share one host, so the node's ranks would
+            find each other's segments by host name: TCP over loopback only."""
+        env = {"OMPI_MCA_mpi_yield_when_idle": "1",
+               "OMPI_MCA_btl_vader_single_copy_mechanism": "none",
+               "OMPI_MCA_btl_vader_backing_directory": str(self.workdir / "shm")}
+        if self.nnodes > 1:
+            env.update({"OMPI_MCA_btl": "self,tcp", "OMPI_MCA_btl_tcp_if_include": "lo"})
         return env
 
     def _mkdir(self, path: pathlib.Path, mode=0o755):
@@ -296,20 +318,22 @@ class Cluster:
         for b in SLURM_BINARIES:
             _which(b)
         self._mkdir(self.workdir)
-        for d in ("state", "spool", "log", "run", "users"):
+        for d in ("state", "spool", "log", "run", "users", "tmp"):
             self._mkdir(self.workdir / d)
         self._mkdir(self.munge_dir, 0o755)
+        self._mkdir(self.workdir / "shm", 0o1777)  # Open MPI's segments (mpi_env)
         key = self.munge_dir / "munge.key"
         if not key.exists():
             self._write(key, "", 0o400)
             with open(key, "wb") as f:
                 f.write(secrets.token_bytes(1024))
-        for d in ("state", "spool"):  # cold start every time
+        for d in ("state", "spool", "tmp", "shm"):  # cold start every time
             for child in (self.workdir / d).iterdir():
                 shutil.rmtree(child) if child.is_dir() and not child.is_symlink() else child.unlink()
         if self.nnodes > 1:
             for n in self.nodes:  # SlurmdSpoolDir=.../spool/%n
                 self._mkdir(self.workdir / "spool" / n)
+                self._mkdir(self.workdir / "tmp" / n)
         self._write_conf()
         self.write_plugstack(self.plugin_so, self.plugstack_args)
         # cgroup.conf sits next to slurm.conf; keep slurm from probing cgroups at all
@@ -325,6 +349,7 @@ class Cluster:
         # one node: as before; several: %n in the slurmd paths and a Port per node
         pn = "-%n" if self.nnodes > 1 else ""
         spool = f"{w}/spool/%n" if self.nnodes > 1 else f"{w}/spool"
+        tmpfs = f"{w}/tmp/%n" if self.nnodes > 1 else f"{w}/tmp"
         if self.nnodes > 1:
             self.slurmd_ports = dict(zip(self.nodes, node_ports))
             node_lines = "\n".join(
@@ -366,6 +391,7 @@ SchedulerParameters=batch_sched_delay=0
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core
 MpiDefault=none
+TmpFS={tmpfs}
 MailProg=/bin/true
 SwitchType=switch/none
 ReturnToService=2
