@@ -939,12 +939,6 @@ class Throttle:
             except (OSError, ValueError):
                 continue
             self.procs[pid] = [ppid, marked, None, None]
-            if os.environ.get("FAKEHW_DEBUG"):
-                try:
-                    exe = os.readlink(f"/proc/{pid}/exe")
-                except OSError:
-                    exe = "?"
-                print(f"fakehw-debug: new pid {pid} ppid {ppid} marked {marked} exe {exe}", file=sys.stderr, flush=True)
         for pid in list(self.procs):
             if pid not in seen:
                 del self.procs[pid]
@@ -1000,11 +994,8 @@ class Throttle:
         try:
             self.be.move(self.pid, name, pid)
             e[3] = name
-            if os.environ.get("FAKEHW_DEBUG"):
-                print(f"fakehw-debug: placed {pid} in {name}", file=sys.stderr, flush=True)
-        except OSError as ex:
-            if os.environ.get("FAKEHW_DEBUG"):
-                print(f"fakehw-debug: place {pid} in {name} failed: {ex}", file=sys.stderr, flush=True)
+        except OSError:
+            pass  # it exited, or is a zombie
 
     def _ours(self, path):
         return f"/{CG_PREFIX}{self.pid}/" in path + "/"
