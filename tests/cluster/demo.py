@@ -7,6 +7,7 @@ machine after `make deps all`; everything lives under /run/joulestep-test/demo-*
 """
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import pathlib
@@ -52,20 +53,22 @@ def show(res: subprocess.CompletedProcess, label: str):
             print("  " + stream.rstrip().replace("\n", "\n  "))
 
 
-def start_fakehw(root: pathlib.Path, log: pathlib.Path) -> subprocess.Popen:
+def start_fakehw(cluster: Cluster, root: pathlib.Path, log: pathlib.Path, throttle: bool) -> subprocess.Popen:
+    """Live mode for the cluster; with throttle the jobs run at their fake clock's speed."""
     subprocess.run([sys.executable, str(FAKEHW), "create", str(root)], check=True,
                    stdin=subprocess.DEVNULL)
-    pidfile = root.parent / "fakehw.pid"
-    with open(log, "ab") as out:
-        proc = subprocess.Popen([sys.executable, str(FAKEHW), "serve", str(root), "--tick-ms", "20",
-                                 "--pidfile", str(pidfile)], stdin=subprocess.DEVNULL,
-                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-    deadline = time.monotonic() + 15
-    while not pidfile.exists():
-        if proc.poll() is not None or time.monotonic() > deadline:
-            raise RuntimeError(f"fakehw serve did not start:\n{log.read_text(errors='replace')}")
-        time.sleep(0.05)
-    return proc
+    try:
+        return cluster.serve_fakehw(root, tick_ms=20, throttle=throttle, log=log)
+    except Exception as e:
+        raise RuntimeError(f"fakehw serve did not start ({e}):\n{log.read_text(errors='replace')}")
+
+
+def log_line(log: pathlib.Path) -> str:
+    """The fakehw daemon's lines (how it serves; a warning when it cannot throttle)."""
+    try:
+        return "\n  ".join(l for l in log.read_text(errors="replace").splitlines() if l.startswith("fakehw:"))
+    except OSError:
+        return ""
 
 
 def package_energy_uj(root: pathlib.Path) -> dict:
@@ -97,7 +100,12 @@ def summarize_record(path: pathlib.Path):
         print(f"    (cannot summarize: {e})")
 
 
-def main() -> int:
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description="joulestep demo on a private Slurm cluster")
+    ap.add_argument("--no-throttle", action="store_true",
+                    help="the fake clock costs no time (by default a job's processes run at "
+                         "their fake CPU's clock ratio of full speed)")
+    opts = ap.parse_args(argv)
     if os.geteuid() != 0:
         print("make demo must run as root (it starts slurmctld, slurmd and munged)", file=sys.stderr)
         return 2
@@ -118,18 +126,19 @@ def main() -> int:
             print("  (the jobs run without the plugin: no energy records will be written)")
 
         header("Fake hardware (live mode, 20 ms ticks)")
-        fakehw = start_fakehw(hw_root, workdir / "fakehw.log")
-        print(f"  tree: {hw_root}")
-        time.sleep(0.3)
-        for name, uj in package_energy_uj(hw_root).items():
-            print(f"  {name:<12} energy_uj={uj}")
-
-        header("Slurm cluster (munged, slurmctld, slurmd)")
         ensure_user(USER)
         args = {"spool": dirs["spool"], "state": dirs["state"], "sysfs": hw_root,
                 "socket_dir": dirs["sock"], "cluster": "demo"}
         cluster = Cluster(workdir / "cluster", plugin_so=PLUGIN if PLUGIN.exists() else None,
                           plugstack_args=args)
+        fakehw = start_fakehw(cluster, hw_root, workdir / "fakehw.log", not opts.no_throttle)
+        print(f"  tree: {hw_root}")
+        print("  " + (log_line(workdir / "fakehw.log") or "(no log line)"))
+        time.sleep(0.3)
+        for name, uj in package_energy_uj(hw_root).items():
+            print(f"  {name:<12} energy_uj={uj}")
+
+        header("Slurm cluster (munged, slurmctld, slurmd)")
         cluster.start()
         print(f"  up: SLURM_CONF={cluster.conf}  task plugin {cluster.task_plugin}")
         print("  plugstack.conf: " + (cluster.plugstack.read_text().splitlines()[-1]))
@@ -206,13 +215,7 @@ def main() -> int:
         if cluster:
             cluster.stop()
             print("  cluster stopped")
-        if fakehw:
-            fakehw.terminate()
-            try:
-                fakehw.wait(10)
-            except subprocess.TimeoutExpired:
-                fakehw.kill()
-                fakehw.wait()
+        if fakehw:  # cluster.stop() stopped it, after the jobs
             print("  fake hardware stopped")
         print(f"  files kept in {workdir} (database {db.name}, spool/, cluster/log/)")
     print("\ndemo " + ("finished" if rc == 0 else "finished with errors (see above)"))

@@ -20,6 +20,9 @@ is given, per node). Debian's Slurm 22.05 handles that without --enable-multiple
 because every slurmd is started with -N NODENAME. Tasks of both nodes share the host's
 cores (Slurm core i of every node is Linux CPU i). Used by tests/cluster/test_multinode.py.
 
+`c.serve_fakehw(root)` runs a fake hardware tree in live mode for the cluster, with the
+jobs' processes throttled to their fake clock (throttle=False: not); stop() stops it.
+
 Used by tests/cluster/conftest.py (the `cluster` fixture) and tests/cluster/demo.py.
 """
 from __future__ import annotations
@@ -264,6 +267,7 @@ class Cluster:
         self.log_dir = self.workdir / "log"
         self.users_dir = self.workdir / "users"
         self._procs: dict[str, subprocess.Popen] = {}
+        self._fakehw: list[subprocess.Popen] = []  # serve_fakehw daemons
         self._started = False
         self.env = self._client_env()
 
@@ -606,9 +610,49 @@ PartitionName=debug Nodes={part_nodes} Default=YES MaxTime=INFINITE State=UP
         """slurmstepd (and anything else) that inherited our daemons' marker variable."""
         return _marked_pids(self.id)
 
+    def serve_fakehw(self, root, tick_ms: float = 20.0, throttle: bool = True, log=None,
+                     full_speed: float = 1.0):
+        """Run the fake hardware tree `root` (tests/fakehw) in live mode for this cluster;
+        stop() stops it after the cluster. Returns the daemon's Popen once it is ready.
+
+        throttle (the default): the jobs' processes (those below this cluster's daemons,
+        which carry its marker) run at their fake CPU's clock ratio of full speed, and
+        the utilisation is theirs alone (tests/fakehw/README.md "Clock costs time"). Where
+        the host has no usable CPU bandwidth control the daemon warns in `log` and runs
+        unthrottled. throttle=False: the fake clock costs no time. full_speed < 1: a fake
+        CPU at fmax gets that share of a real CPU (room for the host's other load)."""
+        fakehw_dir = str(pathlib.Path(__file__).resolve().parents[1] / "fakehw")
+        if fakehw_dir not in sys.path:
+            sys.path.insert(0, fakehw_dir)
+        import fakehw
+        out = open(log, "ab") if log else None
+        try:
+            p = fakehw.serve_background(str(root), tick_ms=tick_ms,
+                                        throttle_under=f"{MARKER_VAR}={self.id}" if throttle else None,
+                                        throttle_fallback=True, throttle_full_speed=full_speed,
+                                        stderr=out)
+        finally:
+            if out:
+                out.close()
+        self._fakehw.append(p)
+        atexit.register(self.stop)
+        return p
+
+    def _stop_fakehw(self):
+        while self._fakehw:
+            p = self._fakehw.pop()
+            if p.poll() is None:
+                p.terminate()
+                try:
+                    p.wait(20)
+                except subprocess.TimeoutExpired:
+                    p.kill()  # its cgroups are removed by the next fakehw serve
+                    p.wait()
+
     def stop(self):
         """Tear everything down. Idempotent; safe after a failed or partial start."""
         if not self._started:
+            self._stop_fakehw()
             return
         try:
             if "slurmctld" in self._procs and self._procs["slurmctld"].poll() is None:
@@ -627,6 +671,7 @@ PartitionName=debug Nodes={part_nodes} Default=YES MaxTime=INFINITE State=UP
                 self._terminate(p)
         _kill_marked(self.id)
         self._procs.clear()
+        self._stop_fakehw()
         with contextlib.suppress(OSError):
             (self.workdir / "run" / "owner").unlink()
         self._started = False
