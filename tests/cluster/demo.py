@@ -134,7 +134,7 @@ class Demo:
             fakehw.create(str(root / n), packages=1, cpus_per_package=self.cluster.cpus,
                           fmax_khz=FMAX, fmin_khz=FMIN)
             log = self.workdir / f"fakehw-{n}.log"
-            self.cluster.serve_fakehw(root / n, tick_ms=20, throttle=self.throttle, log=log)
+            self.cluster.serve_fakehw(root / n, tick_ms=20, throttle=self.throttle, log=log, node=n)
             for line in log.read_text(errors="replace").splitlines():
                 if line.startswith("fakehw:"):
                     print(f"  {n}: {line}")

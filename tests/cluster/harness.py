@@ -49,6 +49,7 @@ SBIN_PATHS = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 TERMINAL_STATES = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED",
                    "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE", "SPECIAL_EXIT", "REVOKED"}
 MARKER_VAR = "JOULESTEP_HARNESS_ID"  # set in the daemons' environment to find strays at teardown
+NODE_VAR = "JOULESTEP_HARNESS_NODE"  # "<cluster id>:<node>" in each slurmd's environment
 
 
 class ClusterError(RuntimeError):
@@ -461,8 +462,8 @@ PartitionName=debug Nodes={part_nodes} Default=YES MaxTime=INFINITE State=UP
         self._write(self.plugstack, "\n".join(lines) + "\n")
 
     # --------------------------------------------------------------- daemons
-    def _spawn(self, name: str, argv: list[str]):
-        env = dict(self.env)
+    def _spawn(self, name: str, argv: list[str], extra_env: dict | None = None):
+        env = dict(self.env, **(extra_env or {}))
         env[MARKER_VAR] = self.id
         log = open(self.log_dir / f"{name}.stdout", "ab")
         try:
@@ -559,7 +560,8 @@ PartitionName=debug Nodes={part_nodes} Default=YES MaxTime=INFINITE State=UP
 
     def _spawn_slurmds(self):
         for name, node in zip(self._slurmd_procs(), self.nodes):
-            self._spawn(name, [_which("slurmd"), "-D", "-f", str(self.conf), "-N", node])
+            self._spawn(name, [_which("slurmd"), "-D", "-f", str(self.conf), "-N", node],
+                        {NODE_VAR: f"{self.id}:{node}"})
 
     def node_state(self, node: str | None = None) -> str:
         node = node or self.node
@@ -611,7 +613,7 @@ PartitionName=debug Nodes={part_nodes} Default=YES MaxTime=INFINITE State=UP
         return _marked_pids(self.id)
 
     def serve_fakehw(self, root, tick_ms: float = 20.0, throttle: bool = True, log=None,
-                     full_speed: float = 1.0):
+                     full_speed: float = 1.0, node: str | None = None):
         """Run the fake hardware tree `root` (tests/fakehw) in live mode for this cluster;
         stop() stops it after the cluster. Returns the daemon's Popen once it is ready.
 
@@ -620,7 +622,9 @@ PartitionName=debug Nodes={part_nodes} Default=YES MaxTime=INFINITE State=UP
         the utilisation is theirs alone (tests/fakehw/README.md "Clock costs time"). Where
         the host has no usable CPU bandwidth control the daemon warns in `log` and runs
         unthrottled. throttle=False: the fake clock costs no time. full_speed < 1: a fake
-        CPU at fmax gets that share of a real CPU (room for the host's other load)."""
+        CPU at fmax gets that share of a real CPU (room for the host's other load).
+        node: throttle only the jobs of that node's slurmd (one tree per node when a
+        multi-node cluster runs on one host); default: every job of the cluster."""
         fakehw_dir = str(pathlib.Path(__file__).resolve().parents[1] / "fakehw")
         if fakehw_dir not in sys.path:
             sys.path.insert(0, fakehw_dir)
@@ -628,7 +632,8 @@ PartitionName=debug Nodes={part_nodes} Default=YES MaxTime=INFINITE State=UP
         out = open(log, "ab") if log else None
         try:
             p = fakehw.serve_background(str(root), tick_ms=tick_ms,
-                                        throttle_under=f"{MARKER_VAR}={self.id}" if throttle else None,
+                                        throttle_under=(f"{NODE_VAR}={self.id}:{node}" if node
+                                                        else f"{MARKER_VAR}={self.id}") if throttle else None,
                                         throttle_fallback=True, throttle_full_speed=full_speed,
                                         stderr=out)
         finally:
