@@ -42,12 +42,14 @@ PHASE_BIN := $(if $(wildcard spank/client/joulestep-phase.c),$(B)/bin/joulestep-
 # built against the mpi.h of the MPI it is for (Debian's Open MPI by default,
 # from `make deps`; another MPI: make MPI_CFLAGS="$$(mpicc -compile_info ...)").
 MPI_CFLAGS ?= $(shell mpicc --showme:compile 2>/dev/null || pkg-config --cflags ompi-c 2>/dev/null)
+MPI_LDFLAGS ?= $(shell mpicc --showme:link 2>/dev/null || pkg-config --libs ompi-c 2>/dev/null)
 HOOK_DIR := $(B)/lib/joulestep
 HOOKS := $(HOOK_DIR)/libjoulestep-mpiio.so $(HOOK_DIR)/libjoulestep-veloc.so
 # Test doubles of the wrapped libraries and programs using them (tests/hooks/)
 HOOKT := $(B)/tests/hooks
 HOOK_TESTS := $(HOOKT)/libfakempi.so $(HOOKT)/libfakeveloc.so $(HOOKT)/libmpiapp.so \
-              $(HOOKT)/prog_mpiio $(HOOKT)/prog_veloc $(HOOKT)/prog_dlopen $(HOOKT)/bench_hooks
+              $(HOOKT)/prog_mpiio $(HOOKT)/prog_veloc $(HOOKT)/prog_dlopen $(HOOKT)/bench_hooks \
+              $(HOOKT)/bench_hooks_ompi
 BENCH_SRC := $(wildcard bench/*.c)
 BENCH_BIN := $(patsubst bench/%.c,$(B)/bench/%,$(BENCH_SRC))
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
@@ -107,6 +109,8 @@ $(HOOKT)/prog_dlopen: tests/hooks/prog_dlopen.c
 	$(CC) $(CFLAGS) $< -o $@ -ldl
 $(HOOKT)/bench_hooks: bench/hooks/bench_hooks.c $(HOOKT)/libfakempi.so $(HOOKT)/libfakeveloc.so
 	$(CC) $(CFLAGS) $(MPI_CFLAGS) $< -o $@ -L$(HOOKT) -lfakempi -lfakeveloc -Wl,-rpath,'$$ORIGIN'
+$(HOOKT)/bench_hooks_ompi: bench/hooks/bench_hooks.c
+	$(CC) $(CFLAGS) $(MPI_CFLAGS) -DBENCH_REAL_MPI $< -o $@ $(MPI_LDFLAGS)
 
 # the hooks' option logic is the plugin's (spank/js_hooks.c)
 $(B)/tests/test_hooks: tests/unit/test_hooks.c spank/js_hooks.c spank/js_hooks.h

@@ -67,8 +67,11 @@ void js_hooks_format(unsigned mask, char *buf, size_t len)
 		if (!(mask & (1u << i)))
 			continue;
 		int n = snprintf(buf + o, o < len ? len - o : 0, "%s%s", o ? "," : "", names[i]);
-		if (n < 0 || o + (size_t)n >= len)
+		if (n < 0 || o + (size_t)n >= len) { /* whole names only */
+			if (o < len)
+				buf[o] = 0;
 			return;
+		}
 		o += (size_t)n;
 	}
 }

@@ -21,7 +21,7 @@
 	EXPORT extern __typeof__(P##name) name __attribute__((weak, alias("P" #name)));
 
 /* Open MPI's predefined handles: &ompi_mpi_int is MPI_INT, etc. */
-EXPORT char ompi_mpi_comm_world[512], ompi_mpi_info_null[512], ompi_request_null[512];
+EXPORT char ompi_mpi_comm_world[512], ompi_mpi_comm_self[512], ompi_mpi_info_null[512], ompi_request_null[512];
 EXPORT char ompi_mpi_byte[512], ompi_mpi_char[512], ompi_mpi_int[512], ompi_mpi_double[512];
 EXPORT char ompi_mpi_float[512]; /* known to the program, not to this fake: its calls fail */
 

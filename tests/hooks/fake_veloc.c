@@ -3,7 +3,8 @@
  *
  * VELOC_Init(comm, cfg) / VELOC_Init_single(id, cfg) read a config of
  * `key = value` lines: scratch (local tier), persistent (parallel FS), mode
- * (sync | async, default async). A memory checkpoint writes the protected
+ * (sync | async, default async), discard (1: no file I/O at all, for the
+ * bench: the hook's cost alone). A memory checkpoint writes the protected
  * regions to scratch/<name>-<version>.dat; VELOC_Checkpoint_end then copies
  * it to persistent/: inline in sync mode; in async mode a backend thread
  * does, which starts the copy only once the program waits (a lazy backend:
@@ -28,7 +29,7 @@ static struct {
 	void *ptr;
 	size_t size;
 } reg[MAXR];
-static int nreg, inited, sync_mode, in_progress, pending, go;
+static int nreg, inited, sync_mode, discard, in_progress, pending, go;
 static char scratch[512], persistent[512], cur[1100];
 static pthread_t backend;
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
@@ -68,7 +69,7 @@ static int init(const char *cfg)
 	FILE *f = fopen(cfg, "re");
 	if (!f)
 		return FAIL;
-	sync_mode = 0;
+	sync_mode = discard = 0;
 	while (fgets(line, sizeof(line), f))
 		if (sscanf(line, " %63[a-z_] = %511s", k, v) == 2) {
 			if (!strcmp(k, "scratch"))
@@ -77,6 +78,8 @@ static int init(const char *cfg)
 				snprintf(persistent, sizeof(persistent), "%s", v);
 			else if (!strcmp(k, "mode"))
 				sync_mode = !strcmp(v, "sync");
+			else if (!strcmp(k, "discard"))
+				discard = !strcmp(v, "1");
 		}
 	fclose(f);
 	inited = scratch[0] && persistent[0];
@@ -146,6 +149,8 @@ static int mem(int mode, const int *ids, int n)
 {
 	if (!in_progress)
 		return FAIL;
+	if (discard)
+		return OK;
 	int fd = open(cur, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644), rc = fd < 0 ? FAIL : OK;
 	for (int i = 0; rc == OK && i < nreg; i++) {
 		int listed = 0;
@@ -166,7 +171,7 @@ static int end(void)
 		return FAIL;
 	in_progress = 0;
 	if (sync_mode)
-		return copy_to_persistent(cur);
+		return discard ? OK : copy_to_persistent(cur);
 	wait_backend(); /* one checkpoint in flight at a time */
 	go = 0;
 	char *arg = strdup(cur);
