@@ -773,7 +773,7 @@ static void setup_hooks(spank_t sp, struct js_step *s)
 			add[nadd++] = paths[i];
 	if (!ndrop)
 		return;
-	char old[JS_PRELOAD_MAX], out[JS_PRELOAD_MAX];
+	char old[JS_PRELOAD_MAX], out[JS_PRELOAD_MAX], norm[JS_PRELOAD_MAX];
 	spank_err_t e = spank_getenv(sp, "LD_PRELOAD", old, sizeof(old));
 	if (e == ESPANK_ENV_NOEXIST) {
 		old[0] = 0;
@@ -782,6 +782,12 @@ static void setup_hooks(spank_t sp, struct js_step *s)
 			js_step_error(s, "hooks: cannot read the job's LD_PRELOAD (%s); no hooks preloaded",
 				      spank_strerror(e));
 		s->hooks_mask = 0;
+		return;
+	}
+	/* nothing to add and nothing of ours in it: the job's value stays as is */
+	if (!nadd && !js_hooks_preload(old, NULL, 0, NULL, 0, out, sizeof(out)) &&
+	    !js_hooks_preload(out, NULL, 0, drop, ndrop, norm, sizeof(norm)) && !strcmp(out, norm)) {
+		(void)spank_unsetenv(sp, "JOULESTEP_HOOKS");
 		return;
 	}
 	if (js_hooks_preload(old, add, nadd, drop, ndrop, out, sizeof(out))) {
