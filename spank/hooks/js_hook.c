@@ -3,10 +3,30 @@
 
 #include <dlfcn.h>
 #include <link.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
 __thread int js_hook_busy;
+
+static int pinged; /* this process connected and was accepted (reset by fork) */
+
+static void forked_child(void)
+{
+	__atomic_store_n(&pinged, 0, __ATOMIC_RELAXED);
+}
+
+__attribute__((constructor)) static void hook_init(void)
+{
+	(void)pthread_atfork(NULL, NULL, forked_child);
+}
+
+int js_hook_begin(const char *kind, const char *label)
+{
+	if (!__atomic_exchange_n(&pinged, 1, __ATOMIC_ACQ_REL))
+		(void)js_phase_ping();
+	return js_phase_begin(kind, label) == 0;
+}
 
 #define MAX_OBJS 512
 

@@ -30,13 +30,16 @@ void js_hook_missing(const char *lib, const char *name);
  * library makes to its own hooked functions are passed through unmarked. */
 extern __thread int js_hook_busy;
 
-/* A phase around one call: begun only when the marker was sent (0), ended
- * only then, so that an END never closes a phase this library did not open
- * (outside a step, or when an asynchronous marker was dropped). */
-static inline int js_hook_begin(const char *kind, const char *label)
-{
-	return js_phase_begin(kind, label) == 0;
-}
+/* A phase around one call: begun only when the marker was sent (returns 1),
+ * ended only then, so that an END never closes a phase this library did not
+ * open (outside a step, or when an asynchronous marker was dropped).
+ * The first marker of a process is preceded by a PING, which waits for the
+ * plugin's reply (at most once per process; nothing outside a step): the
+ * plugin accepts a connection only from a live process of the step, and a
+ * short program that marks its writes and exits at once would otherwise
+ * lose them when it is gone before the plugin accepted its connection
+ * (docs/phase-protocol.md, "Transport"). */
+int js_hook_begin(const char *kind, const char *label);
 
 static inline void js_hook_end(int began, long long bytes)
 {

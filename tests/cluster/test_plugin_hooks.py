@@ -15,12 +15,15 @@ import os
 import pathlib
 import re
 import shutil
+import signal
 import subprocess
+import time
 
 import pytest
 
 import fakehw
 import spool
+from procs import stepd_pid, wait_file
 
 pytestmark = pytest.mark.cluster
 
@@ -308,3 +311,33 @@ int main(int argc, char **argv) {
     assert phases(rec) == [("write", "MPI_File_write_all", n * DOUBLE),
                            ("flush", "MPI_File_sync", None)], out
     assert out_file.stat().st_size == n * DOUBLE
+
+
+def test_short_program_keeps_its_markers(henv):
+    """A program that writes once and exits at once keeps its phase even when the plugin
+    is slow to accept its connection (it accepts only live processes of the step): the
+    step's slurmstepd is stopped while the program runs and continued a second later.
+    The hook's first marker of a process waits for the plugin's reply, so the program
+    is still alive when its connection is accepted."""
+    d = henv.c.user_dir(USER)
+    ready, go, out_file = d / "short.ready", d / "short.go", d / "short.dat"
+    for f in (ready, go, out_file):
+        f.unlink(missing_ok=True)
+    script = (f"#!/bin/sh\n#SBATCH -n1\n#SBATCH --energy-hooks=mpiio\n"
+              f"touch {ready}\nwhile [ ! -e {go} ]; do sleep 0.05; done\n"
+              f"{henv.t}/prog_dlopen {henv.t}/libmpiapp.so {out_file} {N_DLOPEN}\n")
+    res, job = henv.c.sbatch(script, user=USER)
+    assert res.returncode == 0 and job, res.stderr
+    wait_file(ready, 60)
+    pid = stepd_pid(job)
+    assert pid, henv.c.logs()
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        go.touch()
+        time.sleep(1.0)  # the program starts and writes while the plugin cannot accept
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    assert henv.c.wait_job(job, 120) == "COMPLETED", henv.c.job_output(job)
+    rec = henv.records(job, ["batch"])["batch"]
+    assert phases(rec) == [("write", "MPI_File_write", N_DLOPEN * INT)], henv.c.job_output(job)
+    assert out_file.stat().st_size == N_DLOPEN * INT
