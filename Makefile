@@ -36,6 +36,20 @@ SPANK_SO := $(if $(SPANK_SRC),$(B)/spank/joulestep.so)
 CLIENT_SRC := $(wildcard spank/client/js_client.c)
 CLIENT_SO := $(if $(CLIENT_SRC),$(B)/lib/libjoulestep-client.so)
 PHASE_BIN := $(if $(wildcard spank/client/joulestep-phase.c),$(B)/bin/joulestep-phase)
+# --energy-hooks libraries (spank/hooks/): LD_PRELOADed into a step's tasks
+# by the plugin. Installed in $(LIBDIR)/joulestep, next to (..) the client
+# library they link; the build tree has the same layout. The MPI-IO hook is
+# built against the mpi.h of the MPI it is for (Debian's Open MPI by default,
+# from `make deps`; another MPI: make MPI_CFLAGS="$$(mpicc -compile_info ...)").
+MPI_CFLAGS ?= $(shell mpicc --showme:compile 2>/dev/null || pkg-config --cflags ompi-c 2>/dev/null)
+MPI_LDFLAGS ?= $(shell mpicc --showme:link 2>/dev/null || pkg-config --libs ompi-c 2>/dev/null)
+HOOK_DIR := $(B)/lib/joulestep
+HOOKS := $(HOOK_DIR)/libjoulestep-mpiio.so $(HOOK_DIR)/libjoulestep-veloc.so
+# Test doubles of the wrapped libraries and programs using them (tests/hooks/)
+HOOKT := $(B)/tests/hooks
+HOOK_TESTS := $(HOOKT)/libfakempi.so $(HOOKT)/libfakeveloc.so $(HOOKT)/libmpiapp.so \
+              $(HOOKT)/prog_mpiio $(HOOKT)/prog_veloc $(HOOKT)/prog_dlopen $(HOOKT)/bench_hooks \
+              $(HOOKT)/bench_hooks_ompi
 BENCH_SRC := $(wildcard bench/*.c)
 BENCH_BIN := $(patsubst bench/%.c,$(B)/bench/%,$(BENCH_SRC))
 # MPI benchmarks (bench/ckpt, bench/damaris; docs/experiments.md), built with
@@ -48,7 +62,8 @@ UNIT_BIN := $(patsubst tests/unit/%.c,$(B)/tests/%,$(UNIT_SRC))
 HDRS := $(wildcard accounting/include/joulestep/*.h accounting/src/*.h spank/*.h spank/client/*.h)
 
 .PHONY: all deps test test-unit test-py bench demo install clean
-all: $(ACCT_LIB) $(TOOLS) $(SPANK_SO) $(CLIENT_SO) $(PHASE_BIN) $(UNIT_BIN) $(BENCH_BIN) $(MPI_BENCH)
+all: $(ACCT_LIB) $(TOOLS) $(SPANK_SO) $(CLIENT_SO) $(PHASE_BIN) $(UNIT_BIN) $(BENCH_BIN) \
+     $(MPI_BENCH) $(HOOKS) $(HOOK_TESTS)
 
 $(B)/obj/%.o: %.c $(HDRS)
 	@mkdir -p $(dir $@)
@@ -78,6 +93,34 @@ $(B)/lib/libjoulestep-client.so: spank/client/js_client.c $(HDRS)
 $(B)/bin/joulestep-phase: spank/client/joulestep-phase.c $(CLIENT_SO)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $< -o $@ -L$(B)/lib -ljoulestep-client -Wl,-rpath,'$$ORIGIN/../lib'
+
+$(HOOK_DIR)/libjoulestep-%.so: spank/hooks/%.c spank/hooks/js_hook.c spank/hooks/%.map $(CLIENT_SO) $(HDRS) spank/hooks/js_hook.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(if $(filter mpiio,$*),$(MPI_CFLAGS)) -fvisibility=hidden -shared \
+	  -Wl,--version-script=spank/hooks/$*.map -Wl,-z,defs $< spank/hooks/js_hook.c -o $@ \
+	  -L$(B)/lib -ljoulestep-client -Wl,-rpath,'$$ORIGIN/..' -ldl
+
+# fakes: no mpi.h (they define Open MPI's predefined handles as plain objects)
+$(HOOKT)/libfake%.so: tests/hooks/fake_%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -shared $< -o $@
+$(HOOKT)/libmpiapp.so: tests/hooks/mpiapp.c $(HOOKT)/libfakempi.so
+	$(CC) $(CFLAGS) $(MPI_CFLAGS) -shared $< -o $@ -L$(HOOKT) -lfakempi -Wl,-rpath,'$$ORIGIN'
+$(HOOKT)/prog_mpiio: tests/hooks/prog_mpiio.c $(HOOKT)/libfakempi.so
+	$(CC) $(CFLAGS) $(MPI_CFLAGS) $< -o $@ -L$(HOOKT) -lfakempi -Wl,-rpath,'$$ORIGIN'
+$(HOOKT)/prog_veloc: tests/hooks/prog_veloc.c $(HOOKT)/libfakeveloc.so
+	$(CC) $(CFLAGS) $< -o $@ -L$(HOOKT) -lfakeveloc -Wl,-rpath,'$$ORIGIN'
+$(HOOKT)/prog_dlopen: tests/hooks/prog_dlopen.c
+	$(CC) $(CFLAGS) $< -o $@ -ldl
+$(HOOKT)/bench_hooks: bench/hooks/bench_hooks.c $(HOOKT)/libfakempi.so $(HOOKT)/libfakeveloc.so
+	$(CC) $(CFLAGS) $(MPI_CFLAGS) $< -o $@ -L$(HOOKT) -lfakempi -lfakeveloc -Wl,-rpath,'$$ORIGIN'
+$(HOOKT)/bench_hooks_ompi: bench/hooks/bench_hooks.c
+	$(CC) $(CFLAGS) $(MPI_CFLAGS) -DBENCH_REAL_MPI $< -o $@ $(MPI_LDFLAGS)
+
+# the hooks' option logic is the plugin's (spank/js_hooks.c)
+$(B)/tests/test_hooks: tests/unit/test_hooks.c spank/js_hooks.c spank/js_hooks.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Ispank $< spank/js_hooks.c -o $@ -lcmocka
 
 $(B)/tests/%: tests/unit/%.c $(ACCT_LIB) $(HDRS)
 	@mkdir -p $(dir $@)
@@ -137,6 +180,8 @@ install: all
 	$(if $(CLIENT_SO),install -m 0755 $(CLIENT_SO) $(DESTDIR)$(LIBDIR)/libjoulestep-client.so.1 && \
 	  ln -sf libjoulestep-client.so.1 $(DESTDIR)$(LIBDIR)/libjoulestep-client.so && \
 	  install -m 0644 spank/client/joulestep/*.h $(DESTDIR)$(PREFIX)/include/joulestep/)
+	install -d -m 0755 $(DESTDIR)$(LIBDIR)/joulestep
+	install -m 0755 $(HOOKS) $(DESTDIR)$(LIBDIR)/joulestep/
 	install -d $(DESTDIR)$(PREFIX)/share/man/man8
 	install -m 0644 docs/joulestep-spank.8 $(DESTDIR)$(PREFIX)/share/man/man8/
 	for pc in etc/pkgconfig/*.pc.in; do \

@@ -85,6 +85,8 @@ def main():
          "<= 2x a send to another process; marker -> clock written p99 <= 1 ms over >= 1,000 markers)",
          lambda: python_bench("bench_plugin.py")),
         ("CLI", lambda: python_bench("bench_cli.py")),
+        ("--energy-hooks: cost per intercepted call vs the bare call (issue 10)",
+         lambda: python_bench("hooks/bench_hooks.py")),
     ]
     for title, fn in sections:
         header(title)

@@ -15,6 +15,7 @@
  *     and the record does not fsync its directory (the job epilog does).
  */
 #include <dirent.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <glob.h>
@@ -33,6 +34,7 @@
 #include <slurm/slurm.h>
 #include <slurm/spank.h>
 
+#include "js_hooks.h"
 #include "js_jobcache.h"
 #include "js_step.h"
 #include "js_tuned.h"
@@ -54,11 +56,12 @@ SPANK_PLUGIN(joulestep, 1);
 #define OPT_POLICY 1
 #define OPT_TAG 2
 #define OPT_REPORT 3
+#define OPT_HOOKS 4
 #define OPT_ENV_PREFIX "_SLURM_SPANK_OPTION_joulestep_"
 
 static struct js_conf g_conf;
 static bool g_conf_ok;
-static char *g_opt_policy, *g_opt_tags;
+static char *g_opt_policy, *g_opt_tags, *g_opt_hooks;
 static bool g_opt_report;
 static struct js_step *g_step;
 static uint32_t g_local_job, g_local_step;
@@ -75,6 +78,9 @@ static struct spank_option g_options[] = {
 	 1, OPT_TAG, opt_cb},
 	{"energy-report", NULL, "joulestep: print each step's energy when srun finishes", 0,
 	 OPT_REPORT, opt_cb},
+	{"energy-hooks", "NAME[,NAME]",
+	 "joulestep: mark the phases of unmodified programs: mpiio (MPI-IO writes and syncs), veloc (VELOC checkpoints), or none",
+	 1, OPT_HOOKS, opt_cb},
 	SPANK_OPTIONS_TABLE_END};
 
 static uint64_t now_ns(clockid_t c)
@@ -141,6 +147,16 @@ static int opt_cb(int val, const char *optarg, int remote)
 	case OPT_REPORT:
 		g_opt_report = true;
 		return 0;
+	case OPT_HOOKS: {
+		unsigned mask;
+		if (!remote && js_hooks_parse(optarg, &mask, err, sizeof(err))) {
+			slurm_error("joulestep: --energy-hooks=%s: %s", optarg ? optarg : "", err);
+			return -1;
+		}
+		free(g_opt_hooks);
+		g_opt_hooks = strdup(optarg ? optarg : "");
+		return 0;
+	}
 	}
 	return 0;
 }
@@ -678,6 +694,122 @@ static void step_info_at_end(struct js_step *s)
 			      s->conf.tuned, s->tuned_model, s->node_model);
 }
 
+/* ---- --energy-hooks (docs/admin-guide.md, "Phase hooks") ----------------
+ * Prepend the admin's hook libraries to the tasks' LD_PRELOAD. Only the
+ * names come from the job (its option, or the allocation's through the job
+ * environment); the paths come from hooks_dir= or the plugin's own location,
+ * never from the job's environment. Each library must be a root-owned
+ * regular file (not a symlink), not group/world-writable, in a directory
+ * that passes js_root_dirfd's walk (every component root-owned, not
+ * group/world-writable): the job cannot put code into another job's
+ * processes through it, nor swap the file between the check and ld.so's
+ * open. Paths of this plugin's hooks already in LD_PRELOAD (a batch step's
+ * reach the sruns it starts) are removed first, so that a step gets exactly
+ * the hooks it asked for, once; the job's own entries are kept, after ours.
+ * Never fails the step: a hook that cannot be used is skipped and
+ * provenance.errors says why. Runs on slurmstepd's main thread, before the
+ * step thread exists. */
+static void hooks_dir(const struct js_step *s, char *dir, size_t len)
+{
+	Dl_info di;
+	if (s->conf.hooks_dir[0])
+		snprintf(dir, len, "%s", s->conf.hooks_dir);
+	else if (!dladdr((void *)slurm_spank_init, &di) || !di.dli_fname ||
+		 js_hooks_default_dir(di.dli_fname, dir, len))
+		dir[0] = 0;
+}
+
+static unsigned hooks_trusted(struct js_step *s, const char *dir, unsigned want)
+{
+	unsigned ok = 0;
+	int dfd = js_root_dirfd(dir, 0755, false);
+	if (dfd < 0) {
+		js_step_error(s, "hooks: %s: %s (it must exist, and it and every parent be root-owned and not group/world-writable); no hooks preloaded",
+			      dir, strerror(-dfd));
+		return 0;
+	}
+	for (int i = 0; i < JS_HOOK_COUNT; i++) {
+		struct stat st;
+		if (!(want & (1u << i)))
+			continue;
+		const char *lib = js_hook_lib((enum js_hook)i);
+		if (fstatat(dfd, lib, &st, AT_SYMLINK_NOFOLLOW) < 0)
+			js_step_error(s, "hooks: %s/%s: %s; hook %s not preloaded", dir, lib, strerror(errno),
+				      js_hook_name((enum js_hook)i));
+		else if (!S_ISREG(st.st_mode) || st.st_uid != 0 || (st.st_mode & 022))
+			js_step_error(s, "hooks: %s/%s is not a root-owned regular file without group/world write permission; hook %s not preloaded",
+				      dir, lib, js_hook_name((enum js_hook)i));
+		else
+			ok |= 1u << i;
+	}
+	close(dfd);
+	return ok;
+}
+
+static void setup_hooks(spank_t sp, struct js_step *s)
+{
+	char err[400], req[600], dir[JS_PATH_MAX], paths[JS_HOOK_COUNT][JS_PATH_MAX + 32];
+	const char *add[JS_HOOK_COUNT], *drop[JS_HOOK_COUNT];
+	size_t nadd = 0, ndrop = 0;
+	unsigned want = 0;
+	snprintf(req, sizeof(req), "%s", g_opt_hooks ? g_opt_hooks : "");
+	if (!g_opt_hooks) /* an srun step: the allocation's option */
+		getenv_s(sp, OPT_ENV_PREFIX "energy_hooks", req, sizeof(req));
+	if (js_hooks_parse(req, &want, err, sizeof(err)))
+		js_step_error(s, "hooks: --energy-hooks=%s: %s; the known ones are applied", req, err);
+	hooks_dir(s, dir, sizeof(dir));
+	for (int i = 0; dir[0] && i < JS_HOOK_COUNT; i++) {
+		snprintf(paths[i], sizeof(paths[i]), "%s/%s", dir, js_hook_lib((enum js_hook)i));
+		drop[ndrop++] = paths[i];
+	}
+	if (want && !dir[0])
+		js_step_error(s, "hooks: cannot tell the plugin's directory; set hooks_dir= in plugstack.conf; no hooks preloaded");
+	else if (want && !s->sock_path[0])
+		js_step_error(s, "hooks: the step has no phase socket; no hooks preloaded");
+	else if (want)
+		s->hooks_mask = hooks_trusted(s, dir, want);
+	for (int i = 0; i < JS_HOOK_COUNT; i++)
+		if (s->hooks_mask & (1u << i))
+			add[nadd++] = paths[i];
+	if (!ndrop)
+		return;
+	char old[JS_PRELOAD_MAX], out[JS_PRELOAD_MAX], norm[JS_PRELOAD_MAX];
+	spank_err_t e = spank_getenv(sp, "LD_PRELOAD", old, sizeof(old));
+	if (e == ESPANK_ENV_NOEXIST) {
+		old[0] = 0;
+	} else if (e != ESPANK_SUCCESS) {
+		if (nadd)
+			js_step_error(s, "hooks: cannot read the job's LD_PRELOAD (%s); no hooks preloaded",
+				      spank_strerror(e));
+		s->hooks_mask = 0;
+		return;
+	}
+	/* nothing to add and nothing of ours in it: the job's value stays as is */
+	if (!nadd && !js_hooks_preload(old, NULL, 0, NULL, 0, out, sizeof(out)) &&
+	    !js_hooks_preload(out, NULL, 0, drop, ndrop, norm, sizeof(norm)) && !strcmp(out, norm)) {
+		(void)spank_unsetenv(sp, "JOULESTEP_HOOKS");
+		return;
+	}
+	if (js_hooks_preload(old, add, nadd, drop, ndrop, out, sizeof(out))) {
+		js_step_error(s, "hooks: LD_PRELOAD would exceed %d characters; no hooks preloaded",
+			      JS_PRELOAD_MAX - 1);
+		s->hooks_mask = 0;
+		return;
+	}
+	if (strcmp(out, old) &&
+	    (out[0] ? spank_setenv(sp, "LD_PRELOAD", out, 1) : spank_unsetenv(sp, "LD_PRELOAD")) !=
+		    ESPANK_SUCCESS) {
+		js_step_error(s, "hooks: cannot set the tasks' LD_PRELOAD; no hooks preloaded");
+		s->hooks_mask = 0;
+	}
+	/* what was applied, for the job's own information */
+	js_hooks_format(s->hooks_mask, req, sizeof(req));
+	if (req[0])
+		spank_setenv(sp, "JOULESTEP_HOOKS", req, 1);
+	else
+		spank_unsetenv(sp, "JOULESTEP_HOOKS");
+}
+
 static int remote_init(spank_t sp)
 {
 	uint32_t jobid = 0, stepid = 0;
@@ -783,6 +915,7 @@ static int remote_init(spank_t sp)
 		js_step_error(s, "socket: cannot export JOULESTEP_SOCKET");
 		js_server_unlisten(s);
 	}
+	setup_hooks(sp, s); /* before the thread: it changes the environment */
 	/* Before the thread starts: it fills ncpus of a monitor step. */
 	slurm_verbose("joulestep: job %u step %s: policy %s, cpus %d, backend %s, socket %s", s->job_id,
 		      s->step_id, js_pol_name(s->policy.type), js_cpuset_count(&s->cpus),

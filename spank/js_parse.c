@@ -257,6 +257,9 @@ int js_conf_parse(int ac, char **av, struct js_conf *c, char *err, size_t errlen
 		} else if (KEY("tuned")) {
 			if (set_path(c->tuned, "tuned", v, false, err, errlen))
 				return -EINVAL;
+		} else if (KEY("hooks_dir")) {
+			if (set_path(c->hooks_dir, "hooks_dir", v, false, err, errlen))
+				return -EINVAL;
 		} else if (KEY("default_policy")) {
 			default_pol = v;
 		} else if (KEY("min_ratio")) {
@@ -286,7 +289,7 @@ int js_conf_parse(int ac, char **av, struct js_conf *c, char *err, size_t errlen
 			c->job_cache_hours = (unsigned)u;
 		} else {
 			return fail(err, errlen,
-				    "unknown key '%.*s' (allowed: spool state sysfs socket_dir cluster policies default_policy min_ratio sample_ms max_phases max_depth rate backend job_cache_hours tuned)",
+				    "unknown key '%.*s' (allowed: spool state sysfs socket_dir cluster policies default_policy min_ratio sample_ms max_phases max_depth rate backend job_cache_hours tuned hooks_dir)",
 				    (int)(kl > 40 ? 40 : kl), a);
 		}
 #undef KEY

@@ -38,6 +38,8 @@ struct js_conf {
 	char cluster[64];           /* "" = slurmd's SLURM_CLUSTER_NAME (prolog) */
 	char backend[64];
 	char tuned[JS_PATH_MAX];    /* tuned= policy file; "" = none            */
+	char hooks_dir[JS_PATH_MAX]; /* --energy-hooks libraries; "" = the
+				      * plugin's directory/../joulestep      */
 	unsigned policies_mask;     /* bit (1u << enum js_pol)                  */
 	enum js_pol default_policy;
 	double min_ratio;

@@ -18,6 +18,7 @@
 #include <jansson.h>
 #include <slurm/spank.h>
 
+#include "js_hooks.h"
 #include "js_step.h"
 
 static int check_dirfd(int fd)
@@ -252,6 +253,11 @@ static json_t *build(struct js_step *s)
 	json_object_set_new(prov, "markers_rejected", json_integer((json_int_t)s->rejected));
 	json_object_set_new(prov, "markers_rate_dropped", json_integer((json_int_t)s->dropped_rate));
 	json_object_set_new(prov, "freq_control", json_string(s->freq_mode ? s->freq_mode : "none"));
+	json_t *hooks = json_array();
+	for (int i = 0; i < JS_HOOK_COUNT; i++)
+		if (s->hooks_mask & (1u << i))
+			json_array_append_new(hooks, json_string(js_hook_name((enum js_hook)i)));
+	json_object_set_new(prov, "hooks", hooks);
 	json_object_set_new(prov, "markers_drained", json_integer((json_int_t)s->drained));
 	json_object_set_new(prov, "markers_skipped_at_end", json_integer((json_int_t)s->skipped_at_end));
 	json_object_set_new(prov, "drain_truncated", json_boolean(s->drain_truncated));

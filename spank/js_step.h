@@ -116,6 +116,7 @@ struct js_step {
 	bool drain_truncated;       /* drain stopped at its bound, markers left */
 	uint64_t errors_total;      /* js_step_error calls (errors[]: first 32) */
 	/* ---- end of issue 8 fields ---------------------------------------- */
+	unsigned hooks_mask;        /* --energy-hooks preloaded (js_hooks.h)   */
 };
 
 /* Record a failure in provenance.errors (the first JS_MAX_ERRORS; all are
