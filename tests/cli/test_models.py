@@ -213,7 +213,7 @@ def test_dvfs_fit_at_1pct_noise(table, model, fmax, alpha):
     assert fit.n == len(f) * 10
     # goodness of fit: residuals are the 1 % noise
     assert 0.005 < fit.rmse < 0.015
-    assert fit.sse == pytest.approx(fit.rmse ** 2 * fit.n)
+    assert fit.sse == pytest.approx(fit.rmse ** 2 * (fit.n - 3))
     assert fit.se_a / a > 0.02  # the statistical limit described above
     assert fit.alpha == pytest.approx(alpha, abs=0.02)
 
@@ -344,3 +344,22 @@ def test_fit_dvfs_groups():
     assert pd.isna(out.loc[("m510", "compress"), "error"])
     assert "at least 4 distinct" in out.loc[("x", "write"), "error"]
     assert math.isnan(out.loc[("x", "write"), "a"])
+
+
+def test_rmse_is_the_papers_sqrt_sse_over_n_minus_3():
+    """Issue 9, defect 4: the thesis' fits (Tables 2.4/2.5, MATLAB) report
+    RMSE = sqrt(SSE/(n - 3)) (n samples, 3 parameters).  Hand-made sweep:
+    two repetitions at each of 4 frequencies, P(f) + d and P(f) - d with
+    d = 0.01, on the Table 2.5 'Total' curve.  The means lie on the curve,
+    so the least-squares fit is the curve itself, every residual is +-d:
+    SSE = 8 d^2 = 8e-4 and RMSE = sqrt(8e-4 / 5) = 0.0126491 (sqrt(SSE/n)
+    would be 0.01)."""
+    a, b, c = M.TABLE_2_5["Total"]
+    d = 0.01
+    f = np.repeat([1.0, 1.4, 1.8, 2.2], 2)
+    p = a * f ** b + c + np.tile([d, -d], 4)
+    fit = M.fit_dvfs(pd.DataFrame({"freq_khz": f * 1e6, "power_scaled": p}))
+    assert fit.n == 8
+    assert fit.sse == pytest.approx(8e-4, rel=1e-6)
+    assert fit.rmse == pytest.approx(math.sqrt(8e-4 / 5), rel=1e-6)
+    assert fit.rmse == pytest.approx(0.0126491, rel=1e-5)

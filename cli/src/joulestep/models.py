@@ -309,8 +309,9 @@ class DvfsFit:
     """A fitted P(f) = a*f^b + c (f in GHz, power scaled by power at fmax) and
     runtime model t(f) = t_max*(alpha*fmax/f + 1 - alpha).
 
-    sse, rmse, r2: goodness of fit of the power model over all samples
-    (rmse = sqrt(sse/n), r2 = 1 - sse/sst). se_a, se_b, se_c: standard errors
+    sse, rmse, r2: goodness of fit of the power model over all n samples
+    (rmse = sqrt(sse/(n - 3)), the thesis' (MATLAB's) definition: 3 fitted
+    parameters; r2 = 1 - sse/sst). se_a, se_b, se_c: standard errors
     from the fit's covariance (delta method for a). amp = a*fmax^b, the same curve
     written P = amp*(f/fmax)^b + c, which is how it is fitted (well
     conditioned; `a` alone is not when b is large)."""
@@ -469,7 +470,7 @@ def fit_dvfs(df: pd.DataFrame, power_ref_w: Optional[float] = None,
         tmax = float(pp + qq / fmax)
         alpha = float((qq / fmax) / tmax) if tmax > 0 else float("nan")
     return DvfsFit(a=float(a), b=float(b), c=float(c), fmax_ghz=fmax, sse=sse,
-                   rmse=math.sqrt(sse / len(p)), r2=1.0 - sse / sst if sst > 0 else float("nan"),
+                   rmse=math.sqrt(sse / (len(p) - 3)), r2=1.0 - sse / sst if sst > 0 else float("nan"),
                    n=len(p), alpha=alpha, t_max_s=tmax,
                    se_a=math.sqrt(var_a) if var_a >= 0 else float("nan"),
                    se_b=float(math.sqrt(cov[1, 1])), se_c=float(math.sqrt(cov[2, 2])),
