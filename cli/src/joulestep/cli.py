@@ -576,8 +576,10 @@ def dvfs(c: Ctx, where, kind, level, max_slowdown, save_path, node_model, since,
     """Fit P(f) = a f^b + c per node model and phase kind from sweeps.
 
     Power is scaled by the power at fmax, f in GHz (Wilkins eq. 2.2).  Prints
-    a, b, c, SSE, RMSE and R^2, and the frequency minimising energy within
-    --max-slowdown.  Rows need a frequency: the phase's freq_khz, a
+    a, b, c with their standard errors, SSE, RMSE = sqrt(SSE/(n-3)) (the
+    thesis' definition) and R^2, and the frequency minimising energy within
+    --max-slowdown.  Warns when the sweep cannot determine a to 10 %, with
+    the repetitions per frequency that would.  Rows need a frequency: the phase's freq_khz, a
     freq_khz tag (written by `joulestep tune`), or a fixed:R policy.
     """
     from . import studies
@@ -593,15 +595,32 @@ def dvfs(c: Ctx, where, kind, level, max_slowdown, save_path, node_model, since,
         raise click.ClickException(str(e)) from None
     finally:
         conn.close()
+    warnings = studies.dvfs_warnings(fits)
     _emit_frames(c, [("fits", fits, ["node_model", "kind", "a", "b", "c", "sse",
                                      "rmse", "r2", "n", "rec_freq_khz", "rec_ratio",
                                      "energy_saving", "slowdown", "error"],
                       "P(f)/P(fmax) = a f^b + c (f in GHz):")],
-                 {"max_slowdown": max_slowdown})
+                 {"max_slowdown": max_slowdown, "warnings": warnings})
+    _dvfs_se_text(c, fits, warnings)
     if save_path and c.fmt == "table":
         import json as _json
         click.echo(f"Wrote {save_path}: policy "
                    f"{_json.loads(policy)['policy']} (plugin: tuned=FILE, --energy-policy=tuned)")
+
+
+def _dvfs_se_text(c: Ctx, fits, warnings: list) -> None:
+    """Table format: each parameter's standard error and the warnings;
+    CSV: the warnings on stderr (JSON has them as "warnings")."""
+    if c.fmt == "table":
+        from .frames import frame_table
+        se = fits[[k for k in ("node_model", "kind", "se_a", "rel_se_a", "se_b",
+                               "se_c", "reps", "reps_needed") if k in fits.columns]]
+        click.echo("standard errors (rel_se_a = se_a/a; RMSE = sqrt(SSE/(n-3))):")
+        click.echo(frame_table(se))
+    import textwrap
+    for w in warnings:
+        click.echo(textwrap.fill(f"warning: {w}", 80, subsequent_indent="  ",
+                                 break_on_hyphens=False), err=c.fmt != "table")
 
 
 # ---------------------------------------------------------------- tune
