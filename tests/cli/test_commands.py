@@ -241,6 +241,7 @@ def test_config_example_is_valid(repo):
             s.job_gap_hours) == (d.co2_g_per_kwh, d.price_per_kwh, d.currency,
                                  None, None, d.job_gap_hours)
     assert str(s.spool) == "/var/spool/joulestep"
+    assert (s.node_overhead_w, s.node_factor, s.scope) == (None, None, "cpu+dram")
 
 
 def _se_truth(samples, fmax, a, b, c):

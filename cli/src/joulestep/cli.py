@@ -297,7 +297,8 @@ def report(c: Ctx, since, until, by, top, cluster):
     if c.fmt == "json":
         emit(to_json(r))
     elif c.fmt == "csv":
-        emit(to_csv(rep.REPORT_CSV_COLUMNS, r["groups"]))
+        emit(to_csv(rep.REPORT_CSV_COLUMNS,
+                    [{**g, "scope": r["scope"]} for g in r["groups"]]))
     else:
         from .render import report_text
         emit(report_text(r))

@@ -88,7 +88,7 @@ def job_text(s: dict) -> str:
         lines += ["", "Caveats:"]
         for c in s["caveats"]:
             lines += _wrap(f"- {c}", "  ")
-    lines += ["", "Per-phase kWh, CO2 and cost: --format json or csv."]
+    lines += [""] + _wrap(s["scope_note"] + "; per phase: --format json or csv.")
     return "\n".join(lines) + "\n"
 
 
@@ -122,4 +122,5 @@ def report_text(r: dict) -> str:
                      "-"])
     lines.append(table([r["by"].upper(), "JOBS", "STEPS", "ENERGY_J", "SHARE%",
                         "KWH", "COST", "AVG_W", "POLICY%"], rows))
+    lines += [""] + _wrap(r["scope_note"] + ".")
     return "\n".join(lines) + "\n"

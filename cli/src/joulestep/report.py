@@ -21,10 +21,13 @@ class QueryError(Exception):
 # --------------------------------------------------------------------------
 # derived figures
 
-def derive(cpu_uj, dram_uj, dur_ns, nbytes, settings: Settings) -> dict:
+def derive(cpu_uj, dram_uj, dur_ns, nbytes, settings: Settings,
+           node_ns=None) -> dict:
     """Energy/power/throughput/cost figures from raw counters.  All keys are
     always present; a figure that cannot be computed (e.g. energy not
-    measured: cpu_uj None) is None."""
+    measured: cpu_uj None) is None.  kWh, CO2 and cost have the site's
+    scope (Settings.scoped_j): RAPL CPU + DRAM, or a node estimate over
+    node_ns node-seconds (default dur_ns: one record is one node)."""
     dur = dur_ns / 1e9
     gib = None if nbytes is None else nbytes / GIB
     if cpu_uj is None:
@@ -35,7 +38,7 @@ def derive(cpu_uj, dram_uj, dur_ns, nbytes, settings: Settings) -> dict:
     cpu = cpu_uj / 1e6
     dram = None if dram_uj is None else dram_uj / 1e6
     total = cpu + (dram or 0.0)
-    kwh = total / 3.6e6
+    kwh = settings.scoped_j(total, (dur_ns if node_ns is None else node_ns) / 1e9) / 3.6e6
     return {
         "duration_s": dur,
         "energy_cpu_j": cpu,
@@ -180,8 +183,8 @@ def job_summary(conn: sqlite3.Connection, job_id: int, settings: Settings,
         "s.end_ns, s.duration_ns, s.energy_cpu_uj, s.energy_dram_uj, "
         "s.energy_total_uj, s.exit_code, s.wrap_uncertain, s.errors_json, "
         "s.backend, s.inside_step_pk, s.counted_cpu_uj, s.counted_dram_uj, "
-        "s.counted_total_uj FROM steps s JOIN nodes n ON n.node_pk = s.node_pk "
-        "WHERE s.job_pk = ?")
+        "s.counted_total_uj, s.counted_duration_ns FROM steps s "
+        "JOIN nodes n ON n.node_pk = s.node_pk WHERE s.job_pk = ?")
     phases_sql = (
         "SELECT p.step_pk, p.seq, p.kind, p.label, p.depth, p.parent_seq, "
         "p.duration_ns, p.freq_khz, p.energy_cpu_uj, p.energy_dram_uj, p.bytes, "
@@ -193,6 +196,7 @@ def job_summary(conn: sqlite3.Connection, job_id: int, settings: Settings,
 
     steps, caveats = [], []
     tot_cpu = tot_dram = tot_saving = 0.0
+    node_ns = 0               # counted node-seconds of measured steps
     unmeasured = nested = 0
     have_dram = False
     not_est = 0
@@ -206,7 +210,7 @@ def job_summary(conn: sqlite3.Connection, job_id: int, settings: Settings,
     for r in rows:
         (spk, step_id, het, node, node_model, ntasks, ncpus, excl, policy, base,
          st, en, dur, cpu, dram, total, exit_code, wrapu, errs, backend,
-         inside, ccpu, cdram, ctotal) = r
+         inside, ccpu, cdram, ctotal, cdur) = r
         d = {"step_id": step_id, "het_component": het, "node": node,
              "node_model": node_model, "policy": policy, "exclusive":
              None if excl is None else bool(excl), "ntasks": ntasks,
@@ -221,6 +225,7 @@ def job_summary(conn: sqlite3.Connection, job_id: int, settings: Settings,
         # another one on the same node is not added twice
         if ccpu is not None:
             tot_cpu += ccpu
+            node_ns += cdur or 0
         if cdram is not None:
             tot_dram += cdram
             have_dram = True
@@ -302,7 +307,8 @@ def job_summary(conn: sqlite3.Connection, job_id: int, settings: Settings,
             caveats.append(f"... and {len(pairs) - MAX_OVERLAP_CAVEATS} more "
                            f"pairs of steps on {node} that ran at the same time")
     totals = derive(tot_cpu, tot_dram if have_dram else None,
-                    sum(s["duration_s"] for s in steps) * 1e9, None, settings)
+                    sum(s["duration_s"] for s in steps) * 1e9, None, settings,
+                    node_ns)
     totals.pop("duration_s")
     totals.pop("avg_power_w")
     totals.pop("bytes"), totals.pop("gib_per_s"), totals.pop("j_per_gib")
@@ -319,6 +325,7 @@ def job_summary(conn: sqlite3.Connection, job_id: int, settings: Settings,
                                  "co2_g_per_kwh": settings.co2_g_per_kwh,
                                  "price_per_kwh": settings.price_per_kwh,
                                  "currency": settings.currency},
+            "scope": settings.scope, "scope_note": settings.scope_note(),
             "totals": totals, "steps": steps, "other_submissions": others,
             "caveats": caveats}
 
@@ -355,7 +362,7 @@ JOB_CSV_COLUMNS = [
     "level", "step_id", "het_component", "node", "policy", "seq", "kind",
     "label", "depth", "duration_s", "energy_cpu_j", "energy_dram_j",
     "energy_total_j", "avg_power_w", "bytes", "gib_per_s", "j_per_gib",
-    "freq_mhz", "kwh", "co2_g", "cost", "saving_j", "saving_pct",
+    "freq_mhz", "kwh", "co2_g", "cost", "scope", "saving_j", "saving_pct",
     "saving_status", "inside_step", "counted", "counted_energy_total_j"]
 
 
@@ -364,8 +371,8 @@ def job_rows(summary: dict) -> list[dict]:
     out = []
     for s in summary["steps"]:
         base = {"step_id": s["step_id"], "het_component": s["het_component"],
-                "node": s["node"], "policy": s["policy"]}
-        out.append({**s, "level": "step"})
+                "node": s["node"], "policy": s["policy"], "scope": summary["scope"]}
+        out.append({**s, "level": "step", "scope": summary["scope"]})
         for p in s["phases"]:
             out.append({**p, **base, "level": "phase"})
     return out
@@ -454,17 +461,19 @@ def report(conn: sqlite3.Connection, settings: Settings, by: str = "user",
     sql = (f"SELECT {gexpr} AS g, count(DISTINCT s.job_pk), count(*), "
            "sum(s.counted_cpu_uj), sum(s.counted_dram_uj), sum(s.counted_total_uj), "
            "sum(s.counted_duration_ns), sum(s.policy_active), "
-           "sum(s.counted_total_uj * s.policy_active) "
+           "sum(s.counted_total_uj * s.policy_active), "
+           "sum(CASE WHEN s.counted_total_uj IS NOT NULL "
+           "THEN s.counted_duration_ns END) "
            f"FROM steps s {joins} "
            + (f"WHERE {' AND '.join(where)} " if where else "")
            + "GROUP BY g")
     rows = conn.execute(sql, args + wargs).fetchall()
     grand = sum(r[5] or 0 for r in rows)
     groups = []
-    for g, jobs, steps, cpu, dram, tot, dur, pol_steps, pol_uj in rows:
+    for g, jobs, steps, cpu, dram, tot, dur, pol_steps, pol_uj, node_ns in rows:
         d = {"key": "(none)" if g is None else g, "jobs": jobs, "steps": steps}
         tot, pol_uj = tot or 0, pol_uj or 0
-        d.update(derive(cpu or 0, dram, dur or 0, None, settings))
+        d.update(derive(cpu or 0, dram, dur or 0, None, settings, node_ns or 0))
         d["energy_total_j"] = tot / 1e6
         d["step_seconds"] = d.pop("duration_s")
         for k in ("bytes", "gib_per_s", "j_per_gib"):
@@ -484,7 +493,8 @@ def report(conn: sqlite3.Connection, settings: Settings, by: str = "user",
     steps_n = sum(r[2] for r in rows)
     dram_all = [r[4] for r in rows if r[4] is not None]
     totals = derive(sum(r[3] or 0 for r in rows), sum(dram_all) if dram_all else None,
-                    sum(r[6] or 0 for r in rows), None, settings)
+                    sum(r[6] or 0 for r in rows), None, settings,
+                    sum(r[9] or 0 for r in rows))
     totals["energy_total_j"] = grand / 1e6
     totals["step_seconds"] = totals.pop("duration_s")
     for k in ("bytes", "gib_per_s", "j_per_gib"):
@@ -497,10 +507,11 @@ def report(conn: sqlite3.Connection, settings: Settings, by: str = "user",
         if grand else 0.0})
     return {"by": by, "since": _iso(since_ns), "until": _iso(until_ns),
             "cluster": cluster, "currency": settings.currency,
+            "scope": settings.scope, "scope_note": settings.scope_note(),
             "totals": totals, "top": groups[:top], "groups": groups}
 
 
 REPORT_CSV_COLUMNS = [
     "key", "jobs", "steps", "energy_cpu_j", "energy_dram_j", "energy_total_j",
-    "share_pct", "step_seconds", "avg_power_w", "kwh", "co2_g", "cost",
+    "share_pct", "step_seconds", "avg_power_w", "kwh", "co2_g", "cost", "scope",
     "policy_steps_pct", "policy_energy_pct"]
