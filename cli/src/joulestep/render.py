@@ -76,6 +76,7 @@ def job_text(s: dict) -> str:
         lines.append(table(["SEQ", "PHASE", "TIME_S", "CPU_J", "DRAM_J", "AVG_W",
                             "GIB", "GIB/S", "J/GIB", "MHZ", "SAVING"], rows,
                            right={0, 2, 3, 4, 5, 6, 7, 8, 9, 10}))
+    lines += _nested_phase_notes(s["steps"])
     notes = [st for st in s["steps"] if st.get("note")]
     if notes:
         lines += ["", "Steps inside other steps (RAPL measures the whole node;"
@@ -88,8 +89,34 @@ def job_text(s: dict) -> str:
         lines += ["", "Caveats:"]
         for c in s["caveats"]:
             lines += _wrap(f"- {c}", "  ")
-    lines += [""] + _wrap(s["scope_note"] + "; per phase: --format json or csv.")
+    lines += [""] + _wrap(s["scope_note"] + ". Per-phase kWh, CO2 and cost: "
+                          "--format json or csv.")
     return "\n".join(lines) + "\n"
+
+
+def _phase_name(p: dict) -> str:
+    return p["kind"] + (f":{p['label']}" if p["label"] else "")
+
+
+def _nested_phase_notes(steps: list) -> list[str]:
+    """Lines naming each phase marked inside another (indented above)."""
+    out = []
+    for st in steps:
+        by_seq = {p["seq"]: p for p in st["phases"]}
+        for p in st["phases"]:
+            outer = by_seq.get(p.get("inside_phase"))
+            if outer is None:
+                continue
+            own = outer.get("counted_energy_total_j")
+            out += _wrap(f"- step {st['step_id']} on {st['node']}: {_phase_name(p)} "
+                         f"(seq {p['seq']}) ran inside {_phase_name(outer)} (seq "
+                         f"{outer['seq']}): its energy is part of that phase's "
+                         f"{num(outer['energy_total_j'])} J"
+                         + (f", which adds only the other {num(own)} J" if own is not None
+                            else ""), "  ")
+    if out:
+        out = ["", "Phases inside other phases (counted once):"] + out
+    return out
 
 
 def report_text(r: dict) -> str:

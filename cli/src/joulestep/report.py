@@ -238,6 +238,7 @@ def job_summary(conn: sqlite3.Connection, job_id: int, settings: Settings,
             nested += 1
         phases, lowered = [], {}
         step_saving, step_status = 0.0, "base clock"
+        pcount = _phase_counts(phases_by_step.get(spk, []))
         for pr in phases_by_step.get(spk, []):
             (_, seq, kind, label, depth, parent, pdur, freq, pcpu, pdram,
              pbytes, nranks) = pr
@@ -250,6 +251,7 @@ def job_summary(conn: sqlite3.Connection, job_id: int, settings: Settings,
             pd.update(derive(pcpu, pdram, pdur, pbytes, settings))
             pd.update(estimate_saving(pcpu, pdram, freq, base, node_model, kind,
                                       models))
+            pd.update(pcount[seq])
             phases.append(pd)
             if pd["freq_lowered"]:
                 lowered[seq] = parent
@@ -328,6 +330,22 @@ def job_summary(conn: sqlite3.Connection, job_id: int, settings: Settings,
             "scope": settings.scope, "scope_note": settings.scope_note(),
             "totals": totals, "steps": steps, "other_submissions": others,
             "caveats": caveats}
+
+
+def _phase_counts(rows) -> dict:
+    """seq -> what each phase of one step adds to a sum over its phases
+    (nesting.count_phases: a phase inside another is part of its
+    measurement): counted_energy_{cpu,dram,total}_j, and inside_phase (the
+    seq of the phase it is in, or None)."""
+    ph = [nesting.Phase(r[1], r[1], r[5], r[2], r[6], r[8], r[9]) for r in rows]
+    out = {}
+    for seq, (c, _) in nesting.count_phases(ph).items():
+        out[seq] = {"inside_phase": c.inside,
+                    "counted_energy_cpu_j": None if c.cpu_uj is None else c.cpu_uj / 1e6,
+                    "counted_energy_dram_j": None if c.dram_uj is None else c.dram_uj / 1e6,
+                    "counted_energy_total_j":
+                        None if c.total_uj is None else c.total_uj / 1e6}
+    return out
 
 
 def _nesting_note(r, names: dict, inner) -> tuple[str, str | None]:
