@@ -225,7 +225,10 @@ def job(c: Ctx, jobid, cluster, first_seen_ns, submit_ns):
     fitted power model when one exists, else "not estimated").  Flags a node
     shared with other jobs.  A step inside another on the same node (srun
     inside batch) is shown with its own energy but added to the job's total
-    once (docs/cli.md, steps inside other steps).
+    once (docs/cli.md, steps inside other steps); so is a phase inside
+    another phase.  kWh, CO2 and cost cover CPU + DRAM (RAPL), or the whole
+    node when the site sets node_overhead_w or node_factor; the output says
+    which.
     """
     from . import report as rep
     from .output import to_csv, to_json
@@ -278,7 +281,8 @@ def report(c: Ctx, since, until, by, top, cluster):
     A step counts in the period when it started in [--since, --until).
     Policy adoption is the share of steps (and of energy) that ran under a
     frequency policy other than none.  A step inside another on the same
-    node (srun inside batch) is counted once.
+    node (srun inside batch) is counted once.  kWh, CO2 and cost cover CPU
+    + DRAM (RAPL), or a node estimate (site node_overhead_w or node_factor).
     """
     from . import report as rep
     from .output import to_csv, to_json
@@ -390,6 +394,8 @@ def compare(c: Ctx, by, where, what, scaling, baseline, error_bound, since, unti
     run time, average power and per-node mean/min/max/std per approach
     (Dorier Table 2).  dump: compress and write energy per compressor and
     error bound vs a raw write, and policy vs base clock (Wilkins Fig. 2.6).
+    A phase marked inside another (a flush inside its checkpoint) is counted
+    once: local = checkpoint - flush, total = the enclosing measurement.
     """
     from . import studies
     since_ns, until_ns = _period(since, until)
