@@ -22,7 +22,8 @@ PAPI_SONAME = $(or $(shell objdump -p "$$($(CC) -print-file-name=libpapi.so)" 2>
 
 DEB_PKGS := build-essential pkg-config libpowercap-dev powercap-utils libpapi-dev \
             papi-tools libjansson-dev libcmocka-dev slurmctld slurmd slurm-client \
-            libslurm-dev munge sqlite3 python3-venv python3-dev util-linux procps strace
+            libslurm-dev munge sqlite3 python3-venv python3-dev util-linux procps strace \
+            openmpi-bin libopenmpi-dev
 
 ACCT_SRC := $(wildcard accounting/src/*.c)
 ACCT_OBJ := $(ACCT_SRC:%.c=$(B)/obj/%.o)
@@ -37,12 +38,17 @@ CLIENT_SO := $(if $(CLIENT_SRC),$(B)/lib/libjoulestep-client.so)
 PHASE_BIN := $(if $(wildcard spank/client/joulestep-phase.c),$(B)/bin/joulestep-phase)
 BENCH_SRC := $(wildcard bench/*.c)
 BENCH_BIN := $(patsubst bench/%.c,$(B)/bench/%,$(BENCH_SRC))
+# MPI benchmarks (bench/ckpt, bench/damaris; docs/experiments.md), built with
+# Open MPI's wrapper from Debian (openmpi-bin, libopenmpi-dev: `make deps`),
+# linked to libjoulestep-client (found via $$ORIGIN/../lib).
+MPICC ?= mpicc
+MPI_BENCH := $(B)/bench/js-ckpt $(B)/bench/js-damaris
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_BIN := $(patsubst tests/unit/%.c,$(B)/tests/%,$(UNIT_SRC))
 HDRS := $(wildcard accounting/include/joulestep/*.h accounting/src/*.h spank/*.h spank/client/*.h)
 
 .PHONY: all deps test test-unit test-py bench demo install clean
-all: $(ACCT_LIB) $(TOOLS) $(SPANK_SO) $(CLIENT_SO) $(PHASE_BIN) $(UNIT_BIN) $(BENCH_BIN)
+all: $(ACCT_LIB) $(TOOLS) $(SPANK_SO) $(CLIENT_SO) $(PHASE_BIN) $(UNIT_BIN) $(BENCH_BIN) $(MPI_BENCH)
 
 $(B)/obj/%.o: %.c $(HDRS)
 	@mkdir -p $(dir $@)
@@ -81,9 +87,17 @@ $(B)/bench/%: bench/%.c $(ACCT_LIB) $(HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Iaccounting/src $< -o $@ $(ACCT_LIB) $(LDLIBS_ACCT) -ljansson
 
+$(B)/bench/js-ckpt: bench/ckpt/ckpt.c
+$(B)/bench/js-damaris: bench/damaris/damaris.c
+$(MPI_BENCH): bench/common/jsbench.h $(CLIENT_SO) $(HDRS)
+	@mkdir -p $(dir $@)
+	@command -v $(MPICC) >/dev/null || { echo "$(MPICC) not found: run make deps (openmpi)"; exit 1; }
+	OMPI_CC=$(CC) $(MPICC) $(CFLAGS) -Ibench/common $(filter %.c,$^) -o $@ -L$(B)/lib -ljoulestep-client \
+	  -Wl,-rpath,'$$ORIGIN/../lib' -lm
+
 # ---------------------------------------------------------------------------
 deps: $(B)/.deps-ok
-$(B)/.deps-ok: Makefile cli/pyproject.toml
+$(B)/.deps-ok: Makefile cli/pyproject.toml bench/dump/requirements.txt
 	@missing=""; for p in $(DEB_PKGS); do \
 	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "ok installed" || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
@@ -94,6 +108,7 @@ $(B)/.deps-ok: Makefile cli/pyproject.toml
 	fi
 	@[ -x $(VENV)/bin/python ] || $(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q --disable-pip-version-check -e 'cli[test]'
+	bench/dump/venv.sh $(B)/dump-venv  # the dump jobs' Python (SZ3, ZFP): any user may run it
 	@mkdir -p $(B) && touch $@
 
 test: deps all

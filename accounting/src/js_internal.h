@@ -68,7 +68,7 @@ int js_read_counter_fd(int fd, uint64_t max_uj, uint64_t *out_uj);
 void js_open_why(char *why, size_t whylen, int rc, const char *what);
 /* One reading of every zone of e through fds[i]; returns the first error. */
 int js_read_counters(const struct js_energy *e, const int *fds, uint64_t *raw_uj, int *err);
-/* Write a whole string into an existing file (O_WRONLY|O_TRUNC). */
+/* Write a whole string into an existing file, in place (never empty in between). */
 int js_write_file(const char *path, const char *s);
 /* Write into <sysfs_root>/devices/system/cpu/cpuN/cpufreq/<file>. */
 int js_cpufreq_write(const char *sysfs_root, int cpu, const char *file, const char *val);

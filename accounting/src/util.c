@@ -1,8 +1,11 @@
 /* Small file and formatting helpers. Every fd is O_CLOEXEC. */
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/magic.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include "js_internal.h"
@@ -113,17 +116,26 @@ int js_write_file(const char *path, const char *s)
 	size_t len = strlen(s);
 	ssize_t n;
 	int rc = 0;
-	int fd = open(path, O_WRONLY | O_TRUNC | O_CLOEXEC);
+	/* No O_TRUNC: on a tree of regular files (a fake or test sysfs) it leaves
+	 * the file empty until write() runs, and a concurrent reader sees "". The
+	 * value is written in place and a longer old value cut off after; sysfs
+	 * ignores the offset, and is never truncated. */
+	int fd = open(path, O_WRONLY | O_CLOEXEC);
+	struct statfs fs;
+	struct stat st;
 
 	if (fd < 0)
 		return -errno;
 	do {
-		n = write(fd, s, len);
+		n = pwrite(fd, s, len, 0);
 	} while (n < 0 && errno == EINTR);
 	if (n < 0)
 		rc = -errno;
 	else if ((size_t)n != len)
 		rc = -EIO;
+	else if (fstatfs(fd, &fs) == 0 && fs.f_type != SYSFS_MAGIC && fstat(fd, &st) == 0 &&
+		 S_ISREG(st.st_mode) && st.st_size > (off_t)len && ftruncate(fd, (off_t)len) < 0)
+		rc = -errno;
 	if (close(fd) < 0 && rc == 0)
 		rc = -errno;
 	return rc;

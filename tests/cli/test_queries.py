@@ -92,28 +92,30 @@ def _add_model(db, a, b, c, alpha):
 
 
 def test_job_saving_from_power_model(loaded, db):
-    # P(f) = 1*f^1 + 0: power halves at 1.2 GHz vs the 2.4 GHz base; same
-    # duration assumed.  Checkpoint: base = 20*2 + 4 = 44 J, measured 24 J.
+    # P(f) = 1*f^1 + 0: power (CPU + DRAM, what `model dvfs` fits) halves at
+    # 1.2 GHz vs the 2.4 GHz base; same duration assumed.  Checkpoint: base
+    # = (20 + 4)*2 = 48 J, measured 24 J.
     _add_model(db, 1.0, 1.0, 0.0, None)
     s = jrun(loaded, "job", 42, *ALICE)
     s0 = s["steps"][0]
     ck, fl = s0["phases"][1], s0["phases"][2]
-    assert ck["saving_j"] == approx(20.0)
-    assert ck["saving_pct"] == approx(100 * 20 / 44)
+    assert ck["saving_j"] == approx(24.0)
+    assert ck["saving_pct"] == approx(50.0)
+    assert ck["saving_basis"] == "cpu+dram" and ck["saving_vs"] == "original clock"
     assert ck["saving_status"] == "estimated (same duration assumed)"
     assert ck["saving_model"] == "fake-acpi-2x2/*"
-    assert fl["saving_j"] == approx(6.0)          # 6*2 + 2 - 8
-    # the nested flush is inside the checkpoint: the step counts 20 J, not 26
-    assert s0["saving_status"] == "estimated" and s0["saving_j"] == approx(20.0)
-    assert s["totals"]["saving_j"] == approx(20.0)
+    assert fl["saving_j"] == approx(8.0)          # (6 + 2)*2 - 8
+    # the nested flush is inside the checkpoint: the step counts 24 J, not 32
+    assert s0["saving_status"] == "estimated" and s0["saving_j"] == approx(24.0)
+    assert s["totals"]["saving_j"] == approx(24.0)
 
 
 def test_job_saving_with_slowdown(loaded, db):
-    # alpha = 1: fully clock-bound, t(1.2)=2 t(2.4): base = 20*2*0.5 + 4*0.5
-    # = 22 J, so lowering the clock cost 2 J.
+    # alpha = 1: fully clock-bound, t(1.2)=2 t(2.4): base = (20 + 4)*2*0.5
+    # = 24 J: power halved, time doubled, nothing saved.
     _add_model(db, 1.0, 1.0, 0.0, 1.0)
     s0 = jrun(loaded, "job", 42, *ALICE)["steps"][0]
-    assert s0["phases"][1]["saving_j"] == approx(-2.0)
+    assert s0["phases"][1]["saving_j"] == approx(0.0)
     assert s0["phases"][1]["saving_status"] == "estimated"
 
 

@@ -44,7 +44,7 @@ def test_units_in_column_names(tmp_path):
             words = c.split("_")
             if any(w in words for w in ("energy", "time", "start", "end",
                                         "duration", "freq")) \
-                    and c != "freq_min_ratio":
+                    and c not in ("freq_min_ratio", "freq_control"):  # not quantities
                 assert c.endswith(("_uj", "_ns", "_khz")), f"{table}.{c} has no unit"
 
 
@@ -185,10 +185,12 @@ def test_failed_migration_leaves_v1_and_foreign_keys(repo, tmp_path, monkeypatch
     for f in (repo / "sql").glob("*.sql"):
         (bad / f.name).write_text(f.read_text())
     monkeypatch.setattr(store, "SQL_DIR", bad)
-    for sql, err in (("PRAGMA user_version = 2;", "did not set user_version = 3"),
+    nxt = store.latest_version() + 1
+    for sql, err in ((f"PRAGMA user_version = {nxt - 1};",
+                      f"did not set user_version = {nxt}"),
                      # foreign keys are off while migrating: the check catches it
-                     ("PRAGMA user_version = 3;", "rows without their parent")):
-        (bad / "003_broken.sql").write_text(f"DELETE FROM jobs;\n{sql}\n")
+                     (f"PRAGMA user_version = {nxt};", "rows without their parent")):
+        (bad / f"{nxt:03d}_broken.sql").write_text(f"DELETE FROM jobs;\n{sql}\n")
         with pytest.raises(store.StoreError, match=err):
             store.connect(v1)
         assert v1.read_bytes() == before

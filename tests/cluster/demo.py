@@ -1,15 +1,29 @@
-"""`make demo`: joulestep end to end on a real (single-node) Slurm cluster.
+"""`make demo`: joulestep end to end on a private two-node Slurm cluster.
 
-Stages: fake RAPL/cpufreq hardware in live mode -> Slurm with the freshly built
-SPANK plugin -> a few bundled jobs (tests/cluster/jobs/) -> `joulestep ingest`
-and `joulestep report --by tag:strategy` -> teardown. Runs as root on a fresh
-machine after `make deps all`; everything lives under /run/joulestep-test/demo-*.
+1. checks the build products;
+2. picks the hardware: this host's RAPL counters when root can read them, else one
+   fake RAPL/cpufreq tree per node in live mode, where a lowered clock costs time
+   (tests/fakehw/README.md, "Clock costs time");
+3. starts munged, slurmctld and two slurmd with the freshly built plugin;
+4. runs a short version of each experiment of docs/experiments.md under monitor and
+   under the matching DVFS policy: checkpointing (VELOC-like vs GenericIO-like,
+   monitor vs ckpt-dvfs), the Damaris I/O approaches (TP, DC, DN), compressed dumps
+   (SZ3, ZFP, raw; monitor vs io-dvfs);
+5. runs a `joulestep tune` sweep, fits it, installs the tuned policy and runs a job
+   under it beside the same job under monitor;
+6. ingests and prints the `compare` tables, one `joulestep job` summary with its
+   saving and what-if estimates, and the site `report`;
+7. writes the plots into a folder it names, and stops everything.
+
+Runs as root after `make deps all`; everything lives under /run/joulestep-test/demo-*.
 """
 from __future__ import annotations
 
-import json
+import argparse
 import os
 import pathlib
+import re
+import shutil
 import subprocess
 import sys
 import time
@@ -20,21 +34,41 @@ BUILD = REPO / "build"
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(REPO / "tests" / "fakehw"))
 
+import fakehw  # noqa: E402
 from harness import Cluster, ClusterError, ensure_user, make_workdir  # noqa: E402
 
 USER = "jsuser"
 PLUGIN = BUILD / "spank" / "joulestep.so"
-PHASE = BUILD / "bin" / "joulestep-phase"
-FAKEHW = REPO / "tests" / "fakehw" / "fakehw.py"
-VENV_CLI = REPO / ".venv" / "bin" / "joulestep"
-MAX_PKG_UJ = 262143328850  # package zones' max_energy_range_uj in the fake tree
+CLI = REPO / ".venv" / "bin" / "joulestep"
+NEEDED = [PLUGIN, BUILD / "bin" / "joulestep-phase", BUILD / "bench" / "js-ckpt",
+          BUILD / "bench" / "js-damaris", BUILD / "dump-venv" / "bin" / "python", CLI]
+REAL_RAPL = pathlib.Path("/sys/class/powercap/intel-rapl:0/energy_uj")
+FMAX, FMIN = 2400000, 800000
+SWEEP = [2400000, 2000000, 1600000, 1200000]
+SWEEP_REPS = 2
 
-# (job script, job name, policy, strategy tag, extra environment)
-JOBS = [
-    ("compute.sh", "compute", "monitor", "compute-only", {"JS_SECONDS": "3"}),
-    ("checkpoint.sh", "ckpt-base", "monitor", "ckpt-baseline", {}),
-    ("checkpoint.sh", "ckpt-dvfs", "io-dvfs", "ckpt-io-dvfs", {}),
-]
+# The short versions of the experiments (docs/experiments.md), as bench/jobs/submit.sh
+# submits them: (experiment, its settings).
+MPI_SIZES = {"JS_SBATCH_ARGS": "-O", "JS_RANKS": "2", "JS_SIZE": "32M", "JS_REPS": "2",
+             "JS_COMPUTE_MS": "300", "JS_NODES": "2", "JS_PPN": "2", "JS_ITERS": "20",
+             "JS_GRID": "48x48x48", "JS_VARS": "2"}
+DUMP_SIZES = {"DUMP_SIZE": "128", "DUMP_REPS": "3", "DUMP_COMPRESSORS": "sz zfp",
+              "DUMP_BOUNDS": "1e-2 1e-4"}
+
+# A write phase bound by its storage device: per 50 ms block, 5 ms of CPU time to
+# prepare the data, then the wait for the device, by polling (as MPI-IO progress and
+# many drivers do), until the block's device time is over. A lower clock stretches
+# only the CPU part; the run time is the device's. What `tune` sweeps and the tuned
+# policy lowers.
+IO_WORK = """import sys, time
+for _ in range(int(sys.argv[1])):
+    end = time.monotonic() + 0.05
+    t = time.process_time()
+    while time.process_time() - t < 0.005:
+        pass
+    while time.monotonic() < end:
+        pass
+"""
 
 _stage = 0
 
@@ -42,181 +76,264 @@ _stage = 0
 def header(title: str):
     global _stage
     _stage += 1
-    print(f"\n=== [{_stage}] {title} " + "=" * max(3, 66 - len(title)), flush=True)
+    print(f"\n=== [{_stage}] {title} " + "=" * max(3, 70 - len(title)), flush=True)
 
 
-def show(res: subprocess.CompletedProcess, label: str):
+def show(res: subprocess.CompletedProcess, label: str, tail: int | None = None):
     print(f"$ {label}  (exit {res.returncode})")
     for stream in (res.stdout, res.stderr):
         if stream and stream.strip():
-            print("  " + stream.rstrip().replace("\n", "\n  "))
+            lines = stream.rstrip().splitlines()
+            if tail and len(lines) > tail:
+                lines = [f"... ({len(lines) - tail} lines above)"] + lines[-tail:]
+            print("  " + "\n  ".join(lines))
+    sys.stdout.flush()
 
 
-def start_fakehw(root: pathlib.Path, log: pathlib.Path) -> subprocess.Popen:
-    subprocess.run([sys.executable, str(FAKEHW), "create", str(root)], check=True,
-                   stdin=subprocess.DEVNULL)
-    pidfile = root.parent / "fakehw.pid"
-    with open(log, "ab") as out:
-        proc = subprocess.Popen([sys.executable, str(FAKEHW), "serve", str(root), "--tick-ms", "20",
-                                 "--pidfile", str(pidfile)], stdin=subprocess.DEVNULL,
-                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-    deadline = time.monotonic() + 15
-    while not pidfile.exists():
-        if proc.poll() is not None or time.monotonic() > deadline:
-            raise RuntimeError(f"fakehw serve did not start:\n{log.read_text(errors='replace')}")
-        time.sleep(0.05)
-    return proc
+class Demo:
+    def __init__(self, workdir: pathlib.Path, throttle: bool):
+        self.workdir = workdir
+        self.throttle = throttle
+        self.db = workdir / "joulestep.db"
+        self.plots = workdir / "plots"
+        self.spool = workdir / "spool"
+        self.tuned = workdir / "etc" / "tuned.json"
+        self.cluster: Cluster | None = None
+        self.hw: dict = {}
+        self.failed = []
+        self.jobs: dict = {}  # experiment -> [job ids]
+
+    # ------------------------------------------------------------- setup
+    def build_products(self) -> bool:
+        header("Build products")
+        ok = True
+        for p in NEEDED:
+            print(f"  {'found  ' if p.exists() else 'MISSING'} {p.relative_to(REPO)}")
+            ok &= p.exists()
+        if not ok:
+            print("  run `make deps all` first (make demo does)")
+        return ok
+
+    def hardware(self, nodes: list[str]) -> str:
+        """sysfs root per node: this host's /sys where RAPL is readable, else fake trees."""
+        header("Hardware")
+        try:
+            int(REAL_RAPL.read_text())
+            print(f"  this host's RAPL counters are readable ({REAL_RAPL}): the jobs are")
+            print("  measured on real hardware; both Slurm nodes share this host's packages")
+            return "/sys"
+        except (OSError, ValueError):
+            pass
+        print(f"  no readable RAPL counters on this host ({REAL_RAPL}): simulated hardware,")
+        print(f"  one fake RAPL + cpufreq tree per node (1 package, {FMIN // 1000}-{FMAX // 1000} MHz),")
+        print("  live mode: energy follows the jobs' real CPU use"
+              + (", and a lowered clock costs time" if self.throttle else " (--no-throttle)"))
+        root = self.workdir / "hw"
+        root.mkdir(mode=0o755)
+        for n in nodes:
+            fakehw.create(str(root / n), packages=1, cpus_per_package=self.cluster.cpus,
+                          fmax_khz=FMAX, fmin_khz=FMIN)
+            log = self.workdir / f"fakehw-{n}.log"
+            self.cluster.serve_fakehw(root / n, tick_ms=20, throttle=self.throttle, log=log)
+            for line in log.read_text(errors="replace").splitlines():
+                if line.startswith("fakehw:"):
+                    print(f"  {n}: {line}")
+            self.hw[n] = root / n
+        return str(root / "%n")
+
+    def start(self):
+        header("Slurm cluster: munged, slurmctld, slurmd on node1 and node2")
+        ensure_user(USER)
+        self.cluster = Cluster(self.workdir / "cluster", nodes=2)
+        self.cluster.start()
+        sysfs = self.hardware(self.cluster.nodes)
+        self.plugstack = {"spool": self.spool, "state": self.workdir / "state" / "%n",
+                          "sysfs": sysfs, "socket_dir": self.workdir / "sock" / "%n",
+                          "backend": "sysfs", "sample_ms": 200, "cluster": "demo"}
+        self.cluster.write_plugstack(PLUGIN, self.plugstack)
+        self.cluster.restart_slurmd()  # the job prolog/epilog are read at slurmd start
+        c = self.cluster
+        print(f"  SLURM_CONF={c.conf}  task plugin {c.task_plugin}, {c.cpus} CPU(s) per node")
+        print("  plugstack.conf: " + c.plugstack.read_text().splitlines()[-1])
+        show(c.run(["sinfo", "-N"]), "sinfo -N")
+        self.pub = {"build": c.public_path(BUILD), "bench": c.public_path(REPO / "bench"),
+                    "cli": c.public_path(REPO / "cli" / "src")}
+        self.home = c.user_dir(USER)
+
+    # ------------------------------------------------------------- jobs
+    def _env(self, extra: dict) -> list[str]:
+        base = {"JS_BENCH": self.pub["build"] / "bench", "JS_PFS": self.home / "pfs",
+                "JS_OUT": self.home / "out", "JS_REPO": self.pub["bench"].parent,
+                "DUMP_PYTHON": self.pub["build"] / "dump-venv" / "bin" / "python",
+                "PATH": f"{self.pub['build'] / 'bin'}:/usr/bin:/bin"}
+        return ["env"] + [f"{k}={v}" for k, v in {**base, **extra}.items()]
+
+    def submit_experiment(self, exp: str):
+        script = self.pub["bench"] / "jobs" / "submit.sh"
+        res = self.cluster.run([*self._env(MPI_SIZES), "sh", script, exp], user=USER, timeout=120)
+        ids = re.findall(r"^Submitted batch job (\d+)$", res.stdout, re.M)
+        print(f"  {exp}: {len(ids)} jobs ({', '.join(ids) or 'none'})"
+              + ("" if res.returncode == 0 else f"; submit.sh failed: {res.stderr.strip()}"))
+        self.jobs[exp] = ids
+
+    def submit_dump(self):
+        script = self.pub["bench"] / "jobs" / "dump-policy.sh"
+        exports = ",".join(["ALL"] + [a for a in self._env(DUMP_SIZES)[1:] if "=" in a])
+        res, job = self.cluster.sbatch(script.read_text(), user=USER,
+                                       args=["-n1", "--job-name=dump-policy", f"--export={exports}"])
+        print(f"  dump-policy: job {job} (SZ3, ZFP at 1e-2 and 1e-4, raw; monitor and io-dvfs)"
+              if job else f"  dump-policy: sbatch failed: {res.stderr.strip()}")
+        self.jobs["dump-policy"] = [job] if job else []
+
+    def wait_all(self, exps, timeout=400):
+        for exp in exps:
+            for job in self.jobs.get(exp, []):
+                state = self.cluster.wait_job(job, timeout=timeout)
+                if state != "COMPLETED":
+                    self.failed.append(f"job {job} ({exp}) {state}")
+                    print(f"  job {job} ({exp}) {state}:\n    "
+                          + self.cluster.job_output(job).strip().replace("\n", "\n    "))
+            if not self.jobs.get(exp):
+                self.failed.append(f"{exp}: no jobs")
+        self.cluster.wait_idle()
+
+    def experiments(self):
+        header("Experiments: short versions, under monitor and the matching DVFS policy")
+        t0 = time.monotonic()
+        for exp in ("ckpt-dvfs", "damaris-approaches"):
+            self.submit_experiment(exp)
+        self.submit_dump()
+        self.wait_all(("ckpt-dvfs", "damaris-approaches", "dump-policy"))
+        print(f"  all done in {time.monotonic() - t0:.0f} s")
+
+    # ------------------------------------------------------------- tune
+    def cli(self, *args, label=None, tail=None, check=True) -> subprocess.CompletedProcess:
+        argv = [str(CLI), "--db", str(self.db), *map(str, args)]
+        try:
+            res = subprocess.run(argv, capture_output=True, text=True, stdin=subprocess.DEVNULL,
+                                 timeout=300)
+        except (OSError, subprocess.TimeoutExpired) as e:
+            res = subprocess.CompletedProcess(argv, 127, "", str(e))
+        show(res, label or "joulestep " + " ".join(map(str, args)), tail)
+        if check and res.returncode != 0:
+            self.failed.append("joulestep " + " ".join(map(str, args)))
+        return res
+
+    def tune(self):
+        header("tune: sweep a write phase, fit it, install the tuned policy")
+        work = self.workdir / "io_work.py"
+        work.write_text(IO_WORK)
+        os.chmod(work, 0o644)
+        script = self.workdir / "sweep.sh"
+        self.cli("tune", "--freqs", ",".join(map(str, SWEEP)), "--reps", SWEEP_REPS,
+                 "--kind", "write", "--name", "demo-sweep", "--time", "00:10:00", "-o", script,
+                 "--", "python3", work, 12)
+        res, job = self.cluster.sbatch(script.read_text(), user=USER,
+                                       args=["-w", self.cluster.nodes[0],
+                                             f"--export=ALL,PATH={self.pub['build'] / 'bin'}:/usr/bin:/bin"])
+        if job is None:
+            self.failed.append("sweep: sbatch failed")
+            return show(res, "sbatch sweep.sh")
+        print(f"  sweep: job {job}, {len(SWEEP)} clocks x {SWEEP_REPS} repetitions, "
+              f"{SWEEP[-1] // 1000}-{SWEEP[0] // 1000} MHz")
+        self.jobs["sweep"] = [job]
+        self.wait_all(("sweep",))
+        time.sleep(1)  # the last step's record
+        self.cli("ingest", self.spool)
+        self.tuned.parent.mkdir(mode=0o755, exist_ok=True)
+        tmp = self.workdir / "tuned.json.new"
+        self.cli("model", "dvfs", "--where", "sweep=demo-sweep", "--kind", "write", "--save", tmp)
+        if tmp.exists():
+            shutil.copyfile(tmp, self.tuned)  # root-owned 0644: what the plugin accepts
+            os.chmod(self.tuned, 0o644)
+            print(f"  installed {self.tuned} (root:root 0644); plugstack: tuned={self.tuned}")
+            self.cluster.write_plugstack(PLUGIN, {**self.plugstack, "tuned": self.tuned})
+
+    def tuned_jobs(self):
+        header("The same write-heavy job under monitor and under the tuned policy")
+        step = (f"joulestep-phase begin compute solve; python3 -c 'x=sum(i*i for i in range(3000000))'; "
+                f"joulestep-phase end; joulestep-phase begin write out; "
+                f"python3 {self.workdir / 'io_work.py'} 30; joulestep-phase end")
+        for policy in ("monitor", "tuned"):
+            text = f"#!/bin/sh\nsrun -n1 sh -c \"{step}\"\n"
+            res, job = self.cluster.sbatch(text, user=USER, args=[
+                "-n1", "-w", self.cluster.nodes[0], f"--job-name=app-{policy}",
+                f"--energy-policy={policy}", "--energy-tag=app=writer",
+                f"--export=ALL,PATH={self.pub['build'] / 'bin'}:/usr/bin:/bin"])
+            print(f"  {policy}: job {job}" if job else f"  {policy}: {res.stderr.strip()}")
+            self.jobs[f"app-{policy}"] = [job] if job else []
+        self.wait_all(("app-monitor", "app-tuned"))
+
+    # ------------------------------------------------------------- reports
+    def reports(self):
+        header("ingest, then compare (checkpointing, TP/DC/DN, dumps)")
+        time.sleep(1)
+        self.cli("ingest", self.spool)
+        self.cli("compare", "--what", "checkpoint", "--by", "tag:config", "--where", "exp=ckpt-dvfs",
+                 "--where", "policy=monitor")
+        self.cli("compare", "--what", "checkpoint", "--by", "policy", "--where", "exp=ckpt-dvfs",
+                 "--where", "config=veloc-dram")
+        self.cli("compare", "--what", "io", "--by", "tag:approach", "--where", "exp=damaris-approaches")
+        self.cli("compare", "--what", "dump", "--by", "dump", "--error-bound", "tag:eb",
+                 "--where", f"field=gen{DUMP_SIZES['DUMP_SIZE']}")
+        self.cli("compare", "--what", "phases", "--by", "policy", "--where", "app=writer")
+        header("joulestep job: a monitor job, with its what-if estimates")
+        mon = (self.jobs.get("app-monitor") or [None])[0]
+        if mon:
+            self.cli("job", mon, "--tuned", self.tuned)
+        tuned = (self.jobs.get("app-tuned") or [None])[0]
+        if tuned:
+            self.cli("job", tuned, label=f"joulestep job {tuned}   (the same job under tuned)")
+        header("Site report, and what io-dvfs would have saved")
+        self.cli("report", "--by", "user")
+        self.cli("report", "--by", "tag:exp")
+        self.cli("report", "--what-if", "io-dvfs", "--by", "user")
+
+    def plot(self):
+        header(f"Plots in {self.plots}")
+        self.plots.mkdir(exist_ok=True)
+        for fig, args in (("io", ["--where", "exp=damaris-approaches"]),
+                          ("dumps", ["--by", "tag:dump", "--where", "policy=monitor",
+                                    "--where", f"field=gen{DUMP_SIZES['DUMP_SIZE']}"]),
+                          ("power", ["--kind", "write", "--where", "sweep=demo-sweep"])):
+            self.cli("plot", fig, self.plots / f"{fig}.png", *args, check=False)
+
+    def stop(self):
+        header("Teardown")
+        if self.cluster:
+            self.cluster.stop()
+            print("  cluster and fake hardware stopped; nothing left running")
+        print(f"  files kept in {self.workdir}: database {self.db.name}, spool/, plots/, cluster/log/")
 
 
-def package_energy_uj(root: pathlib.Path) -> dict:
-    zones = {}
-    base = root / "devices" / "virtual" / "powercap" / "intel-rapl"
-    for z in sorted(base.glob("intel-rapl:*")):
-        zones[(z / "name").read_text().strip()] = int((z / "energy_uj").read_text())
-    return zones
-
-
-def summarize_record(path: pathlib.Path):
-    """One line per step and phase, straight from the plugin's JSON record."""
-    try:
-        rec = json.loads(path.read_text())
-        st = rec["step"]
-        tags = ",".join(f"{k}={v}" for k, v in (rec.get("job", {}).get("tags") or {}).items())
-        print(f"    step {st['step_id']:<6} policy={st.get('policy')} {tags} "
-              f"{st['duration_ns'] / 1e9:.2f} s  cpu {st['energy_cpu_uj'] / 1e6:.2f} J  "
-              f"dram {st['energy_dram_uj'] / 1e6:.2f} J")
-        for ph in rec.get("phases") or []:
-            freq = f"{ph['freq_khz'] / 1e6:.1f} GHz" if ph.get("freq_khz") else "base clock"
-            print(f"      {'  ' * ph.get('depth', 0)}{ph['kind']}/{ph.get('label') or '-'}: "
-                  f"{ph['duration_ns'] / 1e9:.2f} s at {freq}, cpu {ph['energy_cpu_uj'] / 1e6:.2f} J"
-                  + (f", {ph['bytes']} bytes" if ph.get("bytes") is not None else ""))
-        errors = rec.get("provenance", {}).get("errors") or []
-        for e in errors:
-            print(f"      error: {e}")
-    except (ValueError, KeyError, TypeError, OSError) as e:
-        print(f"    (cannot summarize: {e})")
-
-
-def main() -> int:
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description="joulestep demo on a private Slurm cluster")
+    ap.add_argument("--no-throttle", action="store_true",
+                    help="the fake clock costs no time (by default a job's processes run at "
+                         "their fake CPU's clock ratio of full speed)")
+    opts = ap.parse_args(argv)
     if os.geteuid() != 0:
         print("make demo must run as root (it starts slurmctld, slurmd and munged)", file=sys.stderr)
         return 2
-    workdir = make_workdir("demo-")
-    dirs = {k: workdir / k for k in ("spool", "state", "sock")}
-    for d in dirs.values():
-        d.mkdir()
-        os.chmod(d, 0o755)
-    hw_root = workdir / "fakehw"
-    db = workdir / "joulestep.db"
-    fakehw = cluster = None
-    rc = 0
+    t0 = time.monotonic()
+    demo = Demo(make_workdir("demo-"), throttle=not opts.no_throttle)
     try:
-        header("Build products")
-        for p in (PLUGIN, PHASE, VENV_CLI):
-            print(f"  {'found  ' if p.exists() else 'MISSING'} {p.relative_to(REPO)}")
-        if not PLUGIN.exists():
-            print("  (the jobs run without the plugin: no energy records will be written)")
-
-        header("Fake hardware (live mode, 20 ms ticks)")
-        fakehw = start_fakehw(hw_root, workdir / "fakehw.log")
-        print(f"  tree: {hw_root}")
-        time.sleep(0.3)
-        for name, uj in package_energy_uj(hw_root).items():
-            print(f"  {name:<12} energy_uj={uj}")
-
-        header("Slurm cluster (munged, slurmctld, slurmd)")
-        ensure_user(USER)
-        args = {"spool": dirs["spool"], "state": dirs["state"], "sysfs": hw_root,
-                "socket_dir": dirs["sock"], "cluster": "demo"}
-        cluster = Cluster(workdir / "cluster", plugin_so=PLUGIN if PLUGIN.exists() else None,
-                          plugstack_args=args)
-        cluster.start()
-        print(f"  up: SLURM_CONF={cluster.conf}  task plugin {cluster.task_plugin}")
-        print("  plugstack.conf: " + (cluster.plugstack.read_text().splitlines()[-1]))
-        show(cluster.run(["sinfo"]), "sinfo")
-
-        header("Jobs")
-        jobs_dir = cluster.public_path(HERE / "jobs")
-        phase = ""
-        if PHASE.exists():  # bin/ and lib/ side by side: the tool finds its library via $ORIGIN/../lib
-            if (BUILD / "lib").exists():
-                cluster.public_path(BUILD / "lib")
-            phase = cluster.public_path(BUILD / "bin") / PHASE.name
-        last_job = None
-        for script, name, policy, strategy, env in JOBS:
-            sb_args = [f"--job-name={name}", "-n1", "-c1"]
-            if cluster.plugin_so:
-                sb_args += [f"--energy-policy={policy}", f"--energy-tag=strategy={strategy}"]
-            exports = ",".join(["ALL", f"JS_PHASE={phase}"] + [f"{k}={v}" for k, v in env.items()])
-            sb_args.append(f"--export={exports}")
-            text = (jobs_dir / script).read_text()
-            before = package_energy_uj(hw_root)
-            res, job = cluster.sbatch(text, user=USER, args=sb_args)
-            label = f"sbatch {' '.join(a for a in sb_args if not a.startswith('--export'))} {script}"
-            if job is None:
-                show(res, label)
-                rc = 1
-                continue
-            state = cluster.wait_job(job, timeout=180)
-            after = package_energy_uj(hw_root)
-            joules = sum(after[z] - before[z] + (MAX_PKG_UJ if after[z] < before[z] else 0)
-                         for z in after if z.startswith("package")) / 1e6
-            applied = "" if cluster.plugin_so else " (no plugin: not applied)"
-            print(f"  job {job} {name:<10} policy={policy:<8} strategy={strategy:<14} -> {state}"
-                  f"{applied}; fake packages used {joules:.1f} J while it ran")
-            try:
-                out = cluster.job_output(job)
-                print("    " + out.rstrip().replace("\n", "\n    "))
-            except (ClusterError, OSError) as e:
-                print(f"    (no output: {e})")
-            if state != "COMPLETED":
-                rc = 1
-            last_job = job
-        cluster.wait_idle()
-
-        header("Spool records written by the plugin")
-        files = sorted(p for p in dirs["spool"].rglob("*") if p.is_file())
-        for f in files:
-            print(f"  {f.relative_to(dirs['spool'])}  ({f.stat().st_size} bytes)")
-            summarize_record(f)
-        if not files:
-            print("  (none)")
-
-        header("joulestep ingest, report --by tag:strategy, and the last job's summary")
-        cli = str(VENV_CLI) if VENV_CLI.exists() else "joulestep"
-        steps = [["ingest", str(dirs["spool"])], ["report", "--by", "tag:strategy"]]
-        if last_job is not None:
-            steps.append(["job", str(last_job)])
-        for argv in steps:
-            try:
-                res = subprocess.run([cli, "--db", str(db), *argv], capture_output=True, text=True,
-                                     stdin=subprocess.DEVNULL, timeout=120)
-            except OSError as e:
-                res = subprocess.CompletedProcess(argv, 127, "", str(e))
-            show(res, f"joulestep --db {db.name} {' '.join(argv)}")
-            if res.returncode != 0:
-                rc = 1
-                print("  spool files: " + (", ".join(str(f) for f in files) or "none"))
-                break
+        if not demo.build_products():
+            return 1
+        demo.start()
+        demo.experiments()
+        demo.tune()
+        demo.tuned_jobs()
+        demo.reports()
+        demo.plot()
     except (ClusterError, RuntimeError, subprocess.SubprocessError, OSError) as e:
         print(f"\ndemo failed: {e}", file=sys.stderr)
-        rc = 1
+        demo.failed.append(str(e))
     finally:
-        header("Teardown")
-        if cluster:
-            cluster.stop()
-            print("  cluster stopped")
-        if fakehw:
-            fakehw.terminate()
-            try:
-                fakehw.wait(10)
-            except subprocess.TimeoutExpired:
-                fakehw.kill()
-                fakehw.wait()
-            print("  fake hardware stopped")
-        print(f"  files kept in {workdir} (database {db.name}, spool/, cluster/log/)")
-    print("\ndemo " + ("finished" if rc == 0 else "finished with errors (see above)"))
-    return rc
+        demo.stop()
+    print(f"\ndemo finished in {time.monotonic() - t0:.0f} s"
+          + (" with errors: " + "; ".join(demo.failed) if demo.failed else ""))
+    return 1 if demo.failed else 0
 
 
 if __name__ == "__main__":

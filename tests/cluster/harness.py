@@ -20,6 +20,9 @@ is given, per node). Debian's Slurm 22.05 handles that without --enable-multiple
 because every slurmd is started with -N NODENAME. Tasks of both nodes share the host's
 cores (Slurm core i of every node is Linux CPU i). Used by tests/cluster/test_multinode.py.
 
+`c.serve_fakehw(root)` runs a fake hardware tree in live mode for the cluster, with the
+jobs' processes throttled to their fake clock (throttle=False: not); stop() stops it.
+
 Used by tests/cluster/conftest.py (the `cluster` fixture) and tests/cluster/demo.py.
 """
 from __future__ import annotations
@@ -264,6 +267,7 @@ class Cluster:
         self.log_dir = self.workdir / "log"
         self.users_dir = self.workdir / "users"
         self._procs: dict[str, subprocess.Popen] = {}
+        self._fakehw: list[subprocess.Popen] = []  # serve_fakehw daemons
         self._started = False
         self.env = self._client_env()
 
@@ -277,6 +281,28 @@ class Cluster:
         env["PATH"] = SBIN_PATHS + ":" + env.get("PATH", "")
         env["SLURM_CONF"] = str(self.conf)
         env["LC_ALL"] = "C"
+        env.update(self.mpi_env())
+        return env
+
+    def mpi_env(self) -> dict:
+        """Open MPI settings for `srun --mpi=pmix` jobs on this test cluster; in the
+        clients' environment, so every job submitted through the harness gets them
+        (sbatch exports it). Why each (docs/experiments.md, "Open MPI on the test cluster"):
+          - mpi_yield_when_idle: ranks outnumber the cores (sbatch -O on 2 cores); a rank
+            waiting in MPI yields its core instead of spinning on it;
+          - btl_vader_single_copy_mechanism=none: no CMA (process_vm_readv needs ptrace
+            rights that containers often withhold);
+          - btl_vader_backing_directory: the shared-memory segments are named after the
+            host, the PMIx namespace ("slurm.pmix.<job>.<step>") and the local rank, the
+            same for job 1 of two test clusters running at once: each cluster has its own
+            directory (<workdir>/shm, sticky and world-writable like /tmp);
+          - several nodes (nodes=N): all slurmd share one host, so the node's ranks would
+            find each other's segments by host name: TCP over loopback only."""
+        env = {"OMPI_MCA_mpi_yield_when_idle": "1",
+               "OMPI_MCA_btl_vader_single_copy_mechanism": "none",
+               "OMPI_MCA_btl_vader_backing_directory": str(self.workdir / "shm")}
+        if self.nnodes > 1:
+            env.update({"OMPI_MCA_btl": "self,tcp", "OMPI_MCA_btl_tcp_if_include": "lo"})
         return env
 
     def _mkdir(self, path: pathlib.Path, mode=0o755):
@@ -296,20 +322,22 @@ class Cluster:
         for b in SLURM_BINARIES:
             _which(b)
         self._mkdir(self.workdir)
-        for d in ("state", "spool", "log", "run", "users"):
+        for d in ("state", "spool", "log", "run", "users", "tmp"):
             self._mkdir(self.workdir / d)
         self._mkdir(self.munge_dir, 0o755)
+        self._mkdir(self.workdir / "shm", 0o1777)  # Open MPI's segments (mpi_env)
         key = self.munge_dir / "munge.key"
         if not key.exists():
             self._write(key, "", 0o400)
             with open(key, "wb") as f:
                 f.write(secrets.token_bytes(1024))
-        for d in ("state", "spool"):  # cold start every time
+        for d in ("state", "spool", "tmp", "shm"):  # cold start every time
             for child in (self.workdir / d).iterdir():
                 shutil.rmtree(child) if child.is_dir() and not child.is_symlink() else child.unlink()
         if self.nnodes > 1:
             for n in self.nodes:  # SlurmdSpoolDir=.../spool/%n
                 self._mkdir(self.workdir / "spool" / n)
+                self._mkdir(self.workdir / "tmp" / n)
         self._write_conf()
         self.write_plugstack(self.plugin_so, self.plugstack_args)
         # cgroup.conf sits next to slurm.conf; keep slurm from probing cgroups at all
@@ -325,6 +353,7 @@ class Cluster:
         # one node: as before; several: %n in the slurmd paths and a Port per node
         pn = "-%n" if self.nnodes > 1 else ""
         spool = f"{w}/spool/%n" if self.nnodes > 1 else f"{w}/spool"
+        tmpfs = f"{w}/tmp/%n" if self.nnodes > 1 else f"{w}/tmp"
         if self.nnodes > 1:
             self.slurmd_ports = dict(zip(self.nodes, node_ports))
             node_lines = "\n".join(
@@ -366,6 +395,7 @@ SchedulerParameters=batch_sched_delay=0
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core
 MpiDefault=none
+TmpFS={tmpfs}
 MailProg=/bin/true
 SwitchType=switch/none
 ReturnToService=2
@@ -580,9 +610,49 @@ PartitionName=debug Nodes={part_nodes} Default=YES MaxTime=INFINITE State=UP
         """slurmstepd (and anything else) that inherited our daemons' marker variable."""
         return _marked_pids(self.id)
 
+    def serve_fakehw(self, root, tick_ms: float = 20.0, throttle: bool = True, log=None,
+                     full_speed: float = 1.0):
+        """Run the fake hardware tree `root` (tests/fakehw) in live mode for this cluster;
+        stop() stops it after the cluster. Returns the daemon's Popen once it is ready.
+
+        throttle (the default): the jobs' processes (those below this cluster's daemons,
+        which carry its marker) run at their fake CPU's clock ratio of full speed, and
+        the utilisation is theirs alone (tests/fakehw/README.md "Clock costs time"). Where
+        the host has no usable CPU bandwidth control the daemon warns in `log` and runs
+        unthrottled. throttle=False: the fake clock costs no time. full_speed < 1: a fake
+        CPU at fmax gets that share of a real CPU (room for the host's other load)."""
+        fakehw_dir = str(pathlib.Path(__file__).resolve().parents[1] / "fakehw")
+        if fakehw_dir not in sys.path:
+            sys.path.insert(0, fakehw_dir)
+        import fakehw
+        out = open(log, "ab") if log else None
+        try:
+            p = fakehw.serve_background(str(root), tick_ms=tick_ms,
+                                        throttle_under=f"{MARKER_VAR}={self.id}" if throttle else None,
+                                        throttle_fallback=True, throttle_full_speed=full_speed,
+                                        stderr=out)
+        finally:
+            if out:
+                out.close()
+        self._fakehw.append(p)
+        atexit.register(self.stop)
+        return p
+
+    def _stop_fakehw(self):
+        while self._fakehw:
+            p = self._fakehw.pop()
+            if p.poll() is None:
+                p.terminate()
+                try:
+                    p.wait(20)
+                except subprocess.TimeoutExpired:
+                    p.kill()  # its cgroups are removed by the next fakehw serve
+                    p.wait()
+
     def stop(self):
         """Tear everything down. Idempotent; safe after a failed or partial start."""
         if not self._started:
+            self._stop_fakehw()
             return
         try:
             if "slurmctld" in self._procs and self._procs["slurmctld"].poll() is None:
@@ -601,6 +671,7 @@ PartitionName=debug Nodes={part_nodes} Default=YES MaxTime=INFINITE State=UP
                 self._terminate(p)
         _kill_marked(self.id)
         self._procs.clear()
+        self._stop_fakehw()
         with contextlib.suppress(OSError):
             (self.workdir / "run" / "owner").unlink()
         self._started = False

@@ -608,6 +608,482 @@ def utils_between(prev, cur):
 
 
 # --------------------------------------------------------------------------
+# live mode: the simulated clock costs time (CPU bandwidth control)
+#
+# The node's processes (every process with an ancestor whose environment holds
+# the marker NAME=VALUE, not the marked processes themselves: under the test
+# cluster, the jobs below slurmstepd) are moved into cgroups, one per set of
+# real CPUs they may run on (their affinity). A group whose CPUs have fake
+# clock ratios r_j gets the quota sum(r_j) * period: a task pinned to a CPU at
+# r = 0.5 runs half of every period. Utilisation then comes from the groups'
+# CPU time, divided by r (a task throttled to r of a CPU is 100 % busy on a
+# CPU clocked at r). See README.md "Clock costs time".
+
+CG_PREFIX = "joulestep-fakehw-"
+THROTTLE_PERIOD_MS = 50.0
+THROTTLE_MIN_QUOTA_US = 1000     # the kernel refuses a smaller quota
+V1_SHARES, V2_WEIGHT = 262144, 10000  # the most: the node's processes first on a busy host
+
+
+def _cg_write(path, text):
+    fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+    try:
+        os.write(fd, text.encode())
+    finally:
+        os.close(fd)
+
+
+def _cgroup_mounts(mountinfo="/proc/self/mountinfo"):
+    """[(fstype, mountpoint, super options set)] of cgroup and cgroup2 mounts."""
+    out = []
+    with open(mountinfo) as fh:
+        for line in fh:
+            left, _, right = line.partition(" - ")
+            f, r = left.split(), right.split()
+            if len(r) >= 3 and r[0] in ("cgroup", "cgroup2"):
+                mp = f[4].replace("\\040", " ")
+                out.append((r[0], mp, set(r[2].split(","))))
+    return out
+
+
+class _CgBackend:
+    """One CPU-bandwidth hierarchy: v2 (cpu.max, cpu.stat usage_usec) or v1
+    (cpu.cfs_quota_us in the cpu hierarchy, cpuacct.usage in the cpuacct one,
+    the same directory when both are mounted together)."""
+
+    def __init__(self, version, cpu_mnt, acct_mnt=None):
+        self.version, self.cpu_mnt, self.acct_mnt = version, cpu_mnt, acct_mnt
+        self.name = f"cgroup v{version} at {cpu_mnt}" + (
+            f" (usage from {acct_mnt})" if acct_mnt and acct_mnt != cpu_mnt else "")
+
+    def mounts(self):
+        return [self.cpu_mnt] + ([self.acct_mnt] if self.acct_mnt and self.acct_mnt != self.cpu_mnt else [])
+
+    def top(self, mnt, pid):
+        return os.path.join(mnt, f"{CG_PREFIX}{pid}")
+
+    def make_top(self, pid):
+        if self.version == 2:
+            sub = os.path.join(self.cpu_mnt, "cgroup.subtree_control")
+            if "cpu" not in _read(sub).split():
+                try:
+                    _cg_write(sub, "+cpu")
+                except OSError as e:
+                    raise FakeHwError(f"cannot enable the cpu controller in {sub}: {e.strerror}")
+        for mnt in self.mounts():
+            os.mkdir(self.top(mnt, pid), 0o755)
+        t = self.top(self.cpu_mnt, pid)
+        if self.version == 2:
+            _cg_write(os.path.join(t, "cgroup.subtree_control"), "+cpu")
+            _cg_write(os.path.join(t, "cpu.weight"), str(V2_WEIGHT))
+        else:
+            _cg_write(os.path.join(t, "cpu.shares"), str(V1_SHARES))
+
+    def make_group(self, pid, name, period_us):
+        for mnt in self.mounts():
+            os.mkdir(os.path.join(self.top(mnt, pid), name), 0o755)
+        if self.version == 1:
+            _cg_write(os.path.join(self.top(self.cpu_mnt, pid), name, "cpu.cfs_period_us"), str(period_us))
+
+    def set_quota(self, pid, name, quota_us, period_us):
+        d = os.path.join(self.top(self.cpu_mnt, pid), name)
+        if self.version == 2:
+            _cg_write(os.path.join(d, "cpu.max"), f"{quota_us if quota_us else 'max'} {period_us}")
+        else:
+            _cg_write(os.path.join(d, "cpu.cfs_quota_us"), str(quota_us if quota_us else -1))
+
+    def usage_ns(self, pid, name):
+        if self.version == 2:
+            for line in _read(os.path.join(self.top(self.cpu_mnt, pid), name, "cpu.stat")).splitlines():
+                k, _, v = line.partition(" ")
+                if k == "usage_usec":
+                    return int(v) * 1000
+            return 0
+        return int(_read(os.path.join(self.top(self.acct_mnt, pid), name, "cpuacct.usage")).strip())
+
+    def throttled(self, pid, name):
+        """(nr_periods, nr_throttled) of a group, from cpu.stat."""
+        st = {}
+        for line in _read(os.path.join(self.top(self.cpu_mnt, pid), name, "cpu.stat")).splitlines():
+            k, _, v = line.partition(" ")
+            with contextlib.suppress(ValueError):
+                st[k] = int(v)
+        return st.get("nr_periods", 0), st.get("nr_throttled", 0)
+
+    def remove_group(self, pid, name):
+        """rmdir a group (OSError EBUSY while a process is in it)."""
+        for mnt in self.mounts():
+            with contextlib.suppress(FileNotFoundError):
+                os.rmdir(os.path.join(self.top(mnt, pid), name))
+
+    def move(self, pid, name, proc_pid):
+        """Move a process (all its threads) into group `name` (None: the top's parent)."""
+        for mnt in self.mounts():
+            d = os.path.join(self.top(mnt, pid), name) if name else mnt
+            _cg_write(os.path.join(d, "cgroup.procs"), str(proc_pid))
+
+    def move_to(self, mnt, rel, proc_pid):
+        _cg_write(os.path.join(mnt, rel.lstrip("/"), "cgroup.procs"), str(proc_pid))
+
+    def proc_paths(self, proc_pid):
+        """{mountpoint: path} of a process in this backend's hierarchies."""
+        want = {}
+        with open(f"/proc/{proc_pid}/cgroup") as fh:
+            for line in fh:
+                _, ctl, path = line.rstrip("\n").split(":", 2)
+                ctls = set(ctl.split(","))
+                if self.version == 2 and ctl == "":
+                    want[self.cpu_mnt] = path
+                elif self.version == 1:
+                    if "cpu" in ctls:
+                        want[self.cpu_mnt] = path
+                    if self.acct_mnt and "cpuacct" in ctls:
+                        want[self.acct_mnt] = path
+        return want
+
+    def remove_tree(self, top_pid):
+        """Move every process out of a top group (to the hierarchy's root) and remove it."""
+        for mnt in self.mounts():
+            top = self.top(mnt, top_pid)
+            if not os.path.isdir(top):
+                continue
+            kids = [os.path.join(top, d) for d in os.listdir(top) if os.path.isdir(os.path.join(top, d))]
+            for d in kids + [top]:
+                for _ in range(3):
+                    try:
+                        procs = _read(os.path.join(d, "cgroup.procs")).split()
+                    except OSError:
+                        procs = []
+                    for p in procs:
+                        with contextlib.suppress(OSError):
+                            _cg_write(os.path.join(mnt, "cgroup.procs"), p)
+                    if not procs:
+                        break
+            for d in kids + [top]:
+                for _ in range(50):
+                    try:
+                        os.rmdir(d)
+                        break
+                    except FileNotFoundError:
+                        break
+                    except OSError as e:
+                        if e.errno != errno.EBUSY:
+                            raise
+                        time.sleep(0.02)  # a task on its way out still counts
+
+
+def detect_cgroup(mountinfo="/proc/self/mountinfo"):
+    """The host's CPU bandwidth control: (backend, None), or (None, reason).
+    cgroup v2 with the cpu controller available is preferred; else v1's cpu
+    hierarchy (with cpuacct, mounted with it or beside it, for the usage)."""
+    try:
+        mounts = _cgroup_mounts(mountinfo)
+    except OSError as e:
+        return None, f"cannot read {mountinfo}: {e.strerror}"
+    tried = []
+    for fs, mp, _ in mounts:
+        if fs == "cgroup2":
+            try:
+                ctls = _read(os.path.join(mp, "cgroup.controllers")).split()
+            except OSError:
+                ctls = []
+            if "cpu" in ctls:
+                return _CgBackend(2, mp), None
+            tried.append(f"cgroup2 at {mp} has no cpu controller (it is bound to v1)")
+    cpu = next((mp for fs, mp, o in mounts if fs == "cgroup" and "cpu" in o), None)
+    if cpu and os.path.exists(os.path.join(cpu, "cpu.cfs_quota_us")):
+        acct = next((mp for fs, mp, o in mounts if fs == "cgroup" and "cpuacct" in o), None)
+        if acct:
+            return _CgBackend(1, cpu, acct), None
+        tried.append(f"cgroup v1 cpu at {cpu}, but no cpuacct hierarchy for the usage")
+    elif cpu:
+        tried.append(f"cgroup v1 cpu at {cpu} has no cpu.cfs_quota_us (kernel without CFS bandwidth)")
+    else:
+        tried.append("no cgroup v1 cpu hierarchy mounted")
+    return None, "; ".join(tried) or "no cgroup mounted"
+
+
+def throttle_available():
+    """(True, backend name) when `serve --throttle-under` can work here (root and
+    a usable cgroup CPU bandwidth control), else (False, reason)."""
+    if os.geteuid() != 0:
+        return False, "throttling needs root (it creates cgroups)"
+    be, why = detect_cgroup()
+    return (True, be.name) if be else (False, why)
+
+
+def cleanup_stale_cgroups(backend):
+    """Remove top groups left by serve daemons that died (SIGKILL). Groups of
+    live fakehw daemons are left alone."""
+    removed = []
+    for mnt in backend.mounts():
+        try:
+            names = os.listdir(mnt)
+        except OSError:
+            continue
+        for n in names:
+            if not n.startswith(CG_PREFIX) or not n[len(CG_PREFIX):].isdigit():
+                continue
+            pid = int(n[len(CG_PREFIX):])
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                    alive = b"fakehw" in fh.read()
+            except OSError:
+                alive = False
+            if not alive:
+                backend.remove_tree(pid)
+                removed.append(n)
+    return removed
+
+
+def _affinity(pid):
+    """The real CPUs a process may run on (from /proc/PID/status), or None."""
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            for line in fh:
+                if line.startswith("Cpus_allowed_list:"):
+                    return frozenset(parse_cpu_list(line.split(":", 1)[1]))
+    except (OSError, ValueError):
+        return None
+    return None
+
+
+def _runnable_threads(pid):
+    """Threads of a process that are running or want to run (state R; a throttled
+    thread stays R), from /proc/PID/task/*/stat."""
+    n = 0
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return 0
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat", "rb") as fh:
+                st = fh.read()
+        except OSError:
+            continue
+        if st[st.rindex(b")") + 2:st.rindex(b")") + 3] == b"R":
+            n += 1
+    return n
+
+
+def parse_cpu_list(text):
+    """'0-2,5' -> [0, 1, 2, 5]."""
+    out = []
+    for part in text.strip().split(","):
+        if not part:
+            continue
+        lo, _, hi = part.partition("-")
+        out.extend(range(int(lo), int(hi or lo) + 1))
+    return out
+
+
+class Throttle:
+    """Live-mode throttling of the node's processes (see the comment above)."""
+
+    def __init__(self, marker, nreal, period_ms=THROTTLE_PERIOD_MS, backend=None, full_speed=1.0):
+        if "=" not in marker or marker.startswith("="):
+            raise FakeHwError(f"--throttle-under wants NAME=VALUE, got {marker!r}")
+        if os.geteuid() != 0:
+            raise FakeHwError("--throttle-under needs root (it creates cgroups); "
+                              "use --no-throttle to run without")
+        if backend is None:
+            backend, why = detect_cgroup()
+            if backend is None:
+                raise FakeHwError(f"no usable CPU bandwidth control ({why}); "
+                                  f"use --no-throttle to run with the clock costing no time")
+        if not (1.0 <= float(period_ms) <= 1000.0):
+            raise FakeHwError("--throttle-period-ms must be in [1, 1000]")
+        if not (0.05 <= float(full_speed) <= 1.0):
+            raise FakeHwError("--throttle-full-speed must be in [0.05, 1]")
+        self.full_speed = float(full_speed)
+        self.be, self.marker = backend, marker.encode()
+        self.nreal = nreal
+        self.period_us = int(float(period_ms) * 1000)
+        self.pid = os.getpid()
+        self.procs = {}      # pid -> [ppid, marked, node, group name or None]
+        self.orig = {}       # pid -> {mount: path} before we moved it
+        self.groups = {}     # name -> {"cpus": frozenset, "quota": int|None, "usage_ns": int}
+        self.pending = [0.0] * nreal   # fake-busy seconds not yet shown, per real CPU
+        self.started = False
+        cleanup_stale_cgroups(backend)
+        try:
+            backend.make_top(self.pid)
+        except FileExistsError:
+            backend.remove_tree(self.pid)
+            backend.make_top(self.pid)
+        except OSError as e:
+            with contextlib.suppress(OSError):
+                backend.remove_tree(self.pid)
+            raise FakeHwError(f"cannot create cgroups in {backend.name}: {e.strerror or e}; "
+                              f"use --no-throttle to run without")
+        self.started = True
+
+    # -- processes
+    def _scan(self):
+        """Refresh the process table; return the node's processes."""
+        seen = set()
+        for d in os.listdir("/proc"):
+            if not d.isdigit():
+                continue
+            pid = int(d)
+            seen.add(pid)
+            if pid in self.procs:
+                continue
+            try:
+                with open(f"/proc/{pid}/stat", "rb") as fh:
+                    st = fh.read()
+                ppid = int(st[st.rindex(b")") + 2:].split()[1])
+                with open(f"/proc/{pid}/environ", "rb") as fh:
+                    marked = self.marker in fh.read().split(b"\0")
+            except (OSError, ValueError):
+                continue
+            self.procs[pid] = [ppid, marked, None, None]
+        for pid in list(self.procs):
+            if pid not in seen:
+                del self.procs[pid]
+                self.orig.pop(pid, None)
+
+        def tree(pid, depth=0):
+            """The pid of the process's tree: its ancestor (or itself) whose parent
+            is marked; 0 when it is not the node's."""
+            e = self.procs.get(pid)
+            if e is None or depth > 64:
+                return 0
+            if e[2] is None:
+                parent = self.procs.get(e[0])
+                if parent is None and not e[1]:
+                    return 0  # its parent could not be read yet: decide at a later scan
+                e[2] = 0 if e[1] else (pid if parent[1] else tree(e[0], depth + 1))
+            return e[2]
+        return [p for p in self.procs if p != self.pid and tree(p)]
+
+    def _group_for(self, tree, cpus):
+        name = f"t{tree}-cpus-" + "_".join(str(c) for c in sorted(cpus))
+        if name not in self.groups:
+            usage = 0
+            try:
+                self.be.make_group(self.pid, name, self.period_us)
+            except FileExistsError:  # left by a tree whose pid came round again
+                self.be.set_quota(self.pid, name, None, self.period_us)
+                usage = self.be.usage_ns(self.pid, name)
+            self.groups[name] = {"cpus": cpus, "quota": None, "usage_ns": usage}
+        return name
+
+    def _place(self, pid):
+        cpus = _affinity(pid)
+        if cpus is None:
+            return
+        cpus = frozenset(c for c in cpus if c < self.nreal) or frozenset(range(self.nreal))
+        try:
+            name = self._group_for(self.procs[pid][2], cpus)
+        except (OSError, ValueError) as ex:
+            print(f"fakehw: cannot make a group for pid {pid}: {ex}", file=sys.stderr, flush=True)
+            return
+        e = self.procs[pid]
+        if e[3] == name:
+            return
+        if pid not in self.orig:
+            try:
+                paths = self.be.proc_paths(pid)
+            except OSError:
+                return
+            if any(self._ours(p) for p in paths.values()):
+                paths = self.orig.get(e[0], {})  # born inside one of ours: its parent's origin
+            self.orig[pid] = paths
+        try:
+            self.be.move(self.pid, name, pid)
+            e[3] = name
+        except OSError:
+            pass  # it exited, or is a zombie
+
+    def _ours(self, path):
+        return f"/{CG_PREFIX}{self.pid}/" in path + "/"
+
+    # -- per tick
+    def tick(self, freqs_khz, fmax_khz, elapsed):
+        """Place the node's processes, set the quotas for the fake clocks, and
+        return (per real CPU: utilisation in fake-clock terms, ratio r, real CPU
+        seconds the node used)."""
+        ratios = [min(1.0, max(0.0, freqs_khz[j] / fmax_khz)) if j < len(freqs_khz) else 1.0
+                  for j in range(self.nreal)]
+        runnable = {}
+        for pid in self._scan():
+            self._place(pid)
+            name = self.procs[pid][3]
+            if name:  # every group with a process is a key of runnable
+                runnable[name] = runnable.get(name, 0) + _runnable_threads(pid)
+        used = [0.0] * self.nreal
+        empty = []
+        speed = [self.full_speed * r for r in ratios]  # share of a real CPU
+        for name, g in self.groups.items():
+            cpus = sorted(g["cpus"])
+            total = sum(speed[c] for c in cpus)
+            # each runnable thread (at least one) runs at the mean speed of its CPUs, as
+            # many in parallel as there are CPUs: one thread on two CPUs at r = 0.5 gets
+            # half a CPU, not the group's whole capacity of one CPU
+            threads = min(len(cpus), max(1, runnable.get(name, 0)))
+            quota = None if total >= len(cpus) - 1e-9 else max(
+                THROTTLE_MIN_QUOTA_US, int(round(total / len(cpus) * threads * self.period_us)))
+            if quota != g["quota"]:
+                with contextlib.suppress(OSError):
+                    self.be.set_quota(self.pid, name, quota, self.period_us)
+                    g["quota"] = quota
+            try:
+                u = self.be.usage_ns(self.pid, name)
+            except (OSError, ValueError):
+                continue
+            du, g["usage_ns"] = max(0, u - g["usage_ns"]) / 1e9, u
+            for c in cpus:  # shared out in proportion to each CPU's capacity
+                used[c] += du * (speed[c] / total if total > 0 else 1.0 / len(cpus))
+            if name not in runnable:
+                empty.append(name)
+        for name in empty:  # its usage is counted: remove it once its last process left
+            with contextlib.suppress(OSError):
+                self.be.remove_group(self.pid, name)
+                del self.groups[name]
+        utils = []
+        cap = 2 * self.period_us / 1e6
+        for j in range(self.nreal):
+            # a task throttled to r of a CPU is fully busy on a CPU clocked at r; the
+            # busy time it ran ahead within a period is shown over the next ticks
+            self.pending[j] = min(self.pending[j] + used[j] / max(speed[j], 1e-3), cap + elapsed)
+            u = min(1.0, max(0.0, self.pending[j] / elapsed)) if elapsed > 0 else 0.0
+            self.pending[j] = max(0.0, self.pending[j] - u * elapsed)
+            utils.append(u)
+        return utils, ratios, used
+
+    def stats(self):
+        """{group: {"cpus", "quota_us", "period_us", "nr_periods", "nr_throttled", "usage_ns"}}."""
+        out = {}
+        for name, g in self.groups.items():
+            with contextlib.suppress(OSError):
+                nper, nthr = self.be.throttled(self.pid, name)
+                out[name] = dict(cpus=sorted(g["cpus"]), quota_us=g["quota"], period_us=self.period_us,
+                                 nr_periods=nper, nr_throttled=nthr,
+                                 usage_ns=self.be.usage_ns(self.pid, name))
+        return out
+
+    def close(self):
+        """Move the node's processes back where they were, remove every group."""
+        if not self.started:
+            return
+        self.started = False
+        for name in self.groups:
+            for mnt in self.be.mounts():
+                try:
+                    procs = _read(os.path.join(self.be.top(mnt, self.pid), name, "cgroup.procs")).split()
+                except OSError:
+                    continue
+                for p in procs:
+                    rel = (self.orig.get(int(p)) or {}).get(mnt)
+                    if rel is not None and not self._ours(rel):
+                        with contextlib.suppress(OSError):
+                            self.be.move_to(mnt, rel, int(p))
+        self.be.remove_tree(self.pid)
+
+
+# --------------------------------------------------------------------------
 # serve
 
 def _peer_cred(conn):
@@ -685,8 +1161,16 @@ def _make_socket(path):
     return s
 
 
-def serve(root, tick_ms=20.0, manual=False, ctl=None, pidfile=None, ready_fd=None):
-    """Run the daemon until SIGTERM/SIGINT."""
+def serve(root, tick_ms=20.0, manual=False, ctl=None, pidfile=None, ready_fd=None,
+          throttle_under=None, throttle_period_ms=THROTTLE_PERIOD_MS, throttle_fallback=False,
+          throttle_full_speed=1.0):
+    """Run the daemon until SIGTERM/SIGINT.
+
+    throttle_under="NAME=VALUE" (live mode): the processes below those whose
+    environment holds NAME=VALUE run at the fake clock's ratio of full speed
+    (Throttle); utilisation then comes from their CPU time alone. When the
+    host has no usable CPU bandwidth control this raises FakeHwError, unless
+    throttle_fallback: then it warns and runs unthrottled (/proc/stat)."""
     root = os.path.abspath(root)
     with _locked(root):
         state = _load_state(root)
@@ -694,6 +1178,26 @@ def serve(root, tick_ms=20.0, manual=False, ctl=None, pidfile=None, ready_fd=Non
         raise FakeHwError("--manual needs --ctl SOCKPATH")
     if not manual and not (0 < tick_ms <= 60000):
         raise FakeHwError("--tick-ms must be in (0, 60000]")
+    if manual and throttle_under:
+        raise FakeHwError("--throttle-under is for live mode (no --manual)")
+    throttle = None
+    if throttle_under:
+        try:
+            throttle = Throttle(throttle_under, len(read_proc_stat()), throttle_period_ms,
+                                full_speed=throttle_full_speed)
+        except FakeHwError as e:
+            if not throttle_fallback:
+                raise
+            print(f"fakehw: WARNING: not throttling, the fake clock costs no time: {e}",
+                  file=sys.stderr, flush=True)
+    try:
+        return _serve(root, state, tick_ms, manual, ctl, pidfile, ready_fd, throttle)
+    finally:
+        if throttle:
+            throttle.close()
+
+
+def _serve(root, state, tick_ms, manual, ctl, pidfile, ready_fd, throttle):
     stop = []
 
     def on_signal(signum, frame):
@@ -710,11 +1214,14 @@ def serve(root, tick_ms=20.0, manual=False, ctl=None, pidfile=None, ready_fd=Non
         finally:
             os.close(fd)
         os.replace(tmp, pidfile)  # rename replaces a symlink, never follows it
+    mode = 'manual, ctl ' + ctl if manual else f'live, tick {tick_ms:g} ms'
+    if throttle:
+        mode += (f", throttling via {throttle.be.name}, period {throttle.period_us / 1000:g} ms, "
+                 f"fmax = {throttle.full_speed:g} of a real CPU")
+    print(f"fakehw: serving {root} ({mode})", file=sys.stderr, flush=True)
     if ready_fd is not None:
         os.write(ready_fd, b"ready\n")
         os.close(ready_fd)
-    print(f"fakehw: serving {root} ({'manual, ctl ' + ctl if manual else f'live, tick {tick_ms:g} ms'})",
-          file=sys.stderr, flush=True)
     try:
         if manual:
             while not stop:
@@ -741,15 +1248,26 @@ def serve(root, tick_ms=20.0, manual=False, ctl=None, pidfile=None, ready_fd=Non
                     delay = nxt - time.monotonic()
                 nxt += period
                 now = time.monotonic()
-                cur = read_proc_stat()
-                real = utils_between(prev, cur)
-                prev = cur
-                utils = [real[i % nreal] for i in range(state["ncpu"])]
                 elapsed, last = now - last, now
+                extra = None
+                if throttle:
+                    try:
+                        real, ratios, used = throttle.tick(_cpu_freqs(root, state), state["fmax_khz"],
+                                                           elapsed)
+                    except Exception as e:  # the daemon must keep running: this tick counts idle
+                        print(f"fakehw: throttle tick failed: {type(e).__name__}: {e}",
+                              file=sys.stderr, flush=True)
+                        real, ratios, used = [0.0] * nreal, [], []
+                    extra = {"throttle": {"ratio": ratios, "node_cpu_s": used}}
+                else:
+                    cur = read_proc_stat()
+                    real = utils_between(prev, cur)
+                    prev = cur
+                utils = [real[i % nreal] for i in range(state["ncpu"])]
                 if now > nxt:  # fell behind (suspend, overload): do not burst
                     nxt = now + period
                 try:
-                    advance(root, elapsed, utils, source="tick")
+                    advance(root, elapsed, utils, source="tick", _extra=extra)
                 except FakeHwError as e:
                     print(f"fakehw: tick skipped: {e}", file=sys.stderr, flush=True)
     finally:
@@ -764,19 +1282,30 @@ def serve(root, tick_ms=20.0, manual=False, ctl=None, pidfile=None, ready_fd=Non
     return 0
 
 
-def serve_background(root, tick_ms=20.0, manual=False, ctl=None, pidfile=None, python=None):
+def serve_background(root, tick_ms=20.0, manual=False, ctl=None, pidfile=None, python=None,
+                     throttle_under=None, throttle_period_ms=None, throttle_fallback=False,
+                     throttle_full_speed=None, stderr=None):
     """Start `serve` as a child process and return its Popen once it is ready
-    (socket listening). Stop it with .terminate(); .wait()."""
+    (socket listening, cgroups made). Stop it with .terminate(); .wait().
+    throttle_under="NAME=VALUE": see serve()."""
     r, w = os.pipe()
     cmd = [python or sys.executable, os.path.abspath(__file__), "serve", root,
            "--tick-ms", str(tick_ms), "--ready-fd", str(w)]
+    if throttle_under:
+        cmd += ["--throttle-under", throttle_under]
+        if throttle_period_ms is not None:
+            cmd += ["--throttle-period-ms", str(throttle_period_ms)]
+        if throttle_full_speed is not None:
+            cmd += ["--throttle-full-speed", str(throttle_full_speed)]
+        if throttle_fallback:
+            cmd.append("--throttle-fallback")
     if manual:
         cmd.append("--manual")
     if ctl:
         cmd += ["--ctl", ctl]
     if pidfile:
         cmd += ["--pidfile", pidfile]
-    p = subprocess.Popen(cmd, pass_fds=(w,))
+    p = subprocess.Popen(cmd, pass_fds=(w,), stderr=stderr)
     os.close(w)
     with os.fdopen(r, "rb") as fh:
         ok = fh.readline()
@@ -921,6 +1450,19 @@ def main(argv=None):
     s.add_argument("--pidfile")
     s.add_argument("--ready-fd", type=int, help=argparse.SUPPRESS)
     s.add_argument("--daemonize", action="store_true", help="fork to background once ready")
+    s.add_argument("--throttle-under", metavar="NAME=VALUE",
+                   help="live mode: run the processes below those whose environment holds NAME=VALUE "
+                        "at the fake clock's ratio of full speed (cgroup CPU bandwidth; root)")
+    s.add_argument("--throttle-period-ms", type=float, default=THROTTLE_PERIOD_MS,
+                   help=f"CPU bandwidth period (default {THROTTLE_PERIOD_MS:g})")
+    s.add_argument("--throttle-full-speed", type=float, default=1.0,
+                   help="share of a real CPU a fake CPU at fmax gets (default 1; below 1 leaves "
+                        "room for the host's other load, so that timings stay clean)")
+    s.add_argument("--throttle-fallback", action="store_true",
+                   help="without a usable CPU bandwidth control, warn and run unthrottled "
+                        "instead of failing")
+    s.add_argument("--no-throttle", action="store_true",
+                   help="ignore --throttle-under (the fake clock costs no time)")
     k = sub.add_parser("ctl", help="client for serve --manual")
     k.add_argument("sockpath")
     k.add_argument("verb", choices=("advance",))
@@ -972,7 +1514,9 @@ def main(argv=None):
                 devnull = os.open(os.devnull, os.O_RDWR)
                 os.dup2(devnull, 0)
                 os.dup2(devnull, 1)
-            return serve(args.root, args.tick_ms, args.manual, args.ctl, args.pidfile, ready_fd)
+            return serve(args.root, args.tick_ms, args.manual, args.ctl, args.pidfile, ready_fd,
+                         None if args.no_throttle else args.throttle_under, args.throttle_period_ms,
+                         args.throttle_fallback, args.throttle_full_speed)
         elif args.cmd == "ctl":
             reply = ctl_raw(args.sockpath, f"advance {args.seconds}" +
                             (f" {args.util}" if args.util is not None else ""))

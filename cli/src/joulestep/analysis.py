@@ -436,8 +436,13 @@ def compare_dumps(phases: pd.DataFrame, compressor: str = "tag:compressor",
     Output per compressor x error bound (x policy): runs, compress_j,
     write_j, total_j, total_j_std, duration_s, raw_write_j (mean write
     energy of the raw runs under the same policy), total_vs_raw =
-    total_j/raw_write_j (< 1: compressing first saved energy). Raw runs
-    appear as compressor 'raw'."""
+    total_j/raw_write_j (< 1: compressing first saved energy), ratio (mean
+    compression ratio: per run the compress phases' bytes, the raw field,
+    over the write phases' bytes, what was written; 1 for raw runs) and
+    max_err (largest error any run achieved, from `maxerr:<e>` in the phase
+    labels, as bench/dump writes them: `cr:<ratio>:maxerr:<e>`); both NaN
+    where the phases do not say (no `bytes` / `label` column, or no value).
+    Raw runs appear as compressor 'raw'."""
     run = _run_col(phases, run)
     _need(phases, [compressor, error_bound, run, "kind", "energy_cpu_uj", "duration_ns"],
           "dump comparison")
@@ -456,9 +461,11 @@ def compare_dumps(phases: pd.DataFrame, compressor: str = "tag:compressor",
     r = pd.DataFrame({"compress_j": e[compress_kind], "write_j": e[write_kind]})
     r["total_j"] = r["compress_j"] + r["write_j"]
     r["duration_s"] = d
+    r["ratio"], r["max_err"] = _dump_figures(p, keys, compress_kind, write_kind)
     r = r.reset_index()
     g = r.groupby(["_comp", "_eb"] + pol, dropna=False)
-    out = g[["compress_j", "write_j", "total_j", "duration_s"]].mean()
+    out = g[["compress_j", "write_j", "total_j", "duration_s", "ratio"]].mean()
+    out["max_err"] = g["max_err"].max()
     out["total_j_std"] = g["total_j"].std()
     out.insert(0, "runs", g.size())
     out = out.reset_index()
@@ -473,8 +480,32 @@ def compare_dumps(phases: pd.DataFrame, compressor: str = "tag:compressor",
     out = out.rename(columns={"_comp": "compressor", "_eb": "error_bound"})
     cols = ["compressor", "error_bound"] + pol + ["runs", "compress_j", "write_j", "total_j",
                                                   "total_j_std", "duration_s", "raw_write_j",
-                                                  "total_vs_raw"]
+                                                  "total_vs_raw", "ratio", "max_err"]
     return out[cols].sort_values(["compressor", "error_bound"] + pol).reset_index(drop=True)
+
+
+def _dump_figures(p: pd.DataFrame, keys: list, compress_kind: str, write_kind: str):
+    """Per run (index `keys`): compression ratio = compress bytes / write bytes (raw
+    runs: 1 when their write bytes are known) and the largest `maxerr:<e>` of the
+    run's phase labels; NaN where unknown."""
+    idx = p.groupby(keys, dropna=False).size().index
+    ratio = pd.Series(np.nan, index=idx)
+    if "bytes" in p.columns:
+        b = pd.to_numeric(p["bytes"], errors="coerce").astype(float)
+        by = p.assign(_b=b).groupby(keys + ["kind"], dropna=False)["_b"].sum(min_count=1)
+        by = by.unstack("kind").reindex(columns=[compress_kind, write_kind])
+        w = by[write_kind].where(by[write_kind] > 0)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ratio = by[compress_kind] / w
+        raw = by.index.get_level_values(0) == "raw"
+        ratio[raw] = np.where(w[raw].notna(), 1.0, np.nan)
+    err = pd.Series(np.nan, index=idx)
+    if "label" in p.columns:
+        e = p["label"].map(lambda v: v if isinstance(v, str) else "").str.extract(
+            r"(?:^|:)maxerr:([0-9.]+(?:[eE][+-]?[0-9]+)?)(?::|$)")[0]
+        err = p.assign(_e=pd.to_numeric(e, errors="coerce").astype(float)).groupby(
+            keys, dropna=False)["_e"].max()
+    return ratio.reindex(idx), err.reindex(idx)
 
 
 def policy_saving(dumps: pd.DataFrame, base_policy: str = "monitor",

@@ -205,6 +205,24 @@ def ingest(ctx, spool, quarantine_dir, batch, gap_hours, **kw):
 
 # ---------------------------------------------------------------- job
 
+def tuned_option(f):
+    return click.option(
+        "--tuned", "tuned_path", type=click.Path(dir_okay=False),
+        help="The tuned policy's file (written by `model dvfs --save`) for "
+             "the what-if estimate of `tuned`; without it, tuned is not "
+             "estimated.")(f)
+
+
+def _tuned(path):
+    from . import whatif
+    if path is None:
+        return None
+    try:
+        return whatif.load_tuned(path)
+    except whatif.WhatIfError as e:
+        raise click.ClickException(str(e)) from None
+
+
 @cli.command()
 @click.argument("jobid", type=click.IntRange(0))
 @click.option("--cluster", help="Cluster name (default: config [site] cluster, "
@@ -215,28 +233,33 @@ def ingest(ctx, spool, quarantine_dir, batch, gap_hours, **kw):
                    "job ID); default the latest.")
 @click.option("--submit-time", "submit_ns", type=int, hidden=True,
               help="Deprecated alias of --first-seen.")
+@tuned_option
 @query_options
-def job(c: Ctx, jobid, cluster, first_seen_ns, submit_ns):
+def job(c: Ctx, jobid, cluster, first_seen_ns, submit_ns, tuned_path):
     """After-job summary: energy, power, throughput, cost per step and phase.
 
     Per step and phase: CPU, DRAM and total energy, duration, average power,
     bytes, GiB/s, J/GiB, the frequency used, kWh, CO2 and cost, and the
-    estimated saving against the base clock where a policy lowered it (from a
-    fitted power model when one exists, else "not estimated").  Flags a node
-    shared with other jobs.  A step inside another on the same node (srun
-    inside batch) is shown with its own energy but added to the job's total
-    once (docs/cli.md, steps inside other steps); so is a phase inside
-    another phase.  kWh, CO2 and cost cover CPU + DRAM (RAPL), or the whole
-    node when the site sets node_overhead_w or node_factor; the output says
-    which.
+    estimated saving against the step's original clock where a policy
+    lowered it (from a fitted power model when one exists, else "not
+    estimated").  For steps run under monitor with marked phases: what
+    io-dvfs, ckpt-dvfs and tuned would have saved or cost per phase kind,
+    an estimate from the same models.  Flags a node shared with other jobs.
+    A step inside another on the same node (srun inside batch) is shown
+    with its own energy but added to the job's total once (docs/cli.md,
+    steps inside other steps); so is a phase inside another phase.  kWh,
+    CO2 and cost cover CPU + DRAM (RAPL), or the whole node when the site
+    sets node_overhead_w or node_factor; the output says which.
     """
     from . import report as rep
     from .output import to_csv, to_json
     s = c.settings()
     pick = _first_seen(first_seen_ns, submit_ns)
+    tuned = _tuned(tuned_path)
     conn = c.connect()
     try:
-        summary = rep.job_summary(conn, jobid, s, cluster or s.cluster, pick)
+        summary = rep.job_summary(conn, jobid, s, cluster or s.cluster, pick,
+                                  tuned)
     except rep.QueryError as e:
         raise click.ClickException(str(e)) from None
     finally:
@@ -274,8 +297,15 @@ def _first_seen(first_seen_ns, submit_ns):
 @click.option("--top", type=click.IntRange(1), default=10, show_default=True,
               help="Groups listed in the table; the rest are summed.")
 @click.option("--cluster", help="Only this cluster (default: config, else all).")
+@click.option("--what-if", "what_if", type=click.Choice(["io-dvfs", "ckpt-dvfs",
+                                                         "tuned"]),
+              help="Instead: what this policy would have saved or cost on "
+                   "the steps that ran under monitor with marked phases (an "
+                   "estimate from the fitted power models), in MWh, CO2 and "
+                   "cost.")
+@tuned_option
 @query_options
-def report(c: Ctx, since, until, by, top, cluster):
+def report(c: Ctx, since, until, by, top, cluster, what_if, tuned_path):
     """Admin view: energy totals, shares, top consumers, policy adoption.
 
     A step counts in the period when it started in [--since, --until).
@@ -283,6 +313,8 @@ def report(c: Ctx, since, until, by, top, cluster):
     frequency policy other than none.  A step inside another on the same
     node (srun inside batch) is counted once.  kWh, CO2 and cost cover CPU
     + DRAM (RAPL), or a node estimate (site node_overhead_w or node_factor).
+    With --what-if POLICY: the estimated saving of that policy per group
+    over the period, counting only jobs that marked phases (docs/cli.md).
     """
     from . import report as rep
     from .output import to_csv, to_json
@@ -291,6 +323,9 @@ def report(c: Ctx, since, until, by, top, cluster):
         since_ns, until_ns = rep.parse_time(since), rep.parse_time(until)
     except rep.QueryError as e:
         raise click.BadParameter(str(e)) from None
+    if what_if:
+        return _what_if_report(c, what_if, _tuned(tuned_path), by, top,
+                               since_ns, until_ns, cluster or s.cluster)
     conn = c.connect()
     try:
         r = rep.report(conn, s, by, since_ns, until_ns, cluster or s.cluster, top)
@@ -306,6 +341,28 @@ def report(c: Ctx, since, until, by, top, cluster):
     else:
         from .render import report_text
         emit(report_text(r))
+
+
+def _what_if_report(c: Ctx, policy, tuned, by, top, since_ns, until_ns,
+                    cluster):
+    from . import report as rep
+    from . import whatif
+    from .output import to_csv, to_json
+    conn = c.connect()
+    try:
+        r = whatif.fleet(conn, c.settings(), policy, by, since_ns, until_ns,
+                         cluster, tuned)
+    except (rep.QueryError, whatif.WhatIfError) as e:
+        raise click.ClickException(str(e)) from None
+    finally:
+        conn.close()
+    if c.fmt == "json":
+        emit(to_json(r))
+    elif c.fmt == "csv":
+        emit(to_csv(whatif.CSV_COLUMNS, r["groups"]))
+    else:
+        from .render import whatif_report_text
+        emit(whatif_report_text(r, top))
 
 
 # ---------------------------------------------------------------- helpers
@@ -393,9 +450,11 @@ def compare(c: Ctx, by, where, what, scaling, baseline, error_bound, since, unti
     repetitions, with ratios to the baseline (paper 001).  io: total energy,
     run time, average power and per-node mean/min/max/std per approach
     (Dorier Table 2).  dump: compress and write energy per compressor and
-    error bound vs a raw write, and policy vs base clock (Wilkins Fig. 2.6).
-    A phase marked inside another (a flush inside its checkpoint) is counted
-    once: local = checkpoint - flush, total = the enclosing measurement.
+    error bound vs a raw write, and policy vs a baseline policy (Wilkins
+    Fig. 2.6), saying what clock the baseline had: "governor default" for
+    monitor, "base clock" only for runs held at the nominal clock.  A phase
+    marked inside another (a flush inside its checkpoint) is counted once:
+    local = checkpoint - flush, total = the enclosing measurement.
     """
     from . import studies
     since_ns, until_ns = _period(since, until)
@@ -416,8 +475,9 @@ def compare(c: Ctx, by, where, what, scaling, baseline, error_bound, since, unti
                        "energy_dram_j", "duration_s"],
         "io": [col, "runs", "energy_j", "energy_j_std", "runtime_s", "avg_power_w",
                "node_mean_j", "node_min_j", "node_max_j", "node_std_j", "cpu_usage"],
-        "dump": ["compressor", "error_bound", "policy", "runs", "compress_j",
-                 "write_j", "total_j", "raw_write_j", "total_vs_raw"],
+        "dump": ["compressor", "error_bound", "policy", "runs", "total_j",
+                 "compress_j", "write_j", "ratio", "max_err", "total_vs_raw",
+                 "raw_write_j"],
     }.get(r["what"])
     parts = [("table", r["table"], pref, f"{r['what']} comparison by {by}:")]
     if r["ratios"] is not None:
@@ -428,9 +488,10 @@ def compare(c: Ctx, by, where, what, scaling, baseline, error_bound, since, unti
             r["ratios"].columns), f"ratios to {r['baseline']}:"))
     if r["policy_saving"] is not None:
         parts.append(("policy_saving", r["policy_saving"], None,
-                      f"policy vs {r['baseline']} (base clock):"))
+                      f"policy vs {r['baseline']} ({r['baseline_clock']}):"))
     _emit_frames(c, parts, {"what": r["what"], "by": by,
-                            "baseline": r.get("baseline")})
+                            "baseline": r.get("baseline"),
+                            "baseline_clock": r.get("baseline_clock")})
 
 
 # ---------------------------------------------------------------- model

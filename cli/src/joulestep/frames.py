@@ -26,7 +26,8 @@ STEP_COLS = (
     "s.exclusive, s.policy, s.base_freq_khz, s.start_ns, s.end_ns, "
     "s.duration_ns, s.energy_cpu_uj, s.energy_dram_uj, s.energy_total_uj, "
     "s.exit_code, s.wrap_uncertain, s.counted_cpu_uj, s.counted_dram_uj, "
-    "s.counted_total_uj, s.counted_duration_ns, c.step_id AS inside_step")
+    "s.counted_total_uj, s.counted_duration_ns, c.step_id AS inside_step, "
+    "s.nominal_freq_khz, s.fixed_freq_khz, s.freq_control")
 #: step columns that only make sense per step (dropped from phase rows)
 _STEP_ONLY = ["energy_cpu_uj", "energy_dram_uj", "energy_total_uj", "duration_ns",
               "start_ns", "end_ns", "counted_cpu_uj", "counted_dram_uj",

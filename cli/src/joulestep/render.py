@@ -41,10 +41,15 @@ def job_text(s: dict) -> str:
         lines.append(f"({t['steps_unmeasured']} step(s) without an energy "
                      "measurement are not in these totals)")
     if t["saving_status"] == "estimated":
-        lines.append(f"Estimated saving vs base clock: {num(t['saving_j'])} J")
+        basis = (t.get("saving_basis") or "cpu+dram").upper()
+        lines += _wrap(f"Estimated saving vs {t.get('saving_vs') or 'original clock'}"
+                       f": {num(t['saving_j'])} J (fitted power model applied "
+                       f"to the {basis} energy it was fitted on)")
     elif t["saving_status"] == "not estimated":
-        lines += _wrap("Saving vs base clock: not estimated (no fitted power "
-                       "model; see `joulestep model dvfs --save`)")
+        why = "; ".join(dict.fromkeys(st["saving_note"] for st in s["steps"]
+                                      if st.get("saving_note"))) or \
+            "no fitted power model; see `joulestep model dvfs --save`"
+        lines += _wrap(f"Saving vs original clock: not estimated ({why})")
     lines.append("")
     rows = []
     for st in s["steps"]:
@@ -77,6 +82,8 @@ def job_text(s: dict) -> str:
                             "GIB", "GIB/S", "J/GIB", "MHZ", "SAVING"], rows,
                            right={0, 2, 3, 4, 5, 6, 7, 8, 9, 10}))
     lines += _nested_phase_notes(s["steps"])
+    if s.get("what_if"):
+        lines += [""] + whatif_job_lines(s["what_if"])
     notes = [st for st in s["steps"] if st.get("note")]
     if notes:
         lines += ["", "Steps inside other steps (RAPL measures the whole node;"
@@ -150,4 +157,89 @@ def report_text(r: dict) -> str:
     lines.append(table([r["by"].upper(), "JOBS", "STEPS", "ENERGY_J", "SHARE%",
                         "KWH", "COST", "AVG_W", "POLICY%"], rows))
     lines += [""] + _wrap(r["scope_note"] + ".")
+    return "\n".join(lines) + "\n"
+
+
+_SHORT = {"estimated": "est", "estimated (same duration assumed)": "est, same t",
+          "unchanged": "unchanged", "not estimated": "n/est",
+          "partly estimated": "part n/est"}
+
+
+def _pct(x) -> str:
+    return "-" if x is None else f"{x:.1f}"
+
+
+def _whatif_row(label: str, kind: str, k: dict) -> list[str]:
+    n_est = k["status"] == "not estimated"
+    return [label, kind, num(k["duration_s"]), num(k["energy_j"]),
+            num(k.get("freq_mhz")), "-" if n_est else num(k["saving_j"]),
+            _pct(k["saving_pct"]), "-" if n_est else num(k["extra_time_s"]),
+            _SHORT.get(k["status"], k["status"])]
+
+
+def whatif_job_lines(w: dict) -> list[str]:
+    """`job`'s what-if section: per policy and phase kind."""
+    lines = _wrap("What if this job had run under a frequency policy? "
+                  "ESTIMATE from the fitted power models, not measured (CPU+"
+                  "DRAM energy; the phases taken to have run at the original "
+                  "clock; a phase's own part, without the phases inside it; "
+                  "kinds a policy leaves alone not listed); steps "
+                  f"{', '.join(w['steps'])}:")
+    rows, notes = [], {}
+    for pol in w["policies"]:
+        for k in pol["kinds"]:
+            if k["status"] != "unchanged":
+                rows.append(_whatif_row(pol["policy"], k["kind"], k))
+        if pol["totals"] is None:
+            rows.append([pol["policy"], "(all)"] + ["-"] * 6 + ["n/est"])
+        else:
+            rows.append(_whatif_row(pol["policy"], "(all)",
+                                    {**pol["totals"], "status": pol["status"]}))
+        if pol["why"]:
+            notes[pol["policy"]] = pol["why"]
+    lines.append(table(["POLICY", "KIND", "TIME_S", "ENERGY_J", "MHZ", "SAVING_J",
+                        "SAVING%", "EXTRA_S", "STATUS"], rows,
+                       right={2, 3, 4, 5, 6, 7}))
+    for pol, why in notes.items():
+        lines += _wrap(f"- {pol}: not estimated: {why}", "  ")
+    return lines
+
+
+def whatif_report_text(r: dict, top: int) -> str:
+    """`report --what-if`: totals, the top groups, and per phase kind."""
+    t, cur = r["totals"], r["currency"]
+    span = f"{r['since'] or 'start'} .. {r['until'] or 'now'}"
+    lines = _wrap(f"What if {r['what_if']} had run instead of monitor, by "
+                  f"{r['by']}, {span}"
+                  + (f", cluster {r['cluster']}" if r["cluster"] else ""))
+    lines += _wrap(f"ESTIMATE from the fitted power models, not measured: the "
+                   f"CPU+DRAM energy of the phases of the {t['jobs']} jobs "
+                   f"({t['steps']} steps) that ran under monitor and marked "
+                   f"phases, {num(t['energy_mwh'])} MWh.")
+    lines += _wrap(f"Saving {num(t['saving_mwh'])} MWh ({_pct(t['saving_pct'])} "
+                   f"% of the estimated phases) = {num(t['co2_g'] / 1000)} kg "
+                   f"CO2, {num(t['cost'])} {cur}; step time "
+                   f"{'+' if t['extra_time_s'] >= 0 else ''}"
+                   f"{num(t['extra_time_s'] / 3600)} h.")
+    if t["not_estimated_j"]:
+        why = "; ".join(dict.fromkeys(k["why"] for k in r["kinds"] if k["why"]))
+        lines += _wrap(f"Not estimated: {num(t['not_estimated_j'] / 3.6e9)} MWh:"
+                       f" {why}.")
+    rows = [[str(g["key"]), str(g["jobs"]), str(g["steps"]), num(g["energy_mwh"]),
+             num(g["saving_mwh"]), _pct(g["saving_pct"]), num(g["co2_g"] / 1000),
+             num(g["cost"]), num(g["extra_time_s"] / 3600)]
+            for g in r["groups"][:top]]
+    if len(r["groups"]) > top:
+        lines.append(f"(the top {top} of {len(r['groups'])} groups; all with "
+                     "--format json|csv)")
+    lines += ["", table([r["by"].upper(), "JOBS", "STEPS", "PHASE_MWH",
+                         "SAVING_MWH", "SAVING%", "CO2_KG", "COST", "EXTRA_H"],
+                        rows), "", "Per phase kind (a phase's own part):"]
+    rows = [[k["kind"], num(k["energy_j"] / 3.6e9), num(k["freq_mhz"]),
+             num(k["saving_j"] / 3.6e9) if k["status"] != "not estimated" else "-",
+             _pct(k["saving_pct"]), num(k["extra_time_s"] / 3600)
+             if k["status"] != "not estimated" else "-",
+             _SHORT.get(k["status"], k["status"])] for k in r["kinds"]]
+    lines.append(table(["KIND", "PHASE_MWH", "MHZ", "SAVING_MWH", "SAVING%",
+                        "EXTRA_H", "STATUS"], rows))
     return "\n".join(lines) + "\n"

@@ -7,7 +7,7 @@ import re
 import sqlite3
 import time
 
-from . import nesting
+from . import nesting, whatif
 from .config import Settings
 
 GIB = float(1 << 30)
@@ -77,30 +77,33 @@ def estimate_saving(cpu_uj, dram_uj, freq_khz, base_khz, node_model, kind,
                     models: dict) -> dict:
     """Saving of running at freq_khz instead of base_khz.
 
-    E_base_cpu = E_cpu * P(base)/P(f) * T(base)/T(f);  E_base_dram = E_dram *
-    T(base)/T(f).  Without a slowdown term the duration is taken as unchanged
-    (an upper bound on the saving for compute-bound phases; noted).
+    `model dvfs` fits P(f) on CPU + DRAM power (models.sweep_samples), so the
+    ratio applies to the same energy: E_base = (E_cpu + E_dram) *
+    P(base)/P(f) * T(base)/T(f).  saving_basis says which energy that was
+    ("cpu+dram", or "cpu" without a DRAM zone).  Without a slowdown term the
+    duration is taken as unchanged (an upper bound on the saving for
+    compute-bound phases; the status says so).
     """
+    out = {"saving_status": None, "saving_j": None, "saving_pct": None,
+           "saving_model": None, "saving_basis": None}
     if cpu_uj is None:
-        return {"saving_status": "not measured", "saving_j": None,
-                "saving_pct": None, "saving_model": None}
+        return {**out, "saving_status": "not measured"}
     if freq_khz is None or base_khz is None or freq_khz >= base_khz:
-        return {"saving_status": "base clock", "saving_j": None,
-                "saving_pct": None, "saving_model": None}
+        return {**out, "saving_status": "base clock"}
     key, m = find_model(models, node_model, kind)
     if m is None:
-        return {"saving_status": "not estimated", "saving_j": None,
-                "saving_pct": None, "saving_model": None}
+        return {**out, "saving_status": "not estimated"}
     rt = time_ratio(m, base_khz) / time_ratio(m, freq_khz)
     rp = power_ratio(m, base_khz) / power_ratio(m, freq_khz)
-    cpu, dram = cpu_uj / 1e6, (dram_uj or 0) / 1e6
-    base = cpu * rp * rt + dram * rt
-    saving = base - (cpu + dram)
+    measured = (cpu_uj + (dram_uj or 0)) / 1e6
+    base = measured * rp * rt
+    saving = base - measured
     return {"saving_status": "estimated" if m.get("slowdown_alpha") is not None
             else "estimated (same duration assumed)",
             "saving_j": saving,
             "saving_pct": 100.0 * saving / base if base > 0 else None,
-            "saving_model": f"{key[0]}/{key[1]}"}
+            "saving_model": f"{key[0]}/{key[1]}",
+            "saving_basis": "cpu" if dram_uj is None else "cpu+dram"}
 
 
 def load_models(conn: sqlite3.Connection) -> dict:
@@ -110,6 +113,92 @@ def load_models(conn: sqlite3.Connection) -> dict:
                 for r in conn.execute("SELECT * FROM power_models")}
     finally:
         conn.row_factory = None
+
+
+# --------------------------------------------------------------------------
+# the clock a step is compared with
+
+def reference_clock(policy, base, nominal, fixed, freq_control) -> dict:
+    """The clock a step ran at between phases (run_khz) and the clock its
+    saving is measured against (ref_khz, named by ref_name): the original
+    clock (base_freq_khz, what the step found), else the nominal one.
+    Under fixed:R the step ran at fixed_freq_khz; records of plugins before
+    issue 8 (no freq_control) had R x fmax in base_freq_khz and no original
+    clock: then ref_khz is None and why says so."""
+    out = {"run_khz": base, "ref_khz": base, "ref_name": "original clock",
+           "why": None}
+    if base is None and nominal is not None:
+        out.update(run_khz=nominal, ref_khz=nominal, ref_name="nominal clock")
+    if not (policy or "").startswith("fixed:"):
+        return out
+    if fixed is not None:
+        out["run_khz"] = fixed
+    elif freq_control is None:
+        out.update(ref_khz=None, why="original clock not recorded (record of "
+                   "a plugin before 0.2: base_freq_khz was R x fmax)")
+    if out["ref_khz"] is None and out["why"] is None:
+        out["why"] = "original clock not recorded (no cpufreq)"
+    return out
+
+
+def _phase_row(pr, clk: dict, node_model, models, settings) -> dict:
+    (_, seq, kind, label, depth, parent, pdur, freq, pcpu, pdram, pbytes,
+     nranks) = pr
+    f = freq if freq is not None else clk["run_khz"]
+    ref = clk["ref_khz"]
+    pd = {"seq": seq, "kind": kind, "label": label, "depth": depth,
+          "parent_seq": parent, "nranks": nranks,
+          "freq_mhz": f / 1000 if f else None,
+          "freq_lowered": f is not None and ref is not None and f < ref}
+    pd.update(derive(pcpu, pdram, pdur, pbytes, settings))
+    pd.update(estimate_saving(pcpu, pdram, f, ref, node_model, kind, models))
+    pd["saving_vs"] = clk["ref_name"] if pd["freq_lowered"] else None
+    return pd
+
+
+def step_savings(r, phase_rows, models, settings) -> tuple[list, dict]:
+    """A job_summary step row's phases and its saving against its reference
+    clock (reference_clock).  A step held at a lower clock (fixed:R) is
+    estimated as a whole (power model of kind "step", `model dvfs --level
+    steps`); otherwise the lowered phases are added, a nested lowered phase
+    counted once, inside its outermost lowered ancestor."""
+    node_model, policy, base, cpu, dram = r[4], r[8], r[9], r[13], r[14]
+    clk = reference_clock(policy, base, *r[24:27])
+    phases = [_phase_row(pr, clk, node_model, models, settings)
+              for pr in phase_rows]
+    run = clk["run_khz"]
+    out = {"freq_mhz": run / 1000 if run else None, "saving_status": "base clock",
+           "saving_j": None, "saving_basis": None, "saving_vs": None,
+           "saving_ref_mhz": None, "saving_note": None}
+    if clk["why"]:
+        return phases, {**out, "saving_status": "not estimated",
+                        "saving_note": clk["why"]}
+    ref = clk["ref_khz"]
+    if run is not None and ref is not None and run < ref:
+        est = estimate_saving(cpu, dram, run, ref, node_model, "step", models)
+        parts = [est]
+    else:
+        by_seq = {p["seq"]: p for p in phases}
+        parts = [p for p in phases if p["freq_lowered"]
+                 and not _lowered_ancestor(p, by_seq)]
+    if not parts:
+        return phases, out
+    if any(p["saving_j"] is None for p in parts):
+        return phases, {**out, "saving_status": "not estimated"}
+    return phases, {**out, "saving_status": "estimated",
+                    "saving_j": sum(p["saving_j"] for p in parts),
+                    "saving_basis": "+".join(sorted({p["saving_basis"]
+                                                     for p in parts})),
+                    "saving_vs": clk["ref_name"], "saving_ref_mhz": ref / 1000}
+
+
+def _lowered_ancestor(p: dict, by_seq: dict) -> bool:
+    anc = by_seq.get(p["parent_seq"])
+    while anc is not None:
+        if anc["freq_lowered"]:
+            return True
+        anc = by_seq.get(anc["parent_seq"])
+    return False
 
 
 # --------------------------------------------------------------------------
@@ -159,10 +248,11 @@ def _job_rows(conn, job_id, cluster, first_seen_ns) -> list:
 
 def job_summary(conn: sqlite3.Connection, job_id: int, settings: Settings,
                 cluster: str | None = None,
-                first_seen_ns: int | None = None) -> dict:
+                first_seen_ns: int | None = None, tuned: dict | None = None) -> dict:
     """Everything `joulestep job` shows, as one JSON-ready dict.  Several
     jobs with one ID (recycled): the latest, or the one first seen at
-    ``first_seen_ns``."""
+    ``first_seen_ns``.  tuned: the tuned policy's {kind: ratio} for the
+    what-if estimates (whatif.py)."""
     rows = _job_rows(conn, job_id, cluster, first_seen_ns)
     job = dict(zip(_JOB_FIELDS, rows[0]))
     others = [{"cluster": r[1], "submit_time_ns": r[3], "submit_time": _iso(r[3]),
@@ -183,7 +273,8 @@ def job_summary(conn: sqlite3.Connection, job_id: int, settings: Settings,
         "s.end_ns, s.duration_ns, s.energy_cpu_uj, s.energy_dram_uj, "
         "s.energy_total_uj, s.exit_code, s.wrap_uncertain, s.errors_json, "
         "s.backend, s.inside_step_pk, s.counted_cpu_uj, s.counted_dram_uj, "
-        "s.counted_total_uj, s.counted_duration_ns FROM steps s "
+        "s.counted_total_uj, s.nominal_freq_khz, s.fixed_freq_khz, s.freq_control, "
+        "s.freq_min_ratio, s.counted_duration_ns FROM steps s "
         "JOIN nodes n ON n.node_pk = s.node_pk WHERE s.job_pk = ?")
     phases_sql = (
         "SELECT p.step_pk, p.seq, p.kind, p.label, p.depth, p.parent_seq, "
@@ -200,6 +291,7 @@ def job_summary(conn: sqlite3.Connection, job_id: int, settings: Settings,
     unmeasured = nested = 0
     have_dram = False
     not_est = 0
+    bases, refs = set(), set()
     rows = sorted(conn.execute(steps_sql, (job_pk,)).fetchall(),
                   key=lambda r: (r[2], _step_order(r[1]), r[3]))
     names = {r[0]: r[1] if not r[2] else f"{r[1]}+{r[2]}" for r in rows}
@@ -210,12 +302,16 @@ def job_summary(conn: sqlite3.Connection, job_id: int, settings: Settings,
     for r in rows:
         (spk, step_id, het, node, node_model, ntasks, ncpus, excl, policy, base,
          st, en, dur, cpu, dram, total, exit_code, wrapu, errs, backend,
-         inside, ccpu, cdram, ctotal, cdur) = r
+         inside, ccpu, cdram, ctotal) = r[:24]
+        cdur = r[28]
         d = {"step_id": step_id, "het_component": het, "node": node,
              "node_model": node_model, "policy": policy, "exclusive":
              None if excl is None else bool(excl), "ntasks": ntasks,
              "ncpus": ncpus, "start_time": _iso(st), "exit_code": exit_code,
-             "freq_mhz": None if base is None else base / 1000}
+             "freq_mhz": None if base is None else base / 1000,
+             "base_freq_mhz": None if base is None else base / 1000,
+             "nominal_freq_mhz": None if r[24] is None else r[24] / 1000,
+             "freq_control": r[26], "freq_min_ratio": r[27]}
         d.update(derive(cpu, dram, dur, None, settings))
         if total is not None:
             d["energy_total_j"] = total / 1e6
@@ -236,46 +332,18 @@ def job_summary(conn: sqlite3.Connection, job_id: int, settings: Settings,
         d["counted"], d["note"] = _nesting_note(r, names, inner.get(spk, ()))
         if inside is not None:
             nested += 1
-        phases, lowered = [], {}
-        step_saving, step_status = 0.0, "base clock"
+        phases, sav = step_savings(r, phases_by_step.get(spk, []), models,
+                                   settings)
         pcount = _phase_counts(phases_by_step.get(spk, []))
-        for pr in phases_by_step.get(spk, []):
-            (_, seq, kind, label, depth, parent, pdur, freq, pcpu, pdram,
-             pbytes, nranks) = pr
-            pd = {"seq": seq, "kind": kind, "label": label, "depth": depth,
-                  "parent_seq": parent, "nranks": nranks,
-                  "freq_mhz": (freq if freq is not None else base) / 1000
-                  if (freq or base) else None,
-                  "freq_lowered": freq is not None and base is not None
-                  and freq < base}
-            pd.update(derive(pcpu, pdram, pdur, pbytes, settings))
-            pd.update(estimate_saving(pcpu, pdram, freq, base, node_model, kind,
-                                      models))
-            pd.update(pcount[seq])
-            phases.append(pd)
-            if pd["freq_lowered"]:
-                lowered[seq] = parent
-                # count only the outermost lowered phase (nested energy is
-                # inside its parent's)
-                anc, nested = parent, False
-                while anc is not None:
-                    if anc in lowered:
-                        nested = True
-                        break
-                    anc = next((x[5] for x in phases_by_step[spk] if x[1] == anc), None)
-                if not nested:
-                    if pd["saving_j"] is None:
-                        step_status = "not estimated"
-                    else:
-                        step_saving += pd["saving_j"]
-                        if step_status == "base clock":
-                            step_status = "estimated"
-        if step_status == "not estimated":
+        for pd in phases:
+            pd.update(pcount[pd["seq"]])
+        d.update(sav)
+        if d["saving_status"] == "not estimated":
             not_est += 1
-        d["saving_status"] = step_status
-        d["saving_j"] = step_saving if step_status == "estimated" else None
-        if step_status == "estimated":
-            tot_saving += step_saving
+        elif d["saving_status"] == "estimated":
+            tot_saving += d["saving_j"]
+            bases.add(d["saving_basis"])
+            refs.add(d["saving_vs"])
         d["phases"] = phases
         errors = json.loads(errs)
         d["wrap_uncertain"] = bool(wrapu)
@@ -318,7 +386,9 @@ def job_summary(conn: sqlite3.Connection, job_id: int, settings: Settings,
     totals["steps_inside_others"] = nested
     totals["saving_j"] = tot_saving if not not_est else None
     totals["saving_status"] = ("not estimated" if not_est else
-                               "estimated" if tot_saving else "base clock")
+                               "estimated" if refs else "base clock")
+    totals["saving_basis"] = "+".join(sorted(bases)) if bases else None
+    totals["saving_vs"] = " / ".join(sorted(refs)) if refs else None
     if others:
         caveats.append(f"job ID {job_id} was used {len(others)} more time(s) "
                        "(ID recycled); pick one with --first-seen "
@@ -329,7 +399,8 @@ def job_summary(conn: sqlite3.Connection, job_id: int, settings: Settings,
                                  "currency": settings.currency},
             "scope": settings.scope, "scope_note": settings.scope_note(),
             "totals": totals, "steps": steps, "other_submissions": others,
-            "caveats": caveats}
+            "caveats": caveats,
+            "what_if": whatif.for_job(steps, models, tuned)}
 
 
 def _phase_counts(rows) -> dict:
@@ -381,7 +452,8 @@ JOB_CSV_COLUMNS = [
     "label", "depth", "duration_s", "energy_cpu_j", "energy_dram_j",
     "energy_total_j", "avg_power_w", "bytes", "gib_per_s", "j_per_gib",
     "freq_mhz", "kwh", "co2_g", "cost", "scope", "saving_j", "saving_pct",
-    "saving_status", "inside_step", "counted", "counted_energy_total_j"]
+    "saving_status", "inside_step", "counted", "counted_energy_total_j",
+    "saving_basis", "saving_vs"]
 
 
 def job_rows(summary: dict) -> list[dict]:
@@ -449,6 +521,25 @@ def window_conditions(since_ns, until_ns, cluster):
         args.append(cluster)
     return where, args
 
+def group_clause(by: str) -> tuple[str, str, list]:
+    """(group expression, joins from steps s, their arguments) of a report
+    grouping: user, account, partition, node, policy or tag:KEY."""
+    joins = "JOIN jobs j ON j.job_pk = s.job_pk"
+    args: list = []
+    if by.startswith("tag:"):
+        key = by[4:]
+        if not key:
+            raise QueryError("--by tag:KEY needs a tag name, e.g. tag:strategy")
+        joins += " LEFT JOIN step_tags t ON t.step_pk = s.step_pk AND t.key = ?"
+        return "t.value", joins, [key]
+    if by not in GROUPS:
+        raise QueryError(f"cannot group by {by!r}: use user, account, partition,"
+                         " node, policy or tag:KEY")
+    if by == "node":
+        joins += " JOIN nodes n ON n.node_pk = s.node_pk"
+    return GROUPS[by], joins, args
+
+
 def report(conn: sqlite3.Connection, settings: Settings, by: str = "user",
            since_ns: int | None = None, until_ns: int | None = None,
            cluster: str | None = None, top: int = 10) -> dict:
@@ -459,22 +550,7 @@ def report(conn: sqlite3.Connection, settings: Settings, by: str = "user",
     seconds are the steps' counted_* figures (nesting.py): a step inside
     another (srun inside batch on one node) is not counted twice.
     """
-    joins = "JOIN jobs j ON j.job_pk = s.job_pk"
-    args: list = []
-    if by.startswith("tag:"):
-        key = by[4:]
-        if not key:
-            raise QueryError("--by tag:KEY needs a tag name, e.g. tag:strategy")
-        gexpr = "t.value"
-        joins += " LEFT JOIN step_tags t ON t.step_pk = s.step_pk AND t.key = ?"
-        args.append(key)
-    elif by in GROUPS:
-        gexpr = GROUPS[by]
-        if by == "node":
-            joins += " JOIN nodes n ON n.node_pk = s.node_pk"
-    else:
-        raise QueryError(f"cannot group by {by!r}: use user, account, partition,"
-                         " node, policy or tag:KEY")
+    gexpr, joins, args = group_clause(by)
     where, wargs = window_conditions(since_ns, until_ns, cluster)
     sql = (f"SELECT {gexpr} AS g, count(DISTINCT s.job_pk), count(*), "
            "sum(s.counted_cpu_uj), sum(s.counted_dram_uj), sum(s.counted_total_uj), "

@@ -335,6 +335,11 @@ def parse_record(rec) -> Parsed:
     # counted_* start as the step's own figures; Ingester.flush() corrects
     # them when the step shares its (job, node) with others (nesting.py)
     step_row += (cpu, dram, total, step_row[14])
+    # the clocks (migration 003): nominal, fixed:R's, who controlled them
+    step_row += (
+        _int(s("nominal_freq_khz"), "step.nominal_freq_khz", null=True, minimum=1),
+        _int(s("fixed_freq_khz"), "step.fixed_freq_khz", null=True, minimum=1),
+        _str(prov.get("freq_control"), "provenance.freq_control", null=True))
 
     zones = []
     zl = rec.get("zones") or []
@@ -485,8 +490,9 @@ _STEP_INSERT = (
     "freq_min_ratio, start_ns, end_ns, duration_ns, energy_cpu_uj, "
     "energy_dram_uj, energy_total_uj, exit_code, backend, wrap_uncertain, "
     "sample_period_ns, errors_json, plugin_version, counted_cpu_uj, "
-    "counted_dram_uj, counted_total_uj, counted_duration_ns) "
-    "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) "
+    "counted_dram_uj, counted_total_uj, counted_duration_ns, "
+    "nominal_freq_khz, fixed_freq_khz, freq_control) "
+    "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) "
     "ON CONFLICT (job_pk, node_pk, step_id, het_component) DO NOTHING")
 # CROSS JOIN: the few dirty groups drive indexed lookups in steps (SQLite
 # has no statistics here and would otherwise scan steps)

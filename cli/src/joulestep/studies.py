@@ -90,6 +90,7 @@ def compare(conn, by: str, where=(), what: str = "auto", scaling: str = "weak",
             if len(pols) > 1 and base in pols:
                 out["policy_saving"] = analysis.policy_saving(t, base_policy=base)
                 out["baseline"] = base
+                out["baseline_clock"] = baseline_clock(ph[ph["policy"] == base])
         elif what == "io":
             st = _filtered(frames.steps(conn, since_ns, until_ns, cluster), where)
             if st.empty:
@@ -110,17 +111,49 @@ def compare(conn, by: str, where=(), what: str = "auto", scaling: str = "weak",
     return out
 
 
+def baseline_clock(rows: pd.DataFrame) -> str:
+    """What clock the baseline runs had (issue 9): "governor default" for
+    monitor runs (the governor ran free under the original cap: not the
+    paper's fixed base clock), "base clock" only for runs held at the
+    nominal clock (fixed_freq_khz == nominal_freq_khz on every row), else
+    the clock they were held at, or "clock not recorded"."""
+    if rows.empty:
+        return "clock not recorded"
+    pol = rows["policy"].astype(str)
+    if ((pol == "monitor") | (rows["freq_control"] == "monitor")).all():
+        return "governor default"
+    fx = pd.to_numeric(rows["fixed_freq_khz"], errors="coerce")
+    nom = pd.to_numeric(rows["nominal_freq_khz"], errors="coerce")
+    if fx.notna().all() and (fx == nom).all():
+        return "base clock"
+    if fx.notna().all() and fx.nunique() == 1:
+        return f"pinned at {fx.iloc[0] / 1000:g} MHz, not the nominal clock"
+    return "clock not recorded"
+
+
 # ------------------------------------------------------------------ DVFS
 
 _FIXED = re.compile(r"^fixed:([0-9.]+)$")
+
+
+def fixed_clock_khz(df: pd.DataFrame) -> pd.Series:
+    """The clock fixed:R steps ran at: step.fixed_freq_khz; for records of
+    plugins before issue 8 (no freq_control), whose base_freq_khz was
+    already R x fmax, base_freq_khz.  NaN for other policies, and where a
+    current plugin could set no clock."""
+    fixed = df["policy"].astype(str).str.match(_FIXED)
+    old = df["freq_control"].isna()
+    f = pd.to_numeric(df["fixed_freq_khz"], errors="coerce")
+    f = f.where(~old, pd.to_numeric(df["base_freq_khz"], errors="coerce"))
+    return f.where(fixed)
 
 
 def sweep_rows(conn, where=(), kind=None, level="phases", since_ns=None,
                until_ns=None, cluster=None) -> pd.DataFrame:
     """Rows of a frequency sweep: phases (or whole steps, kind 'step') with
     the frequency they ran at: the phase's freq_khz, else the step's
-    tag:freq_khz (written by `joulestep tune`), else R*base_freq_khz for a
-    fixed:R policy."""
+    tag:freq_khz (written by `joulestep tune`), else a fixed:R step's clock
+    (fixed_clock_khz)."""
     if level == "steps":
         df = frames.steps(conn, since_ns, until_ns, cluster)
         df["kind"] = "step"
@@ -135,8 +168,7 @@ def sweep_rows(conn, where=(), kind=None, level="phases", since_ns=None,
     f = pd.to_numeric(df["freq_khz"], errors="coerce")
     if "tag:freq_khz" in df.columns:
         f = f.fillna(pd.to_numeric(df["tag:freq_khz"], errors="coerce"))
-    fixed = df["policy"].astype(str).str.extract(_FIXED)[0].astype(float)
-    f = f.fillna(fixed * pd.to_numeric(df["base_freq_khz"], errors="coerce"))
+    f = f.fillna(fixed_clock_khz(df))
     df = df.assign(freq_khz=f.round())
     df = df[df["freq_khz"].notna() & (df["duration_ns"] > 0)]
     if df.empty:

@@ -1,0 +1,269 @@
+"""What-if estimates (issue 9, items 7 and 8): what io-dvfs, ckpt-dvfs and
+tuned would have saved or cost on monitor steps with marked phases.
+
+The truth is worked out here from the physical curves (CPU+DRAM power
+16 + 24 (f/2)^3 W, runtime share alpha = 0.5 scaling with 1/f, fmax 2 GHz)
+and the plugin's policy rules (docs/user-guide.md): io-dvfs compress at
+0.875 fmax, write at 0.85 fmax; ckpt-dvfs checkpoint at min_ratio, flush at
+the original clock; tuned the file's map (ratios below min_ratio raised);
+other kinds keep the enclosing clock.  A nested phase's energy is counted
+once, under its own kind and clock."""
+import json
+import sqlite3
+
+import pytest
+
+import recgen
+from conftest import jrun
+
+FMAX = 2.0
+ALPHA = 0.5
+CO2, PRICE = 360.0, 0.25          # the test config (conftest)
+NM = "fake-acpi-2x2"
+
+
+def power_w(f):
+    return 16.0 + 24.0 * (f / FMAX) ** 3
+
+
+def t_rel(f):
+    return ALPHA * FMAX / f + 1.0 - ALPHA
+
+
+def change(e_j, t_s, f):
+    """(saving J, extra s) of running a part measured at FMAX at f GHz."""
+    k = power_w(f) / power_w(FMAX) * t_rel(f) / t_rel(FMAX)
+    return e_j * (1.0 - k), t_s * (t_rel(f) / t_rel(FMAX) - 1.0)
+
+
+# (seq, kind, parent, start, dur, cpu J, dram J)
+PHASES = [(0, "compute", None, 1, 4, 40, 8), (1, "compress", None, 5, 2, 30, 4),
+          (2, "write", None, 7, 3, 24, 6), (3, "checkpoint", None, 10, 2, 20, 4),
+          (4, "flush", 3, 10.5, 1, 6, 2)]
+
+
+def monitor_job(job, start_s, *, user="alice", node_model=NM, scale=1.0,
+                policy="monitor", phases=True, node="node01"):
+    ph = [recgen.phase(seq, kind, start_s + st, d, c * scale, m * scale,
+                       depth=0 if par is None else 1, parent=par)
+          for seq, kind, par, st, d, c, m in PHASES] if phases else []
+    rec = recgen.record(job, "0", node, start_s=start_s, submit_s=start_s,
+                        dur_s=15, cpu_j=200 * scale, dram_j=40 * scale,
+                        user=user, policy=policy, base_khz=int(FMAX * 1e6),
+                        node_model=node_model, phases=ph)
+    rec["step"].update(nominal_freq_khz=int(FMAX * 1e6), fixed_freq_khz=None)
+    rec["provenance"]["freq_control"] = "monitor" if policy == "monitor" else "joulestep"
+    return rec
+
+
+def truth(policy, scale=1.0, tuned=None):
+    """(saving J, extra s, {kind: saving J}) of one monitor_job."""
+    e = {k: (c + m) * scale for _, k, _, _, _, c, m in PHASES}
+    t = {k: d for _, k, _, _, d, _, _ in PHASES}
+    own_ck_e, own_ck_t = e["checkpoint"] - e["flush"], t["checkpoint"] - t["flush"]
+    if policy == "io-dvfs":
+        parts = {"compress": change(e["compress"], t["compress"], 0.875 * FMAX),
+                 "write": change(e["write"], t["write"], 0.85 * FMAX)}
+    elif policy == "ckpt-dvfs":
+        parts = {"checkpoint": change(own_ck_e, own_ck_t, 0.5 * FMAX)}
+    else:   # tuned = {"write": 0.8, "checkpoint": 0.6, "compress": 0.3}
+        parts = {"write": change(e["write"], t["write"], 0.8 * FMAX),
+                 "checkpoint": change(own_ck_e, own_ck_t, 0.6 * FMAX),
+                 "flush": change(e["flush"], t["flush"], 0.6 * FMAX),  # inherits
+                 "compress": change(e["compress"], t["compress"], 0.5 * FMAX)}
+    return (sum(s for s, _ in parts.values()), sum(x for _, x in parts.values()),
+            {k: s for k, (s, _) in parts.items()})
+
+
+def add_model(db, node_model=NM):
+    """The curves above as a fitted model: P(f)/P(fmax) = 0.075 f^3 + 0.4."""
+    conn = sqlite3.connect(db)
+    conn.execute("INSERT INTO power_models (node_model, phase_kind, a, b, c, "
+                 "fmax_khz, slowdown_alpha, fitted_ns) VALUES (?, '*', ?, 3, ?, "
+                 "?, ?, 0)", (node_model, 24 / 40 / FMAX ** 3, 16 / 40,
+                              int(FMAX * 1e6), ALPHA))
+    conn.commit()
+    conn.close()
+
+
+@pytest.fixture
+def tuned_file(tmp_path):
+    p = tmp_path / "tuned.json"
+    p.write_text(json.dumps({
+        "format": "joulestep-policy", "version": 1, "node_model": NM,
+        "policy": "phase:checkpoint=0.6,compress=0.3,write=0.8",
+        "phases": {"write": {"ratio": 0.8}, "checkpoint": {"ratio": 0.6},
+                   "compress": {"ratio": 0.3}}}))
+    return p
+
+
+def test_job_what_if_per_policy_and_kind(run, db, tmp_path, tuned_file):
+    recgen.write(tmp_path / "sp", monitor_job(9400, 100))
+    run("ingest", tmp_path / "sp")
+    add_model(db)
+    w = jrun(run, "job", 9400, "--tuned", tuned_file)["what_if"]
+    assert w["estimate"] is True and w["scope"] == "cpu+dram"
+    pols = {p["policy"]: p for p in w["policies"]}
+    for pol in ("io-dvfs", "ckpt-dvfs", "tuned"):
+        saving, extra, by_kind = truth(pol)
+        t = pols[pol]["totals"]
+        assert t["saving_j"] == pytest.approx(saving, rel=1e-9), pol
+        assert t["extra_time_s"] == pytest.approx(extra, rel=1e-9), pol
+        # every joule once: the outermost phases' energy (the flush is inside)
+        assert t["energy_j"] == pytest.approx(
+            sum(c + m for _, _, par, _, _, c, m in PHASES if par is None))
+        kinds = {k["kind"]: k for k in pols[pol]["kinds"]}
+        for kind, s in by_kind.items():
+            assert kinds[kind]["saving_j"] == pytest.approx(s, rel=1e-9), (pol, kind)
+        assert kinds["compute"]["status"] == "unchanged"
+    io = {k["kind"]: k for k in pols["io-dvfs"]["kinds"]}
+    assert io["compress"]["freq_mhz"] == 1750 and io["write"]["freq_mhz"] == 1700
+    # the checkpoint's own part excludes the flush inside it
+    ck = {k["kind"]: k for k in pols["ckpt-dvfs"]["kinds"]}["checkpoint"]
+    assert ck["energy_j"] == pytest.approx(24 - 8) and ck["duration_s"] == 1
+    out = run("job", 9400, "--tuned", tuned_file).stdout
+    assert "ESTIMATE" in out and "not measured" in " ".join(out.split())
+    assert max(len(line) for line in out.splitlines()) <= 80
+    assert "ckpt-dvfs checkpoint" in " ".join(out.split())
+
+
+def test_job_what_if_says_why_not(run, db, tmp_path):
+    sp = tmp_path / "sp"
+    recgen.write(sp, monitor_job(9401, 100, node_model="bare"))
+    recgen.write(sp, monitor_job(9402, 200, policy="io-dvfs"))
+    recgen.write(sp, monitor_job(9403, 300, phases=False))
+    run("ingest", sp)
+    add_model(db)
+    w = jrun(run, "job", 9401)["what_if"]
+    pols = {p["policy"]: p for p in w["policies"]}
+    assert pols["tuned"]["status"] == "not estimated"
+    assert "--tuned FILE" in pols["tuned"]["why"]
+    ck = {k["kind"]: k for k in pols["ckpt-dvfs"]["kinds"]}["checkpoint"]
+    assert ck["status"] == "not estimated"
+    assert "no power model for node model bare" in ck["why"]
+    assert "no power model for node model bare" in run("job", 9401).stdout
+    assert jrun(run, "job", 9402)["what_if"] is None      # ran a policy
+    assert jrun(run, "job", 9403)["what_if"] is None      # no phases
+    r = run("job", 9401, "--tuned", tmp_path / "nope.json", ok=False)
+    assert "tuned file" in r.output
+
+
+# --------------------------------------------------------------------------
+# item 8: report --what-if over a synthetic fleet
+
+DAY = 86400
+
+
+def fleet():
+    """(records, {user: [(scale, counted?, estimated?)]}): monitor jobs
+    with phases (counted), plus jobs that must not count: no phases, run
+    under io-dvfs, started outside the period; one on a node model without
+    a power model (counted, not estimated)."""
+    recs, truth_rows, job = [], {}, 9500
+    users = ("alice", "bob", "carol")
+    for i in range(12):
+        job += 1
+        user, scale = users[i % 3], 1.0 + 0.5 * i
+        recs.append(monitor_job(job, 3600 + 600 * i, user=user, scale=scale))
+        truth_rows.setdefault(user, []).append((job, scale, True))
+        if i % 4 == 0:     # a second step of the same job, on another node
+            r = monitor_job(job, 3600 + 600 * i, user=user, scale=scale,
+                            node="node02")
+            recs.append(r)
+            truth_rows[user].append((job, scale, True))
+    job += 1
+    recs.append(monitor_job(job, 20_000, user="bob", node_model="bare", scale=2))
+    truth_rows["bob"].append((job, 2.0, False))
+    for extra in (dict(phases=False), dict(policy="io-dvfs"),
+                  dict(start_s=2 * DAY)):
+        job += 1
+        recs.append(monitor_job(job, extra.pop("start_s", 30_000), user="alice",
+                                **extra))
+    return recs, truth_rows
+
+
+@pytest.mark.parametrize("policy", ["io-dvfs", "ckpt-dvfs", "tuned"])
+def test_report_what_if_over_a_fleet(run, db, tmp_path, tuned_file, policy):
+    recs, rows = fleet()
+    for r in recs:
+        recgen.write(tmp_path / "sp", r)
+    run("ingest", tmp_path / "sp")
+    add_model(db)
+    e_phase = sum(c + m for _, _, par, _, _, c, m in PHASES if par is None)
+    args = ["report", "--what-if", policy, "--by", "user", "--tuned", tuned_file,
+            "--since", "2025-11-22T00:00:00+00:00",
+            "--until", "2025-11-23T00:00:00+00:00"]
+    r = jrun(run, *args)
+    assert r["what_if"] == policy and r["estimate"] is True
+    groups = {g["key"]: g for g in r["groups"]}
+    assert set(groups) == {"alice", "bob", "carol"}
+    want_total = 0.0
+    for user, jobs in rows.items():
+        g = groups[user]
+        saving = sum(truth(policy, sc)[0] for _, sc, est in jobs if est)
+        extra = sum(truth(policy, sc)[1] for _, sc, est in jobs if est)
+        want_total += saving
+        kwh = saving / 3.6e6
+        assert g["jobs"] == len({j for j, _, _ in jobs}), user
+        assert g["steps"] == len(jobs), user
+        assert g["energy_j"] == pytest.approx(sum(e_phase * sc for _, sc, _ in jobs))
+        assert g["saving_j"] == pytest.approx(saving, rel=1e-9), user
+        assert g["saving_mwh"] == pytest.approx(kwh / 1000, rel=1e-9)
+        assert g["co2_g"] == pytest.approx(kwh * CO2, rel=1e-9)
+        assert g["cost"] == pytest.approx(kwh * PRICE, rel=1e-9)
+        assert g["extra_time_s"] == pytest.approx(extra, rel=1e-9)
+    t = r["totals"]
+    assert t["saving_j"] == pytest.approx(want_total, rel=1e-9)
+    assert t["jobs"] == 13 and t["steps"] == 16
+    # the job on a node model without a power model: its lowered phases
+    bare = {k: (c + m) * 2 for _, k, _, _, _, c, m in PHASES}
+    not_est = {"io-dvfs": bare["compress"] + bare["write"],
+               "ckpt-dvfs": bare["checkpoint"] - bare["flush"],
+               "tuned": bare["compress"] + bare["write"] + bare["checkpoint"]}
+    assert t["not_estimated_j"] == pytest.approx(not_est[policy])
+    out = run(*args).stdout
+    assert "ESTIMATE" in out and "no power model for node model bare" in \
+        " ".join(out.split())
+    assert max(len(line) for line in out.splitlines()) <= 80
+    text = run(*args, "--format", "csv").stdout
+    assert text.splitlines()[0].startswith("key,jobs,steps,energy_j")
+
+
+def test_report_what_if_errors(loaded, tmp_path):
+    r = loaded("report", "--what-if", "tuned", ok=False)
+    assert "--tuned FILE" in r.output
+    r = loaded("report", "--what-if", "fixed:0.5", ok=None)
+    assert r.exit_code == 2 and "io-dvfs" in r.output
+    r = loaded("report", "--what-if", "io-dvfs", "--by", "colour", ok=False)
+    assert "cannot group by" in r.output
+
+
+def test_policy_rules_min_ratio_cap_and_nesting():
+    """Pure rules: the plugin's ratios with a site min_ratio of 0.7, the cap
+    at the original clock, inheritance, and a malformed parent cycle."""
+    from joulestep import whatif as W
+    assert W.kind_ratio("io-dvfs", "write", 0.7, None) == 0.85
+    assert W.kind_ratio("io-dvfs", "compress", 0.9, None) == 0.9
+    assert W.kind_ratio("io-dvfs", "checkpoint", 0.7, None) is None
+    assert W.kind_ratio("ckpt-dvfs", "checkpoint", 0.7, None) == 0.7
+    assert W.kind_ratio("ckpt-dvfs", "flush", 0.7, None) == W.ORIGINAL
+    assert W.kind_ratio("tuned", "compress", 0.7, {"compress": 0.3}) == 0.7
+    with pytest.raises(W.WhatIfError):
+        W.kind_ratio("fixed:0.5", "write", 0.5, None)
+    ph = [{"seq": 0, "kind": "checkpoint", "parent_seq": None},
+          {"seq": 1, "kind": "compute", "parent_seq": 0},
+          {"seq": 2, "kind": "flush", "parent_seq": 1},
+          {"seq": 3, "kind": "x", "parent_seq": 4},
+          {"seq": 4, "kind": "y", "parent_seq": 3}]
+    eff = W.effective_ratios(ph, "ckpt-dvfs", 0.6, None)
+    assert eff == {0: 0.6, 1: 0.6, 2: W.ORIGINAL, 3: W.ORIGINAL, 4: W.ORIGINAL}
+    model = {"a": 0.075, "b": 3.0, "c": 0.4, "fmax_khz": 2_000_000,
+             "slowdown_alpha": ALPHA}
+    # a site cap of 1.6 GHz: 0.875 x 2.0 GHz would be above it, so no change
+    assert W.estimate(10.0, 1.0, 0.875, 1_600_000, model)["status"] == "unchanged"
+    est = W.estimate(10.0, 1.0, 0.5, 1_600_000, model)   # 1.0 GHz from 1.6
+    s, _ = change(10.0, 1.0, 1.0)
+    s16, _ = change(10.0, 1.0, 1.6)
+    k = (1 - s / 10) / (1 - s16 / 10)            # E(1.0)/E(1.6) per unit work
+    assert est["saving_j"] == pytest.approx(10.0 * (1 - k), rel=1e-9)
+    assert est["extra_time_s"] == pytest.approx(t_rel(1.0) / t_rel(1.6) - 1, rel=1e-9)
