@@ -359,7 +359,8 @@ def _what_if_report(c: Ctx, policy, tuned, by, top, since_ns, until_ns,
     if c.fmt == "json":
         emit(to_json(r))
     elif c.fmt == "csv":
-        emit(to_csv(whatif.CSV_COLUMNS, r["groups"]))
+        emit(to_csv(whatif.CSV_COLUMNS,
+                    [{**g, "scope": r["scope"]} for g in r["groups"]]))
     else:
         from .render import whatif_report_text
         emit(whatif_report_text(r, top))

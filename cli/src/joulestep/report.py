@@ -141,7 +141,24 @@ def reference_clock(policy, base, nominal, fixed, freq_control) -> dict:
     return out
 
 
-def _phase_row(pr, clk: dict, node_model, models, settings) -> dict:
+def phase_counts(phases: list) -> dict:
+    """seq -> nesting.Counted for the phases (nesting.Phase, key = seq) of
+    one record: what each adds to a sum over them (nesting.count_phases: a
+    phase inside another is part of its measurement, so the enclosing one
+    counts the rest).  The one rule job, the saving estimates and the
+    what-if estimates count phases by (analysis.counted_phases applies it
+    to frames)."""
+    return {seq: c for seq, (c, _) in nesting.count_phases(phases).items()}
+
+
+def _j(uj):
+    return None if uj is None else uj / 1e6
+
+
+def _phase_row(pr, c, clk: dict, node_model, models, settings) -> dict:
+    """One phase of job_summary; c: its nesting.Counted.  Its saving is
+    that of its own part (the counted energy: the phases inside it carry
+    theirs), so the phases' savings add up to the step's."""
     (_, seq, kind, label, depth, parent, pdur, freq, pcpu, pdram, pbytes,
      nranks) = pr
     f = freq if freq is not None else clk["run_khz"]
@@ -151,20 +168,28 @@ def _phase_row(pr, clk: dict, node_model, models, settings) -> dict:
           "freq_mhz": f / 1000 if f else None,
           "freq_lowered": f is not None and ref is not None and f < ref}
     pd.update(derive(pcpu, pdram, pdur, pbytes, settings))
-    pd.update(estimate_saving(pcpu, pdram, f, ref, node_model, kind, models))
+    pd.update({"inside_phase": c.inside, "counted_energy_cpu_j": _j(c.cpu_uj),
+               "counted_energy_dram_j": _j(c.dram_uj),
+               "counted_energy_total_j": _j(c.total_uj),
+               "counted_duration_s": c.duration_ns / 1e9})
+    pd.update(estimate_saving(c.cpu_uj, c.dram_uj, f, ref, node_model, kind,
+                              models))
     pd["saving_vs"] = clk["ref_name"] if pd["freq_lowered"] else None
     return pd
 
 
 def step_savings(r, phase_rows, models, settings) -> tuple[list, dict]:
     """A job_summary step row's phases and its saving against its reference
-    clock (reference_clock).  A step held at a lower clock (fixed:R) is
-    estimated as a whole (power model of kind "step", `model dvfs --level
-    steps`); otherwise the lowered phases are added, a nested lowered phase
-    counted once, inside its outermost lowered ancestor."""
-    node_model, policy, base, cpu, dram = r[4], r[8], r[9], r[13], r[14]
+    clock (reference_clock), every joule counted once (nesting.py).  A step
+    held at a lower clock (fixed:R) is estimated as a whole (power model of
+    kind "step", `model dvfs --level steps`) on the energy the step counts
+    (a step inside it counts its own); otherwise the lowered phases' own
+    parts are added (phase_counts)."""
+    node_model, policy, base, ccpu, cdram = r[4], r[8], r[9], r[21], r[22]
     clk = reference_clock(policy, base, *r[24:27])
-    phases = [_phase_row(pr, clk, node_model, models, settings)
+    counts = phase_counts([nesting.Phase(pr[1], pr[1], pr[5], pr[2], pr[6],
+                                         pr[8], pr[9]) for pr in phase_rows])
+    phases = [_phase_row(pr, counts[pr[1]], clk, node_model, models, settings)
               for pr in phase_rows]
     run = clk["run_khz"]
     out = {"freq_mhz": run / 1000 if run else None, "saving_status": "base clock",
@@ -175,12 +200,10 @@ def step_savings(r, phase_rows, models, settings) -> tuple[list, dict]:
                         "saving_note": clk["why"]}
     ref = clk["ref_khz"]
     if run is not None and ref is not None and run < ref:
-        est = estimate_saving(cpu, dram, run, ref, node_model, "step", models)
-        parts = [est]
+        parts = [estimate_saving(ccpu, cdram, run, ref, node_model, "step",
+                                 models)]
     else:
-        by_seq = {p["seq"]: p for p in phases}
-        parts = [p for p in phases if p["freq_lowered"]
-                 and not _lowered_ancestor(p, by_seq)]
+        parts = [p for p in phases if p["freq_lowered"]]
     if not parts:
         return phases, out
     if any(p["saving_j"] is None for p in parts):
@@ -190,15 +213,6 @@ def step_savings(r, phase_rows, models, settings) -> tuple[list, dict]:
                     "saving_basis": "+".join(sorted({p["saving_basis"]
                                                      for p in parts})),
                     "saving_vs": clk["ref_name"], "saving_ref_mhz": ref / 1000}
-
-
-def _lowered_ancestor(p: dict, by_seq: dict) -> bool:
-    anc = by_seq.get(p["parent_seq"])
-    while anc is not None:
-        if anc["freq_lowered"]:
-            return True
-        anc = by_seq.get(anc["parent_seq"])
-    return False
 
 
 # --------------------------------------------------------------------------
@@ -334,9 +348,6 @@ def job_summary(conn: sqlite3.Connection, job_id: int, settings: Settings,
             nested += 1
         phases, sav = step_savings(r, phases_by_step.get(spk, []), models,
                                    settings)
-        pcount = _phase_counts(phases_by_step.get(spk, []))
-        for pd in phases:
-            pd.update(pcount[pd["seq"]])
         d.update(sav)
         if d["saving_status"] == "not estimated":
             not_est += 1
@@ -400,23 +411,7 @@ def job_summary(conn: sqlite3.Connection, job_id: int, settings: Settings,
             "scope": settings.scope, "scope_note": settings.scope_note(),
             "totals": totals, "steps": steps, "other_submissions": others,
             "caveats": caveats,
-            "what_if": whatif.for_job(steps, models, tuned)}
-
-
-def _phase_counts(rows) -> dict:
-    """seq -> what each phase of one step adds to a sum over its phases
-    (nesting.count_phases: a phase inside another is part of its
-    measurement): counted_energy_{cpu,dram,total}_j, and inside_phase (the
-    seq of the phase it is in, or None)."""
-    ph = [nesting.Phase(r[1], r[1], r[5], r[2], r[6], r[8], r[9]) for r in rows]
-    out = {}
-    for seq, (c, _) in nesting.count_phases(ph).items():
-        out[seq] = {"inside_phase": c.inside,
-                    "counted_energy_cpu_j": None if c.cpu_uj is None else c.cpu_uj / 1e6,
-                    "counted_energy_dram_j": None if c.dram_uj is None else c.dram_uj / 1e6,
-                    "counted_energy_total_j":
-                        None if c.total_uj is None else c.total_uj / 1e6}
-    return out
+            "what_if": whatif.for_job(steps, models, tuned, settings)}
 
 
 def _nesting_note(r, names: dict, inner) -> tuple[str, str | None]:
