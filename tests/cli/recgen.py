@@ -197,6 +197,32 @@ def sweep_study(a=0.0133, b=3.379, c=0.7985, fmax_ghz=2.4, alpha=0.3, reps=3):
     return recs
 
 
+def noisy_sweep_study(a, b, c, fmax_ghz, alpha=0.3, noise=0.01, reps=3, step_ghz=0.1,
+                      seed=1, sweep="noisy", job0=9000):
+    """Like sweep_study, with multiplicative Gaussian noise (seeded) on every
+    power and duration: 0.8 GHz .. fmax in step_ghz, reps jobs per
+    frequency, one 'write' phase each.  Returns (records, samples) where
+    samples lists (freq_ghz, power_w) as recorded (energy/duration of the
+    phase after rounding to uJ and ns), for a truth computed in the test."""
+    import numpy as np
+    rng = np.random.default_rng(seed)
+    n = int(round((fmax_ghz - 0.8) / step_ghz))
+    recs, samples, job = [], [], job0
+    for fr in [round(0.8 + step_ghz * i, 6) for i in range(n + 1)]:
+        for r in range(reps):
+            job += 1
+            p = 40.0 * (a * fr ** b + c) * (1 + noise * rng.standard_normal())
+            t = 10.0 * (alpha * fmax_ghz / fr + 1 - alpha) * (1 + noise * rng.standard_normal())
+            ph = phase(0, "write", 1, t, p * t, 0, freq_khz=int(round(fr * 1e6)))
+            samples.append((fr, ph["energy_cpu_uj"] / ph["duration_ns"] * 1e3))
+            recs.append(record(job, "0", "node01", start_s=job, submit_s=job,
+                               dur_s=t + 2, cpu_j=p * t + 10, dram_j=0,
+                               node_model="skylake-like",
+                               policy=f"fixed:{fr / fmax_ghz:.4f}",
+                               tags={"sweep": sweep}, phases=[ph]))
+    return recs, samples
+
+
 #: calibration used by damaris_study (hand-checkable)
 DAMARIS = dict(t_base_s=1200.0, s_cores={1: 1.0, 2: 0.9, 4: 0.75},
                s_nodes={1: 1.0, 2: 0.95, 4: 0.9}, p_idle_w=30.0, p_max_w=100.0)

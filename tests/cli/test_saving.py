@@ -116,17 +116,24 @@ def test_step_clocks_are_stored(run, db, tmp_path):
                     (2_400_000, None, None, None)]
 
 
-def test_fixed_step_shows_its_saving_vs_the_original_clock(run, tmp_path):
-    """A step-level sweep of fixed:R steps (rounded clocks: R x fmax is not
-    the clock they ran at), `model dvfs --level steps`, then a fixed:0.8
-    step: its saving against the original 2.0 GHz clock."""
-    sp = tmp_path / "sp"
+@pytest.fixture
+def step_model(run, tmp_path):
+    """A step-level model (kind 'step', `model dvfs --level steps`) from a
+    sweep of fixed:R steps (rounded clocks: R x fmax is not the clock they
+    ran at)."""
+    sp = tmp_path / "stepsweep"
     for i, (r, f) in enumerate(((0.63, 1.3), (0.73, 1.5), (0.83, 1.7),
                                 (0.93, 1.9), (1, 2.0))):
         recgen.write(sp, fixed_step(9200 + i, r, f, 1000 * i, {"sweep": "fx"}))
     run("ingest", sp)
     run("model", "dvfs", "--level", "steps", "--where", "sweep=fx", "--save",
         tmp_path / "tuned.json")
+    return run
+
+
+def test_fixed_step_shows_its_saving_vs_the_original_clock(step_model, tmp_path):
+    """A fixed:0.8 step: its saving against the original 2.0 GHz clock."""
+    run = step_model
     recgen.write(tmp_path / "job", fixed_step(9250, 0.8, 1.6, 50_000))
     run("ingest", tmp_path / "job")
     truth = ((cpu_w(FMAX) + DRAM_W) * runtime(FMAX)
@@ -190,3 +197,62 @@ def test_lowered_phases_leave_the_nested_step_count_alone(loaded):
     phase loop once reused the counter's name and left a boolean)."""
     t = jrun(loaded, "job", 42, "--first-seen", recgen.T0)["totals"]
     assert type(t["steps_inside_others"]) is int and t["steps_inside_others"] == 1
+
+
+# --------------------------------------------------------------------------
+# savings count every joule once (issue 9 defect 2's rule, nesting.py)
+
+
+def test_job_saving_is_each_phase_own_part(fitted, tmp_path):
+    """A lowered write phase (1.6 GHz) with a phase inside it that ran at
+    the original clock (a flush under ckpt-dvfs): the saving is that of the
+    write's own part; the flush ran at 2.0 GHz and saved nothing.  Applying
+    the ratio to the whole enclosing measurement overstated it."""
+    f, tb_own, tb_flush = 1.6, 10.0, 4.0
+    t_own, t_flush = runtime(f, tb_own), runtime(FMAX, tb_flush)
+    e_own = (cpu_w(f) * t_own, DRAM_W * t_own)
+    e_flush = (cpu_w(FMAX) * t_flush, DRAM_W * t_flush)
+    truth = ((cpu_w(FMAX) + DRAM_W) * runtime(FMAX, tb_own)
+             - (cpu_w(f) + DRAM_W) * t_own)
+    ph = [recgen.phase(0, "write", 60_001, t_own + t_flush, e_own[0] + e_flush[0],
+                       e_own[1] + e_flush[1], freq_khz=int(f * 1e6)),
+          recgen.phase(1, "flush", 60_001 + t_own, t_flush, *e_flush, depth=1,
+                       parent=0, freq_khz=int(FMAX * 1e6))]
+    rec = recgen.record(9110, "0", "node01", start_s=60_000, submit_s=60_000,
+                        dur_s=t_own + t_flush + 2, cpu_j=e_own[0] + e_flush[0] + 10,
+                        dram_j=e_own[1] + e_flush[1] + 1, base_khz=int(FMAX * 1e6),
+                        policy="ckpt-dvfs", phases=ph)
+    recgen.write(tmp_path / "job", rec)
+    fitted("ingest", tmp_path / "job")
+    s = jrun(fitted, "job", 9110)
+    st = s["steps"][0]
+    w, fl = st["phases"]
+    assert w["counted_energy_total_j"] == pytest.approx(sum(e_own), rel=1e-6)
+    assert w["saving_j"] == pytest.approx(truth, rel=0.005)
+    assert fl["saving_status"] == "base clock"
+    assert st["saving_j"] == pytest.approx(truth, rel=0.005)
+    assert s["totals"]["saving_j"] == pytest.approx(truth, rel=0.005)
+
+
+def test_nested_fixed_steps_save_once(step_model, tmp_path):
+    """A batch step and an srun step inside it, both under fixed:0.8 at
+    1.6 GHz: the batch step's measurement includes the srun step's, so the
+    job saved what the whole batch window would have used at 2.0 GHz, not
+    that plus the srun step's saving again."""
+    f, tb_batch, tb_srun = 1.6, 30.0, 10.0
+    t_b, t_s = runtime(f, tb_batch), runtime(f, tb_srun)
+    p = cpu_w(f) + DRAM_W
+    k = (cpu_w(FMAX) + DRAM_W) / p * runtime(FMAX) / runtime(f)
+    truth = p * t_b * (k - 1)                   # the batch window, once
+    recs = []
+    for sid, start, t in (("batch", 70_000, t_b), ("0", 70_002, t_s)):
+        rec = recgen.record(9120, sid, "node01", start_s=start, submit_s=70_000,
+                            dur_s=t, cpu_j=cpu_w(f) * t, dram_j=DRAM_W * t,
+                            base_khz=int(FMAX * 1e6), policy="fixed:0.8")
+        recs.append(clocks(rec, fixed_khz=int(f * 1e6)))
+    for r in recs:
+        recgen.write(tmp_path / "job", r)
+    step_model("ingest", tmp_path / "job")
+    s = jrun(step_model, "job", 9120)
+    assert s["totals"]["saving_status"] == "estimated"
+    assert s["totals"]["saving_j"] == pytest.approx(truth, rel=0.005)

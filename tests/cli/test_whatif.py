@@ -267,3 +267,92 @@ def test_policy_rules_min_ratio_cap_and_nesting():
     k = (1 - s / 10) / (1 - s16 / 10)            # E(1.0)/E(1.6) per unit work
     assert est["saving_j"] == pytest.approx(10.0 * (1 - k), rel=1e-9)
     assert est["extra_time_s"] == pytest.approx(t_rel(1.0) / t_rel(1.6) - 1, rel=1e-9)
+
+
+# --------------------------------------------------------------------------
+# one counting rule (nesting.count_phases) and one scope (Settings.scoped_j)
+
+
+def test_what_if_counts_nested_phases_by_the_one_rule(run, db, tmp_path):
+    """The what-if counts phases as `job` and `compare` do (nesting.py): a
+    flush that fits in its checkpoint is taken out of it; one whose
+    counters disagree with it (more energy than the checkpoint) leaves the
+    checkpoint's whole measurement with the checkpoint and counts 0."""
+    ph = [recgen.phase(0, "checkpoint", 101, 2, 10, 2),
+          recgen.phase(1, "flush", 101.5, 1, 14, 2, depth=1, parent=0),
+          recgen.phase(2, "checkpoint", 104, 2, 20, 4),
+          recgen.phase(3, "flush", 104.5, 1, 6, 2, depth=1, parent=2)]
+    rec = recgen.record(9410, "0", "node01", start_s=100, submit_s=100, dur_s=10,
+                        cpu_j=100, dram_j=20, policy="monitor",
+                        base_khz=int(FMAX * 1e6), phases=ph)
+    rec["step"].update(nominal_freq_khz=int(FMAX * 1e6), fixed_freq_khz=None)
+    rec["provenance"]["freq_control"] = "monitor"
+    recgen.write(tmp_path / "sp", rec)
+    run("ingest", tmp_path / "sp")
+    add_model(db)
+    s = jrun(run, "job", 9410)
+    # checkpoint 0: 12 J, 2 s, its flush 0; checkpoint 2: 24 - 8 J, 1 s
+    s0, x0 = change(12, 2, 0.5 * FMAX)
+    s2, x2 = change(16, 1, 0.5 * FMAX)
+    w = {p["policy"]: p for p in s["what_if"]["policies"]}["ckpt-dvfs"]
+    ck = {k["kind"]: k for k in w["kinds"]}
+    assert ck["checkpoint"]["energy_j"] == pytest.approx(12 + 16)
+    assert ck["checkpoint"]["duration_s"] == pytest.approx(3)
+    assert ck["flush"]["energy_j"] == pytest.approx(0 + 8)
+    assert ck["checkpoint"]["saving_j"] == pytest.approx(s0 + s2, rel=1e-9)
+    assert ck["checkpoint"]["extra_time_s"] == pytest.approx(x0 + x2, rel=1e-9)
+    # the same figures as the job's counted phase energies
+    counted = {}
+    for p in s["steps"][0]["phases"]:
+        counted[p["kind"]] = counted.get(p["kind"], 0) + p["counted_energy_total_j"]
+    assert {k: ck[k]["energy_j"] for k in counted} == pytest.approx(counted)
+
+
+def _conf(tmp_path, extra):
+    p = tmp_path / "scope.conf"
+    p.write_text(f"[site]\ncluster =\nco2_g_per_kwh = {CO2}\n"
+                 f"price_per_kwh = {PRICE}\ncurrency = CHF\n{extra}\n")
+    return p
+
+
+@pytest.mark.parametrize("extra,node_j", [
+    ("", lambda e, s: e),
+    ("node_overhead_w = 50", lambda e, s: e + 50 * s),
+    ("node_factor = 1.5", lambda e, s: 1.5 * e)])
+def test_what_if_figures_have_the_site_scope(run, db, tmp_path, extra, node_j):
+    """kWh/MWh, CO2 and cost of the what-if go through the site's scope,
+    as job and report do: with node_overhead_w the saved (or added)
+    node-seconds count at that power; node_factor scales the energy."""
+    recgen.write(tmp_path / "sp", monitor_job(9420, 100))
+    recgen.write(tmp_path / "sp", monitor_job(9421, 200, scale=2.0))
+    run("ingest", tmp_path / "sp")
+    add_model(db)
+    conf = _conf(tmp_path, extra)
+    scope = "node estimate" if extra else "cpu+dram"
+    t_phase = sum(d for _, _, par, _, d, _, _ in PHASES if par is None)
+    e_phase = sum(c + m for _, _, par, _, _, c, m in PHASES if par is None)
+    saving = truth("ckpt-dvfs")[0] * 3              # scales 1 + 2
+    extra_s = truth("ckpt-dvfs")[1] * 2             # time does not scale
+    kwh = node_j(saving, -extra_s) / 3.6e6
+    r = jrun(run, "--config", conf, "report", "--what-if", "ckpt-dvfs")
+    assert r["scope"] == scope
+    t = r["totals"]
+    assert t["saving_j"] == pytest.approx(saving, rel=1e-9)
+    assert t["saving_kwh"] == pytest.approx(kwh, rel=1e-9)
+    assert t["saving_mwh"] == pytest.approx(kwh / 1000, rel=1e-9)
+    assert t["co2_g"] == pytest.approx(kwh * CO2, rel=1e-9)
+    assert t["cost"] == pytest.approx(kwh * PRICE, rel=1e-9)
+    assert t["energy_mwh"] == pytest.approx(node_j(3 * e_phase, 2 * t_phase) / 3.6e9,
+                                            rel=1e-9)
+    out = " ".join(run("--config", conf, "report", "--what-if", "ckpt-dvfs")
+                   .stdout.split())
+    assert ("node estimate" if extra else "CPU packages and DRAM only") in out
+    rows = run("--config", conf, "report", "--what-if", "ckpt-dvfs", "--format",
+               "csv").stdout.splitlines()
+    assert "scope" in rows[0].split(",") and rows[1].count(scope) == 1
+    w = jrun(run, "--config", conf, "job", 9421)["what_if"]
+    assert w["scope"] == scope
+    wt = {p["policy"]: p for p in w["policies"]}["ckpt-dvfs"]["totals"]
+    kwh1 = node_j(truth("ckpt-dvfs", 2.0)[0], -truth("ckpt-dvfs")[1]) / 3.6e6
+    assert wt["saving_kwh"] == pytest.approx(kwh1, rel=1e-9)
+    assert wt["cost"] == pytest.approx(kwh1 * PRICE, rel=1e-9)

@@ -32,6 +32,8 @@ from typing import Iterable, Optional, Sequence
 import numpy as np
 import pandas as pd
 
+from . import nesting
+
 GIB = float(1 << 30)
 _JOB_KEYS = ("job_pk", "cluster", "job_id", "first_seen_ns")
 
@@ -122,6 +124,94 @@ def _agg_mean_std(g, metrics: Sequence[str]) -> pd.DataFrame:
     return out.reset_index()
 
 
+# ---------------------------------------------------------------- nesting
+
+#: columns that identify one record (the phases of one step on one node)
+_RECORD_KEYS = ("job_pk", "cluster", "job_id", "first_seen_ns", "node", "step_id",
+                "het_component")
+COUNTED = ("counted_cpu_uj", "counted_dram_uj", "counted_total_uj", "counted_duration_ns")
+
+
+def _uj(v):
+    return None if v is None or (isinstance(v, float) and np.isnan(v)) or v is pd.NA \
+        else int(v)
+
+
+def _count_record(g: pd.DataFrame, kinds) -> dict:
+    """index -> (cpu, dram, total, duration, outer seq) for one record."""
+    dram = g["energy_dram_uj"] if "energy_dram_uj" in g.columns else [None] * len(g)
+    ph = [nesting.Phase(i, _uj(q), _uj(par), k, int(d), _uj(c), _uj(m))
+          for i, q, par, k, d, c, m in zip(g.index, g["seq"], g["parent_seq"], g["kind"],
+                                           g["duration_ns"], g["energy_cpu_uj"], dram)]
+    return {i: (c.cpu_uj, c.dram_uj, c.total_uj, c.duration_ns, o)
+            for i, (c, o) in nesting.count_phases(ph, kinds).items()}
+
+
+def counted_phases(phases: pd.DataFrame, kinds: Optional[Iterable[str]] = None
+                   ) -> pd.DataFrame:
+    """The phases (of `kinds`, default all) with what each adds to a sum:
+    counted_cpu_uj, counted_dram_uj, counted_total_uj, counted_duration_ns,
+    and _outer_seq (seq of the outermost enclosing phase of those kinds,
+    itself when outermost).  A phase inside another one (parent_seq, within
+    one record: step_pk, else job/node/step columns) is part of its
+    measurement (RAPL measures the node): the enclosing phase counts its own
+    figures minus those of the phases of `kinds` inside it, which count
+    their own (nesting.exclusive, the rule for steps inside steps).  With
+    `kinds`, a phase's parent is its nearest enclosing phase of those kinds:
+    a phase of another kind stays inside the figure of the phase holding it.
+    Without seq/parent_seq columns every phase counts its own figures."""
+    if not phases.index.is_unique:
+        phases = phases.reset_index(drop=True)
+    d = _own_counted(phases if kinds is None else
+                     phases[phases["kind"].isin(list(kinds))])
+    if d.empty or not {"seq", "parent_seq"} <= set(phases.columns) \
+            or not phases["parent_seq"].notna().any():
+        return d
+    res: dict = {}
+    for g in _nested_records(phases):
+        res.update(_count_record(g, kinds))
+    cols = list(COUNTED) + ["_outer_seq"]
+    upd = pd.DataFrame.from_dict(res, orient="index", columns=cols)
+    for c in cols:
+        d.loc[upd.index, c] = upd[c].astype("Int64")
+    return d
+
+
+def _own_counted(p: pd.DataFrame) -> pd.DataFrame:
+    """A copy of p whose counted_* are its own figures (nothing nested)."""
+    d = p.copy()
+    cpu = d["energy_cpu_uj"].astype("Int64")
+    dram = d["energy_dram_uj"].astype("Int64") if "energy_dram_uj" in d.columns else \
+        pd.Series(pd.NA, index=d.index, dtype="Int64")
+    d["counted_cpu_uj"], d["counted_dram_uj"] = cpu, dram
+    d["counted_total_uj"] = cpu + dram.fillna(0)
+    d["counted_duration_ns"] = d["duration_ns"].astype("Int64")
+    d["_outer_seq"] = d["seq"].astype("Int64") if "seq" in d.columns else pd.NA
+    return d
+
+
+def _nested_records(phases: pd.DataFrame):
+    """The phases of each record (step_pk, else job/node/step columns) that
+    has a nested phase, one frame per record."""
+    rec = ["step_pk"] if "step_pk" in phases.columns else \
+        [c for c in _RECORD_KEYS if c in phases.columns]
+    if not rec:
+        yield phases
+        return
+    key = pd.MultiIndex.from_frame(phases[rec].astype(str))
+    src = phases[key.isin(key[phases["parent_seq"].notna().to_numpy()])]
+    for _, g in src.groupby(rec, dropna=False, sort=False):
+        yield g
+
+
+def _as_counted(d: pd.DataFrame) -> pd.DataFrame:
+    """Counted figures in place of the measured ones (for sums)."""
+    d = d.drop(columns=["energy_cpu_uj", "energy_dram_uj", "duration_ns"], errors="ignore")
+    return d.rename(columns={"counted_cpu_uj": "energy_cpu_uj",
+                             "counted_dram_uj": "energy_dram_uj",
+                             "counted_duration_ns": "duration_ns"})
+
+
 # ---------------------------------------------------------------- checkpoint
 
 def checkpoint_runs(phases: pd.DataFrame, by: str = "tag:strategy", run: Optional[str] = None,
@@ -136,20 +226,26 @@ def checkpoint_runs(phases: pd.DataFrame, by: str = "tag:strategy", run: Optiona
     and the duration is the longest node's; then per kind energies, bytes
     and durations are summed (nranks: the largest instance). part 'local' = local_kind (the blocking phase;
     for synchronous C/R it is the direct write to the PFS), 'flush' =
-    flush_kind (asynchronous flush), 'total' = local + flush: energies and
-    durations add, bytes = the larger of the two (the same checkpoint data),
-    i.e. throughput "until checkpoints are written to the PFS" (Fig. 4).
+    flush_kind (asynchronous flush), 'total' = local + flush: energies add,
+    bytes = the larger of the two (the same checkpoint data), i.e.
+    throughput "until checkpoints are written to the PFS" (Fig. 4).
+    Every joule and second is counted once (counted_phases): a flush marked
+    inside its checkpoint phase (parent_seq) is part of the checkpoint's
+    measurement, so 'local' is the checkpoint's figure minus the flush's and
+    'total' the checkpoint's own.  total's duration spans the instance's
+    first start to its last end (checkpoint start to flush end; slowest
+    node; summed over instances) when start_ns/end_ns are given, else the
+    parts' durations add.  An instance is a label, else the outermost
+    checkpoint/flush phase enclosing the phase.
     Columns: by, run, part, nranks, energy_cpu_j, energy_dram_j, energy_j,
     duration_s, gib, throughput_gibs, j_per_gib, gib_per_rank."""
     run = _run_col(phases, run)
     _need(phases, [by, run, "kind", "energy_cpu_uj", "duration_ns", "bytes", "nranks"],
           "checkpoint comparison")
-    p = phases[phases["kind"].isin([local_kind, flush_kind])].copy()
-    if p.empty:
+    if not phases["kind"].isin([local_kind, flush_kind]).any():
         raise ValueError(f"no phase of kind {local_kind!r} or {flush_kind!r}")
-    p = derived(p)
-    inst = "label" if "label" in p.columns else ("seq" if "seq" in p.columns else None)
-    p["_inst"] = p[inst].astype(str) if inst else ""
+    p = derived(_as_counted(counted_phases(phases, (local_kind, flush_kind))))
+    p["_inst"] = _instances(p)
     per_inst = p.groupby([by, run, "kind", "_inst"], dropna=False).agg(
         energy_cpu_j=("energy_cpu_j", "sum"), energy_dram_j=("energy_dram_j", "sum"),
         duration_s=("duration_s", "max"), gib=("gib", lambda s: s.sum(min_count=1)),
@@ -163,6 +259,9 @@ def checkpoint_runs(phases: pd.DataFrame, by: str = "tag:strategy", run: Optiona
         energy_cpu_j=("energy_cpu_j", "sum"), energy_dram_j=("energy_dram_j", "sum"),
         duration_s=("duration_s", "sum"), gib=("gib", "max"),
         nranks=("nranks", "max")).reset_index()
+    span = _span_s(p, by, run)
+    if span is not None:
+        tot = tot.drop(columns="duration_s").merge(span, on=[by, run], how="left")
     tot["part"] = "total"
     out = pd.concat([per_kind.drop(columns="kind"), tot], ignore_index=True)
     out["energy_j"] = out["energy_cpu_j"] + out["energy_dram_j"]
@@ -176,6 +275,28 @@ def checkpoint_runs(phases: pd.DataFrame, by: str = "tag:strategy", run: Optiona
     out = out[cols].sort_values([by, run, "part"], key=lambda s: s.map(order) if s.name == "part"
                                 else s).reset_index(drop=True)
     return out
+
+
+def _instances(p: pd.DataFrame) -> list:
+    """Checkpoint instance of each phase row: its label, else '#<seq of its
+    outermost enclosing checkpoint/flush phase>'."""
+    lab = p["label"] if "label" in p.columns else pd.Series(None, index=p.index)
+    return [f"#{o}" if v is None or v is pd.NA or (isinstance(v, float) and np.isnan(v))
+            else str(v) for v, o in zip(lab, p["_outer_seq"])]
+
+
+def _span_s(p: pd.DataFrame, by: str, run: str):
+    """Per (by, run): sum over instances of the slowest record's span (last
+    end - first start) in s; None without start_ns/end_ns."""
+    if not {"start_ns", "end_ns"} <= set(p.columns) or \
+            p[["start_ns", "end_ns"]].isna().any().any():
+        return None
+    rec = [c for c in ("node", "step_id", "het_component") if c in p.columns]
+    g = p.groupby([by, run, "_inst"] + rec, dropna=False).agg(
+        s=("start_ns", "min"), e=("end_ns", "max"))
+    g["duration_s"] = (g["e"] - g["s"]).astype(float) / 1e9
+    per = g.groupby(level=[0, 1, 2], dropna=False)["duration_s"].max()
+    return per.groupby(level=[0, 1], dropna=False).sum().reset_index()
 
 
 CKPT_METRICS = ("energy_cpu_j", "energy_dram_j", "energy_j", "duration_s",
@@ -309,7 +430,9 @@ def compare_dumps(phases: pd.DataFrame, compressor: str = "tag:compressor",
     optional and splits the rows when present. A run whose compressor is
     NULL, 'none' or 'raw' is a raw (uncompressed) dump.
     Per run: compress_j and write_j = energy summed over phases of that kind
-    (and nodes), total_j = compress_j + write_j, duration_s likewise.
+    (and nodes), total_j = compress_j + write_j, duration_s likewise; a
+    phase inside another (parent_seq) counts once (counted_phases): a write
+    marked inside the compress phase is taken out of compress_j.
     Output per compressor x error bound (x policy): runs, compress_j,
     write_j, total_j, total_j_std, duration_s, raw_write_j (mean write
     energy of the raw runs under the same policy), total_vs_raw =
@@ -323,10 +446,9 @@ def compare_dumps(phases: pd.DataFrame, compressor: str = "tag:compressor",
     run = _run_col(phases, run)
     _need(phases, [compressor, error_bound, run, "kind", "energy_cpu_uj", "duration_ns"],
           "dump comparison")
-    p = phases[phases["kind"].isin([compress_kind, write_kind])]
-    if p.empty:
+    if not phases["kind"].isin([compress_kind, write_kind]).any():
         raise ValueError(f"no phase of kind {compress_kind!r} or {write_kind!r}")
-    p = derived(p)
+    p = derived(_as_counted(counted_phases(phases, (compress_kind, write_kind))))
     p["_comp"] = p[compressor].map(lambda v: "raw" if v is None or
                                    (isinstance(v, float) and np.isnan(v)) or str(v) in _RAW
                                    else str(v))
@@ -416,15 +538,23 @@ def compare_generic(df: pd.DataFrame, by: str,
     df: rows with `by` and energy_cpu_uj/duration_ns (derived columns are
     added) or the metric columns themselves. Output per value of `by`: n
     (rows), for each metric its total (<m>_sum), mean, <m>_std, and
-    <m>_ratio = mean / baseline's mean (baseline default: the first value in
+    <m>_ratio = mean / baseline's mean.  With counted_cpu_uj,
+    counted_dram_uj, counted_total_uj and counted_duration_ns columns
+    (frames.steps; counted_phases) the totals add those: a step or phase
+    inside another is counted once; means stay per row as measured (baseline default: the first value in
     sorted order)."""
     if "energy_cpu_uj" in df.columns and "duration_ns" in df.columns:
-        df = derived(df)
+        if set(COUNTED) <= set(df.columns):
+            c = derived(_as_counted(df))
+            df = derived(df).assign(**{f"counted_{m}": c[m] for m in metrics
+                                       if m in c.columns})
+        else:
+            df = derived(df)
     _need(df, [by] + list(metrics), "comparison")
     g = df.groupby(by, dropna=False)
     out = pd.DataFrame({"n": g.size()})
     for m in metrics:
-        out[f"{m}_sum"] = g[m].sum()
+        out[f"{m}_sum"] = g[f"counted_{m}" if f"counted_{m}" in df.columns else m].sum()
         out[m] = g[m].mean()
         out[f"{m}_std"] = g[m].std()
     out = out.reset_index().sort_values(by).reset_index(drop=True)

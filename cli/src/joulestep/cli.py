@@ -247,7 +247,9 @@ def job(c: Ctx, jobid, cluster, first_seen_ns, submit_ns, tuned_path):
     an estimate from the same models.  Flags a node shared with other jobs.
     A step inside another on the same node (srun inside batch) is shown
     with its own energy but added to the job's total once (docs/cli.md,
-    steps inside other steps).
+    steps inside other steps); so is a phase inside another phase.  kWh,
+    CO2 and cost cover CPU + DRAM (RAPL), or the whole node when the site
+    sets node_overhead_w or node_factor; the output says which.
     """
     from . import report as rep
     from .output import to_csv, to_json
@@ -309,9 +311,10 @@ def report(c: Ctx, since, until, by, top, cluster, what_if, tuned_path):
     A step counts in the period when it started in [--since, --until).
     Policy adoption is the share of steps (and of energy) that ran under a
     frequency policy other than none.  A step inside another on the same
-    node (srun inside batch) is counted once.  With --what-if POLICY: the
-    estimated saving of that policy per group over the period, counting
-    only jobs that marked phases (docs/cli.md).
+    node (srun inside batch) is counted once.  kWh, CO2 and cost cover CPU
+    + DRAM (RAPL), or a node estimate (site node_overhead_w or node_factor).
+    With --what-if POLICY: the estimated saving of that policy per group
+    over the period, counting only jobs that marked phases (docs/cli.md).
     """
     from . import report as rep
     from .output import to_csv, to_json
@@ -333,7 +336,8 @@ def report(c: Ctx, since, until, by, top, cluster, what_if, tuned_path):
     if c.fmt == "json":
         emit(to_json(r))
     elif c.fmt == "csv":
-        emit(to_csv(rep.REPORT_CSV_COLUMNS, r["groups"]))
+        emit(to_csv(rep.REPORT_CSV_COLUMNS,
+                    [{**g, "scope": r["scope"]} for g in r["groups"]]))
     else:
         from .render import report_text
         emit(report_text(r))
@@ -355,7 +359,8 @@ def _what_if_report(c: Ctx, policy, tuned, by, top, since_ns, until_ns,
     if c.fmt == "json":
         emit(to_json(r))
     elif c.fmt == "csv":
-        emit(to_csv(whatif.CSV_COLUMNS, r["groups"]))
+        emit(to_csv(whatif.CSV_COLUMNS,
+                    [{**g, "scope": r["scope"]} for g in r["groups"]]))
     else:
         from .render import whatif_report_text
         emit(whatif_report_text(r, top))
@@ -448,7 +453,9 @@ def compare(c: Ctx, by, where, what, scaling, baseline, error_bound, since, unti
     (Dorier Table 2).  dump: compress and write energy per compressor and
     error bound vs a raw write, and policy vs a baseline policy (Wilkins
     Fig. 2.6), saying what clock the baseline had: "governor default" for
-    monitor, "base clock" only for runs held at the nominal clock.
+    monitor, "base clock" only for runs held at the nominal clock.  A phase
+    marked inside another (a flush inside its checkpoint) is counted once:
+    local = checkpoint - flush, total = the enclosing measurement.
     """
     from . import studies
     since_ns, until_ns = _period(since, until)
@@ -638,8 +645,10 @@ def dvfs(c: Ctx, where, kind, level, max_slowdown, save_path, node_model, since,
     """Fit P(f) = a f^b + c per node model and phase kind from sweeps.
 
     Power is scaled by the power at fmax, f in GHz (Wilkins eq. 2.2).  Prints
-    a, b, c, SSE, RMSE and R^2, and the frequency minimising energy within
-    --max-slowdown.  Rows need a frequency: the phase's freq_khz, a
+    a, b, c with their standard errors, SSE, RMSE = sqrt(SSE/(n-3)) (the
+    thesis' definition) and R^2, and the frequency minimising energy within
+    --max-slowdown.  Warns when the sweep cannot determine a to 10 %, with
+    the repetitions per frequency that would.  Rows need a frequency: the phase's freq_khz, a
     freq_khz tag (written by `joulestep tune`), or a fixed:R policy.
     """
     from . import studies
@@ -655,15 +664,32 @@ def dvfs(c: Ctx, where, kind, level, max_slowdown, save_path, node_model, since,
         raise click.ClickException(str(e)) from None
     finally:
         conn.close()
+    warnings = studies.dvfs_warnings(fits)
     _emit_frames(c, [("fits", fits, ["node_model", "kind", "a", "b", "c", "sse",
                                      "rmse", "r2", "n", "rec_freq_khz", "rec_ratio",
                                      "energy_saving", "slowdown", "error"],
                       "P(f)/P(fmax) = a f^b + c (f in GHz):")],
-                 {"max_slowdown": max_slowdown})
+                 {"max_slowdown": max_slowdown, "warnings": warnings})
+    _dvfs_se_text(c, fits, warnings)
     if save_path and c.fmt == "table":
         import json as _json
         click.echo(f"Wrote {save_path}: policy "
                    f"{_json.loads(policy)['policy']} (plugin: tuned=FILE, --energy-policy=tuned)")
+
+
+def _dvfs_se_text(c: Ctx, fits, warnings: list) -> None:
+    """Table format: each parameter's standard error and the warnings;
+    CSV: the warnings on stderr (JSON has them as "warnings")."""
+    if c.fmt == "table":
+        from .frames import frame_table
+        se = fits[[k for k in ("node_model", "kind", "se_a", "rel_se_a", "se_b",
+                               "se_c", "reps", "reps_needed") if k in fits.columns]]
+        click.echo("standard errors (rel_se_a = se_a/a; RMSE = sqrt(SSE/(n-3))):")
+        click.echo(frame_table(se))
+    import textwrap
+    for w in warnings:
+        click.echo(textwrap.fill(f"warning: {w}", 80, subsequent_indent="  ",
+                                 break_on_hyphens=False), err=c.fmt != "table")
 
 
 # ---------------------------------------------------------------- tune

@@ -34,6 +34,38 @@ class Settings:
     db: pathlib.Path | None = None    # None: the default chain in resolve_db
     quarantine: pathlib.Path | None = None  # None: <spool>/.quarantine
     source: str = "built-in defaults"
+    node_overhead_w: float | None = None  # rest of the node, W per node
+    node_factor: float | None = None      # node energy / RAPL energy
+
+    @property
+    def scope(self) -> str:
+        """What kWh, CO2 and cost cover: "cpu+dram" (RAPL only) or, with
+        node_overhead_w or node_factor, "node estimate"."""
+        if self.node_overhead_w is None and self.node_factor is None:
+            return "cpu+dram"
+        return "node estimate"
+
+    def scope_note(self) -> str:
+        """One sentence saying what kWh, CO2 and cost cover."""
+        if self.node_factor is not None:
+            return (f"kWh, CO2 and cost are a node estimate: RAPL CPU + DRAM "
+                    f"energy x {self.node_factor:g} (node_factor, calibrated "
+                    "against a node meter)")
+        if self.node_overhead_w is not None:
+            return (f"kWh, CO2 and cost are a node estimate: RAPL CPU + DRAM "
+                    f"energy + {self.node_overhead_w:g} W per node for the rest "
+                    "of the node (node_overhead_w)")
+        return ("kWh, CO2 and cost cover CPU packages and DRAM only (RAPL); "
+                "the rest of the node is not measured")
+
+    def scoped_j(self, rapl_j: float, node_s: float) -> float:
+        """The energy kWh, CO2 and cost are computed from: the RAPL energy
+        rapl_j of node_s node-seconds, with the rest of the node added."""
+        if self.node_factor is not None:
+            return rapl_j * self.node_factor
+        if self.node_overhead_w is not None:
+            return rapl_j + self.node_overhead_w * node_s
+        return rapl_j
 
 
 def _float(cp: configparser.ConfigParser, sect: str, key: str, default: float,
@@ -49,6 +81,30 @@ def _float(cp: configparser.ConfigParser, sect: str, key: str, default: float,
         raise ConfigError(f"{path}: [{sect}] {key} = {raw!r}: must be between "
                           f"0 and {maximum:g}")
     return val
+
+
+MAX_NODE_OVERHEAD_W = 1e5
+MAX_NODE_FACTOR = 100.0
+
+
+def _node_scope(cp: configparser.ConfigParser, s: Settings, path: str) -> None:
+    """[site] node_overhead_w / node_factor: at most one of them."""
+    given = [k for k in ("node_overhead_w", "node_factor")
+             if cp.get("site", k, fallback="").strip()]
+    if len(given) > 1:
+        raise ConfigError(f"{path}: [site] node_overhead_w and node_factor both "
+                          "set: give one of them, not both (the overhead adds W "
+                          "per node, the factor scales the RAPL energy)")
+    if "node_overhead_w" in given:
+        s.node_overhead_w = _float(cp, "site", "node_overhead_w", 0.0, path,
+                                   maximum=MAX_NODE_OVERHEAD_W)
+    if "node_factor" in given:
+        f = _float(cp, "site", "node_factor", 1.0, path, maximum=MAX_NODE_FACTOR)
+        if f < 1:
+            raise ConfigError(f"{path}: [site] node_factor = {f:g}: must be at "
+                              "least 1 (the node uses at least its CPU and DRAM "
+                              f"energy) and at most {MAX_NODE_FACTOR:g}")
+        s.node_factor = f
 
 
 def load(path: str | os.PathLike | None = None) -> Settings:
@@ -68,7 +124,7 @@ def load(path: str | os.PathLike | None = None) -> Settings:
     except (OSError, configparser.Error, UnicodeDecodeError) as e:
         raise ConfigError(f"cannot read config {p}: {e}") from None
     known = {"site": {"cluster", "co2_g_per_kwh", "price_per_kwh", "currency",
-                      "job_gap_hours"},
+                      "job_gap_hours", "node_overhead_w", "node_factor"},
              "paths": {"spool", "db", "quarantine"}}
     for sect in cp.sections():
         if sect not in known:
@@ -83,6 +139,7 @@ def load(path: str | os.PathLike | None = None) -> Settings:
     s.currency = cp.get("site", "currency", fallback=s.currency) or s.currency
     s.job_gap_hours = _float(cp, "site", "job_gap_hours", s.job_gap_hours, str(p),
                              maximum=MAX_JOB_GAP_HOURS)
+    _node_scope(cp, s, str(p))
     if cp.get("paths", "spool", fallback=""):
         s.spool = pathlib.Path(cp.get("paths", "spool"))
     if cp.get("paths", "db", fallback=""):

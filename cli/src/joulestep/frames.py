@@ -5,7 +5,9 @@ energy_cpu_uj, ...); ``user`` is the job's user.  Steps also carry
 counted_cpu_uj, counted_dram_uj, counted_total_uj, counted_duration_ns (what
 the step adds to totals; nesting.py) and inside_step (the step_id of the
 step it ran inside on the same node, or null): sum counted_* over steps,
-never energy_* (a batch step's energy includes the srun steps inside it)."""
+never energy_* (a batch step's energy includes the srun steps inside it).
+Phases carry counted_* columns of their own in the same sense (a phase
+inside another phase)."""
 from __future__ import annotations
 
 import sqlite3
@@ -13,6 +15,7 @@ import sqlite3
 import numpy as np
 import pandas as pd
 
+from . import analysis
 from .report import window_conditions
 
 STEP_COLS = (
@@ -71,7 +74,10 @@ def phases(conn: sqlite3.Connection, since_ns=None, until_ns=None,
            cluster=None) -> pd.DataFrame:
     """One row per phase, with its step's and job's columns.  The phase's
     own energy/duration/time columns replace the step's (energy_cpu_uj,
-    energy_dram_uj, duration_ns, start_ns, end_ns are the phase's)."""
+    energy_dram_uj, duration_ns, start_ns, end_ns are the phase's), and
+    counted_cpu_uj, counted_dram_uj, counted_total_uj, counted_duration_ns
+    are what the phase adds to a sum over phases (analysis.counted_phases:
+    a phase inside another one is part of its measurement)."""
     w, a = _where(since_ns, until_ns, cluster)
     df = pd.read_sql_query(
         f"SELECT {STEP_COLS}, {PHASE_COLS} {FROM} "
@@ -82,6 +88,8 @@ def phases(conn: sqlite3.Connection, since_ns=None, until_ns=None,
                             "phase_duration_ns": "duration_ns",
                             "phase_start_ns": "start_ns",
                             "phase_end_ns": "end_ns"})
+    if not df.empty:
+        df = analysis.counted_phases(df).drop(columns="_outer_seq")
     return _tags(conn, df)
 
 

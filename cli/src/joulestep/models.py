@@ -19,6 +19,7 @@ Dorier
 DVFS
   sweep_samples(df, power_ref_w=None, fmax_khz=None) -> DataFrame
   fit_dvfs(df, power_ref_w=None, fmax_khz=None) -> DvfsFit
+  reps_needed(rel_se, reps, target=0.10) -> int | None
   fit_dvfs_groups(df, by=("node_model", "kind"), ...) -> DataFrame
   recommend_frequency(fit, max_slowdown=0.10, freqs_khz=None) -> Recommendation
   energy_saving(fit, freq_khz, base_freq_khz) -> float
@@ -43,7 +44,7 @@ __all__ = [
     "predict_damaris", "damaris_accuracy", "fit_damaris_calibration",
     "node_power_w", "DvfsFit", "Recommendation", "sweep_samples", "fit_dvfs",
     "fit_dvfs_groups", "recommend_frequency", "energy_saving", "policy_file",
-    "synthetic_sweep", "TABLE_2_4", "TABLE_2_5",
+    "synthetic_sweep", "reps_needed", "A_REL_SE_TARGET", "TABLE_2_4", "TABLE_2_5",
 ]
 
 # --------------------------------------------------------------------------
@@ -309,8 +310,9 @@ class DvfsFit:
     """A fitted P(f) = a*f^b + c (f in GHz, power scaled by power at fmax) and
     runtime model t(f) = t_max*(alpha*fmax/f + 1 - alpha).
 
-    sse, rmse, r2: goodness of fit of the power model over all samples
-    (rmse = sqrt(sse/n), r2 = 1 - sse/sst). se_a, se_b, se_c: standard errors
+    sse, rmse, r2: goodness of fit of the power model over all n samples
+    (rmse = sqrt(sse/(n - 3)), the thesis' (MATLAB's) definition: 3 fitted
+    parameters; r2 = 1 - sse/sst). se_a, se_b, se_c: standard errors
     from the fit's covariance (delta method for a). amp = a*fmax^b, the same curve
     written P = amp*(f/fmax)^b + c, which is how it is fitted (well
     conditioned; `a` alone is not when b is large)."""
@@ -346,10 +348,36 @@ class DvfsFit:
         """E(f) = P(f)*t(f)/t(fmax) (eq. 2.1), scaled like P."""
         return self.power(f_ghz) * self.runtime_ratio(f_ghz)
 
+    @property
+    def reps(self) -> float:
+        """Samples per swept frequency (mean when they differ)."""
+        return self.n / len(self.freqs_khz) if self.freqs_khz else float("nan")
+
+    @property
+    def rel_se_a(self) -> float:
+        """se_a / |a|: how well the sweep determines a."""
+        return self.se_a / abs(self.a) if self.a else float("nan")
+
     def as_dict(self) -> dict:
         return dict(a=self.a, b=self.b, c=self.c, se_a=self.se_a, se_b=self.se_b,
-                    se_c=self.se_c, fmax_ghz=self.fmax_ghz, sse=self.sse, rmse=self.rmse,
-                    r2=self.r2, n=self.n, alpha=self.alpha, t_max_s=self.t_max_s)
+                    se_c=self.se_c, rel_se_a=self.rel_se_a, fmax_ghz=self.fmax_ghz,
+                    sse=self.sse, rmse=self.rmse, r2=self.r2, n=self.n, reps=self.reps,
+                    reps_needed=reps_needed(self.rel_se_a, self.reps),
+                    alpha=self.alpha, t_max_s=self.t_max_s)
+
+
+#: relative standard error of `a` above which `model dvfs` warns
+A_REL_SE_TARGET = 0.10
+
+
+def reps_needed(rel_se: float, reps: float, target: float = A_REL_SE_TARGET):
+    """Repetitions per frequency that would bring a relative standard error
+    of rel_se (measured with `reps` repetitions) down to `target`: standard
+    errors shrink as 1/sqrt(reps), so ceil(reps * (rel_se/target)^2).  None
+    when rel_se is already <= target (or unknown)."""
+    if not (math.isfinite(rel_se) and math.isfinite(reps)) or rel_se <= target:
+        return None
+    return int(math.ceil(reps * (rel_se / target) ** 2 - 1e-9))
 
 
 @dataclass
@@ -469,7 +497,7 @@ def fit_dvfs(df: pd.DataFrame, power_ref_w: Optional[float] = None,
         tmax = float(pp + qq / fmax)
         alpha = float((qq / fmax) / tmax) if tmax > 0 else float("nan")
     return DvfsFit(a=float(a), b=float(b), c=float(c), fmax_ghz=fmax, sse=sse,
-                   rmse=math.sqrt(sse / len(p)), r2=1.0 - sse / sst if sst > 0 else float("nan"),
+                   rmse=math.sqrt(sse / (len(p) - 3)), r2=1.0 - sse / sst if sst > 0 else float("nan"),
                    n=len(p), alpha=alpha, t_max_s=tmax,
                    se_a=math.sqrt(var_a) if var_a >= 0 else float("nan"),
                    se_b=float(math.sqrt(cov[1, 1])), se_c=float(math.sqrt(cov[2, 2])),
@@ -554,7 +582,9 @@ def fit_dvfs_groups(df: pd.DataFrame, by: Sequence[str] = ("node_model", "kind")
                     max_slowdown: float = 0.10, power_ref_w: Optional[float] = None) -> pd.DataFrame:
     """Fit one model per group (default per node model and phase kind) and
     recommend a frequency for each. Returns one row per group: the group
-    columns, a, b, c, sse, rmse, r2, n, fmax_ghz, alpha, rec_freq_khz,
+    columns, a, b, c, se_a, se_b, se_c, rel_se_a (se_a/a), sse, rmse, r2, n,
+    reps (samples per frequency), reps_needed (reps_needed(); NaN when a is
+    known to 10 %), fmax_ghz, alpha, t_max_s, rec_freq_khz,
     rec_ratio, power_saving, slowdown, energy_saving, error (message when
     that group could not be fitted; the other columns are then NaN)."""
     by = [c for c in by if c in df.columns]
@@ -573,7 +603,8 @@ def fit_dvfs_groups(df: pd.DataFrame, by: Sequence[str] = ("node_model", "kind")
         except (ValueError, RuntimeError) as exc:
             row["error"] = str(exc)
         rows.append(row)
-    cols = list(by) + ["a", "b", "c", "se_a", "se_b", "se_c", "sse", "rmse", "r2", "n", "fmax_ghz", "alpha", "t_max_s",
+    cols = list(by) + ["a", "b", "c", "se_a", "se_b", "se_c", "rel_se_a", "sse", "rmse", "r2",
+                       "n", "reps", "reps_needed", "fmax_ghz", "alpha", "t_max_s",
                        "rec_freq_khz", "rec_ratio", "power_saving", "slowdown", "energy_saving",
                        "error"]
     return pd.DataFrame(rows).reindex(columns=cols)

@@ -25,6 +25,9 @@ steps.inside_step_pk and steps.counted_* for every (job, node) group):
 - A step without an energy measurement counts nothing (NULL) and leaves
   the steps inside it counted.
 
+The same rule counts a phase inside another phase once (:func:`exclusive`
+with the tree given by the records' parent_seq; analysis.counted_phases).
+
 Steps that overlap in time without one containing the other (two srun
 steps running at once on a node with no batch step there) cannot be
 separated: :func:`overlaps` finds them so `joulestep job` can say so.
@@ -96,9 +99,45 @@ def _add(a, b):
 
 def attribute(steps: list[Step]) -> dict:
     """key -> Counted for the steps of one job on one node."""
-    parent = containers(steps)
-    by_key = {s.key: s for s in steps}
-    children: dict = {s.key: [] for s in steps}
+    return exclusive(steps, containers(steps))
+
+
+def _tree(parent: dict) -> tuple[dict, dict]:
+    """(parent, depth) with malformed links cut: a parent that is not a key,
+    and every link of a loop (a -> b -> a, or a -> a), become None (those
+    items count as outermost).  depth = number of ancestors."""
+    links = {k: (p if p in parent else None) for k, p in parent.items()}
+    fixed = dict(links)
+    for k in links:
+        seen, p = {k}, links[k]
+        while p is not None and p not in seen:
+            seen.add(p)
+            p = links[p]
+        if p == k:                       # k is on a loop: cut its link
+            fixed[k] = None
+    depth: dict = {}
+    for k in fixed:
+        chain, p = [], k
+        while p is not None and p not in depth:
+            chain.append(p)
+            p = fixed[p]
+        d = -1 if p is None else depth[p]
+        for c in reversed(chain):
+            d += 1
+            depth[c] = d
+    return fixed, depth
+
+
+def exclusive(items: list, parent: dict) -> dict:
+    """key -> Counted, given an explicit tree: parent[key] is the key of the
+    item that encloses it (None: outermost).  Items need key, cpu_uj,
+    dram_uj, total_uj and duration_ns (Step, or anything alike: phases use
+    the same rule).  The rule of the module docstring: an item with items
+    inside it counts its own figures minus theirs when theirs fit in its
+    own, else its own while they count 0; so the counted figures of a tree
+    add up to the outermost item's measurement."""
+    parent, depth = _tree({s.key: parent.get(s.key) for s in items})
+    children: dict = {s.key: [] for s in items}
     for k, p in parent.items():
         if p is not None:
             children[p].append(k)
@@ -113,8 +152,8 @@ def attribute(steps: list[Step]) -> dict:
         for ch in children[k]:
             zero(ch)
 
-    # bottom-up: a container always has a lower rank than what it contains
-    for s in sorted(steps, key=lambda s: -rank(s.step_id)):
+    # bottom-up: the deepest first, so a container comes after its contents
+    for s in sorted(items, key=lambda s: -depth[s.key]):
         k = s.key
         own = [s.cpu_uj, s.dram_uj, s.total_uj, s.duration_ns]
         if not children[k]:
@@ -126,7 +165,7 @@ def attribute(steps: list[Step]) -> dict:
             inner = [_add(a, b) for a, b in zip(inner, sub[ch])]
         rest = [None if o is None else o - (i or 0) for o, i in zip(own, inner)]
         if s.total_uj is None:
-            # not measured: count what the nested steps measured
+            # not measured: count what the nested items measured
             counted[k] = Counted(parent[k], None, None, None, max(rest[3], 0))
             sub[k] = [inner[0], inner[1], inner[2], s.duration_ns]
         elif all(r is None or r >= 0 for r in rest):
@@ -138,6 +177,53 @@ def attribute(steps: list[Step]) -> dict:
                 zero(ch)
             sub[k] = own
     return counted
+
+
+class Phase(NamedTuple):
+    key: object                 # anything hashable (a row index, a seq)
+    seq: int
+    parent_seq: Optional[int]
+    kind: str
+    duration_ns: int
+    cpu_uj: Optional[int]
+    dram_uj: Optional[int]
+
+
+def _enclosing(seq, by_seq: dict, keep) -> tuple:
+    """(nearest, outermost) enclosing phase of a kept kind of phase `seq`,
+    walking parent_seq; a loop or an unknown parent ends the walk."""
+    near = outer = None
+    seen, p = {seq}, by_seq[seq].parent_seq
+    while p is not None and p in by_seq and p not in seen:
+        seen.add(p)
+        if keep(by_seq[p].kind):
+            near = p if near is None else near
+            outer = p
+        p = by_seq[p].parent_seq
+    return near, outer
+
+
+def count_phases(phases: list[Phase], kinds=None) -> dict:
+    """key -> (Counted, outer seq) for the phases of one record (one step on
+    one node) whose kind is in `kinds` (default all).  A phase's container
+    is its nearest enclosing phase of those kinds (parent_seq chain), so a
+    phase of another kind stays inside the figure of the phase holding it;
+    then :func:`exclusive`.  outer seq: the outermost enclosing phase of
+    those kinds (its own seq when outermost).  Counted.inside is the key of
+    the container."""
+    keep = (lambda k: True) if kinds is None else (lambda k, ks=set(kinds): k in ks)
+    by_seq = {p.seq: p for p in phases}
+    items, parent, outer = [], {}, {}
+    for p in phases:
+        if not keep(p.kind):
+            continue
+        tot = None if p.cpu_uj is None else p.cpu_uj + (p.dram_uj or 0)
+        items.append(Step(p.key, p.kind, 0, 0, 0, p.duration_ns, p.cpu_uj,
+                          p.dram_uj, tot))
+        near, top = _enclosing(p.seq, by_seq, keep)
+        parent[p.key] = None if near is None else by_seq[near].key
+        outer[p.key] = p.seq if top is None else top
+    return {k: (c, outer[k]) for k, c in exclusive(items, parent).items()}
 
 
 def overlaps(steps: list[Step]) -> list[tuple]:

@@ -81,6 +81,7 @@ def job_text(s: dict) -> str:
         lines.append(table(["SEQ", "PHASE", "TIME_S", "CPU_J", "DRAM_J", "AVG_W",
                             "GIB", "GIB/S", "J/GIB", "MHZ", "SAVING"], rows,
                            right={0, 2, 3, 4, 5, 6, 7, 8, 9, 10}))
+    lines += _nested_phase_notes(s["steps"])
     if s.get("what_if"):
         lines += [""] + whatif_job_lines(s["what_if"])
     notes = [st for st in s["steps"] if st.get("note")]
@@ -95,8 +96,34 @@ def job_text(s: dict) -> str:
         lines += ["", "Caveats:"]
         for c in s["caveats"]:
             lines += _wrap(f"- {c}", "  ")
-    lines += ["", "Per-phase kWh, CO2 and cost: --format json or csv."]
+    lines += [""] + _wrap(s["scope_note"] + ". Per-phase kWh, CO2 and cost: "
+                          "--format json or csv.")
     return "\n".join(lines) + "\n"
+
+
+def _phase_name(p: dict) -> str:
+    return p["kind"] + (f":{p['label']}" if p["label"] else "")
+
+
+def _nested_phase_notes(steps: list) -> list[str]:
+    """Lines naming each phase marked inside another (indented above)."""
+    out = []
+    for st in steps:
+        by_seq = {p["seq"]: p for p in st["phases"]}
+        for p in st["phases"]:
+            outer = by_seq.get(p.get("inside_phase"))
+            if outer is None:
+                continue
+            own = outer.get("counted_energy_total_j")
+            out += _wrap(f"- step {st['step_id']} on {st['node']}: {_phase_name(p)} "
+                         f"(seq {p['seq']}) ran inside {_phase_name(outer)} (seq "
+                         f"{outer['seq']}): its energy is part of that phase's "
+                         f"{num(outer['energy_total_j'])} J"
+                         + (f", which adds only the other {num(own)} J" if own is not None
+                            else ""), "  ")
+    if out:
+        out = ["", "Phases inside other phases (counted once):"] + out
+    return out
 
 
 def report_text(r: dict) -> str:
@@ -129,6 +156,7 @@ def report_text(r: dict) -> str:
                      "-"])
     lines.append(table([r["by"].upper(), "JOBS", "STEPS", "ENERGY_J", "SHARE%",
                         "KWH", "COST", "AVG_W", "POLICY%"], rows))
+    lines += [""] + _wrap(r["scope_note"] + ".")
     return "\n".join(lines) + "\n"
 
 
@@ -185,17 +213,18 @@ def whatif_report_text(r: dict, top: int) -> str:
                   f"{r['by']}, {span}"
                   + (f", cluster {r['cluster']}" if r["cluster"] else ""))
     lines += _wrap(f"ESTIMATE from the fitted power models, not measured: the "
-                   f"CPU+DRAM energy of the phases of the {t['jobs']} jobs "
-                   f"({t['steps']} steps) that ran under monitor and marked "
-                   f"phases, {num(t['energy_mwh'])} MWh.")
+                   f"phases of the {t['jobs']} jobs ({t['steps']} steps) that "
+                   f"ran under monitor and marked phases, "
+                   f"{num(t['energy_mwh'])} MWh.")
     lines += _wrap(f"Saving {num(t['saving_mwh'])} MWh ({_pct(t['saving_pct'])} "
-                   f"% of the estimated phases) = {num(t['co2_g'] / 1000)} kg "
+                   f"% of the estimated phases' CPU+DRAM energy) = "
+                   f"{num(t['co2_g'] / 1000)} kg "
                    f"CO2, {num(t['cost'])} {cur}; step time "
                    f"{'+' if t['extra_time_s'] >= 0 else ''}"
                    f"{num(t['extra_time_s'] / 3600)} h.")
     if t["not_estimated_j"]:
         why = "; ".join(dict.fromkeys(k["why"] for k in r["kinds"] if k["why"]))
-        lines += _wrap(f"Not estimated: {num(t['not_estimated_j'] / 3.6e9)} MWh:"
+        lines += _wrap(f"Not estimated: {num(t['not_estimated_mwh'])} MWh:"
                        f" {why}.")
     rows = [[str(g["key"]), str(g["jobs"]), str(g["steps"]), num(g["energy_mwh"]),
              num(g["saving_mwh"]), _pct(g["saving_pct"]), num(g["co2_g"] / 1000),
@@ -207,11 +236,13 @@ def whatif_report_text(r: dict, top: int) -> str:
     lines += ["", table([r["by"].upper(), "JOBS", "STEPS", "PHASE_MWH",
                          "SAVING_MWH", "SAVING%", "CO2_KG", "COST", "EXTRA_H"],
                         rows), "", "Per phase kind (a phase's own part):"]
-    rows = [[k["kind"], num(k["energy_j"] / 3.6e9), num(k["freq_mhz"]),
-             num(k["saving_j"] / 3.6e9) if k["status"] != "not estimated" else "-",
+    rows = [[k["kind"], num(k["energy_mwh"]), num(k["freq_mhz"]),
+             num(k["saving_mwh"]) if k["status"] != "not estimated" else "-",
              _pct(k["saving_pct"]), num(k["extra_time_s"] / 3600)
              if k["status"] != "not estimated" else "-",
              _SHORT.get(k["status"], k["status"])] for k in r["kinds"]]
     lines.append(table(["KIND", "PHASE_MWH", "MHZ", "SAVING_MWH", "SAVING%",
                         "EXTRA_H", "STATUS"], rows))
+    lines += [""] + _wrap(r["scope_note"] + " (SAVING% is of the CPU+DRAM "
+                          "energy).")
     return "\n".join(lines) + "\n"

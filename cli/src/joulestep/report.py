@@ -21,10 +21,13 @@ class QueryError(Exception):
 # --------------------------------------------------------------------------
 # derived figures
 
-def derive(cpu_uj, dram_uj, dur_ns, nbytes, settings: Settings) -> dict:
+def derive(cpu_uj, dram_uj, dur_ns, nbytes, settings: Settings,
+           node_ns=None) -> dict:
     """Energy/power/throughput/cost figures from raw counters.  All keys are
     always present; a figure that cannot be computed (e.g. energy not
-    measured: cpu_uj None) is None."""
+    measured: cpu_uj None) is None.  kWh, CO2 and cost have the site's
+    scope (Settings.scoped_j): RAPL CPU + DRAM, or a node estimate over
+    node_ns node-seconds (default dur_ns: one record is one node)."""
     dur = dur_ns / 1e9
     gib = None if nbytes is None else nbytes / GIB
     if cpu_uj is None:
@@ -35,7 +38,7 @@ def derive(cpu_uj, dram_uj, dur_ns, nbytes, settings: Settings) -> dict:
     cpu = cpu_uj / 1e6
     dram = None if dram_uj is None else dram_uj / 1e6
     total = cpu + (dram or 0.0)
-    kwh = total / 3.6e6
+    kwh = settings.scoped_j(total, (dur_ns if node_ns is None else node_ns) / 1e9) / 3.6e6
     return {
         "duration_s": dur,
         "energy_cpu_j": cpu,
@@ -138,7 +141,24 @@ def reference_clock(policy, base, nominal, fixed, freq_control) -> dict:
     return out
 
 
-def _phase_row(pr, clk: dict, node_model, models, settings) -> dict:
+def phase_counts(phases: list) -> dict:
+    """seq -> nesting.Counted for the phases (nesting.Phase, key = seq) of
+    one record: what each adds to a sum over them (nesting.count_phases: a
+    phase inside another is part of its measurement, so the enclosing one
+    counts the rest).  The one rule job, the saving estimates and the
+    what-if estimates count phases by (analysis.counted_phases applies it
+    to frames)."""
+    return {seq: c for seq, (c, _) in nesting.count_phases(phases).items()}
+
+
+def _j(uj):
+    return None if uj is None else uj / 1e6
+
+
+def _phase_row(pr, c, clk: dict, node_model, models, settings) -> dict:
+    """One phase of job_summary; c: its nesting.Counted.  Its saving is
+    that of its own part (the counted energy: the phases inside it carry
+    theirs), so the phases' savings add up to the step's."""
     (_, seq, kind, label, depth, parent, pdur, freq, pcpu, pdram, pbytes,
      nranks) = pr
     f = freq if freq is not None else clk["run_khz"]
@@ -148,20 +168,28 @@ def _phase_row(pr, clk: dict, node_model, models, settings) -> dict:
           "freq_mhz": f / 1000 if f else None,
           "freq_lowered": f is not None and ref is not None and f < ref}
     pd.update(derive(pcpu, pdram, pdur, pbytes, settings))
-    pd.update(estimate_saving(pcpu, pdram, f, ref, node_model, kind, models))
+    pd.update({"inside_phase": c.inside, "counted_energy_cpu_j": _j(c.cpu_uj),
+               "counted_energy_dram_j": _j(c.dram_uj),
+               "counted_energy_total_j": _j(c.total_uj),
+               "counted_duration_s": c.duration_ns / 1e9})
+    pd.update(estimate_saving(c.cpu_uj, c.dram_uj, f, ref, node_model, kind,
+                              models))
     pd["saving_vs"] = clk["ref_name"] if pd["freq_lowered"] else None
     return pd
 
 
 def step_savings(r, phase_rows, models, settings) -> tuple[list, dict]:
     """A job_summary step row's phases and its saving against its reference
-    clock (reference_clock).  A step held at a lower clock (fixed:R) is
-    estimated as a whole (power model of kind "step", `model dvfs --level
-    steps`); otherwise the lowered phases are added, a nested lowered phase
-    counted once, inside its outermost lowered ancestor."""
-    node_model, policy, base, cpu, dram = r[4], r[8], r[9], r[13], r[14]
+    clock (reference_clock), every joule counted once (nesting.py).  A step
+    held at a lower clock (fixed:R) is estimated as a whole (power model of
+    kind "step", `model dvfs --level steps`) on the energy the step counts
+    (a step inside it counts its own); otherwise the lowered phases' own
+    parts are added (phase_counts)."""
+    node_model, policy, base, ccpu, cdram = r[4], r[8], r[9], r[21], r[22]
     clk = reference_clock(policy, base, *r[24:27])
-    phases = [_phase_row(pr, clk, node_model, models, settings)
+    counts = phase_counts([nesting.Phase(pr[1], pr[1], pr[5], pr[2], pr[6],
+                                         pr[8], pr[9]) for pr in phase_rows])
+    phases = [_phase_row(pr, counts[pr[1]], clk, node_model, models, settings)
               for pr in phase_rows]
     run = clk["run_khz"]
     out = {"freq_mhz": run / 1000 if run else None, "saving_status": "base clock",
@@ -172,12 +200,10 @@ def step_savings(r, phase_rows, models, settings) -> tuple[list, dict]:
                         "saving_note": clk["why"]}
     ref = clk["ref_khz"]
     if run is not None and ref is not None and run < ref:
-        est = estimate_saving(cpu, dram, run, ref, node_model, "step", models)
-        parts = [est]
+        parts = [estimate_saving(ccpu, cdram, run, ref, node_model, "step",
+                                 models)]
     else:
-        by_seq = {p["seq"]: p for p in phases}
-        parts = [p for p in phases if p["freq_lowered"]
-                 and not _lowered_ancestor(p, by_seq)]
+        parts = [p for p in phases if p["freq_lowered"]]
     if not parts:
         return phases, out
     if any(p["saving_j"] is None for p in parts):
@@ -187,15 +213,6 @@ def step_savings(r, phase_rows, models, settings) -> tuple[list, dict]:
                     "saving_basis": "+".join(sorted({p["saving_basis"]
                                                      for p in parts})),
                     "saving_vs": clk["ref_name"], "saving_ref_mhz": ref / 1000}
-
-
-def _lowered_ancestor(p: dict, by_seq: dict) -> bool:
-    anc = by_seq.get(p["parent_seq"])
-    while anc is not None:
-        if anc["freq_lowered"]:
-            return True
-        anc = by_seq.get(anc["parent_seq"])
-    return False
 
 
 # --------------------------------------------------------------------------
@@ -271,8 +288,8 @@ def job_summary(conn: sqlite3.Connection, job_id: int, settings: Settings,
         "s.energy_total_uj, s.exit_code, s.wrap_uncertain, s.errors_json, "
         "s.backend, s.inside_step_pk, s.counted_cpu_uj, s.counted_dram_uj, "
         "s.counted_total_uj, s.nominal_freq_khz, s.fixed_freq_khz, s.freq_control, "
-        "s.freq_min_ratio FROM steps s JOIN nodes n ON n.node_pk = s.node_pk "
-        "WHERE s.job_pk = ?")
+        "s.freq_min_ratio, s.counted_duration_ns FROM steps s "
+        "JOIN nodes n ON n.node_pk = s.node_pk WHERE s.job_pk = ?")
     phases_sql = (
         "SELECT p.step_pk, p.seq, p.kind, p.label, p.depth, p.parent_seq, "
         "p.duration_ns, p.freq_khz, p.energy_cpu_uj, p.energy_dram_uj, p.bytes, "
@@ -284,6 +301,7 @@ def job_summary(conn: sqlite3.Connection, job_id: int, settings: Settings,
 
     steps, caveats = [], []
     tot_cpu = tot_dram = tot_saving = 0.0
+    node_ns = 0               # counted node-seconds of measured steps
     unmeasured = nested = 0
     have_dram = False
     not_est = 0
@@ -299,6 +317,7 @@ def job_summary(conn: sqlite3.Connection, job_id: int, settings: Settings,
         (spk, step_id, het, node, node_model, ntasks, ncpus, excl, policy, base,
          st, en, dur, cpu, dram, total, exit_code, wrapu, errs, backend,
          inside, ccpu, cdram, ctotal) = r[:24]
+        cdur = r[28]
         d = {"step_id": step_id, "het_component": het, "node": node,
              "node_model": node_model, "policy": policy, "exclusive":
              None if excl is None else bool(excl), "ntasks": ntasks,
@@ -316,6 +335,7 @@ def job_summary(conn: sqlite3.Connection, job_id: int, settings: Settings,
         # another one on the same node is not added twice
         if ccpu is not None:
             tot_cpu += ccpu
+            node_ns += cdur or 0
         if cdram is not None:
             tot_dram += cdram
             have_dram = True
@@ -368,7 +388,8 @@ def job_summary(conn: sqlite3.Connection, job_id: int, settings: Settings,
             caveats.append(f"... and {len(pairs) - MAX_OVERLAP_CAVEATS} more "
                            f"pairs of steps on {node} that ran at the same time")
     totals = derive(tot_cpu, tot_dram if have_dram else None,
-                    sum(s["duration_s"] for s in steps) * 1e9, None, settings)
+                    sum(s["duration_s"] for s in steps) * 1e9, None, settings,
+                    node_ns)
     totals.pop("duration_s")
     totals.pop("avg_power_w")
     totals.pop("bytes"), totals.pop("gib_per_s"), totals.pop("j_per_gib")
@@ -387,9 +408,10 @@ def job_summary(conn: sqlite3.Connection, job_id: int, settings: Settings,
                                  "co2_g_per_kwh": settings.co2_g_per_kwh,
                                  "price_per_kwh": settings.price_per_kwh,
                                  "currency": settings.currency},
+            "scope": settings.scope, "scope_note": settings.scope_note(),
             "totals": totals, "steps": steps, "other_submissions": others,
             "caveats": caveats,
-            "what_if": whatif.for_job(steps, models, tuned)}
+            "what_if": whatif.for_job(steps, models, tuned, settings)}
 
 
 def _nesting_note(r, names: dict, inner) -> tuple[str, str | None]:
@@ -424,7 +446,7 @@ JOB_CSV_COLUMNS = [
     "level", "step_id", "het_component", "node", "policy", "seq", "kind",
     "label", "depth", "duration_s", "energy_cpu_j", "energy_dram_j",
     "energy_total_j", "avg_power_w", "bytes", "gib_per_s", "j_per_gib",
-    "freq_mhz", "kwh", "co2_g", "cost", "saving_j", "saving_pct",
+    "freq_mhz", "kwh", "co2_g", "cost", "scope", "saving_j", "saving_pct",
     "saving_status", "inside_step", "counted", "counted_energy_total_j",
     "saving_basis", "saving_vs"]
 
@@ -434,8 +456,8 @@ def job_rows(summary: dict) -> list[dict]:
     out = []
     for s in summary["steps"]:
         base = {"step_id": s["step_id"], "het_component": s["het_component"],
-                "node": s["node"], "policy": s["policy"]}
-        out.append({**s, "level": "step"})
+                "node": s["node"], "policy": s["policy"], "scope": summary["scope"]}
+        out.append({**s, "level": "step", "scope": summary["scope"]})
         for p in s["phases"]:
             out.append({**p, **base, "level": "phase"})
     return out
@@ -528,17 +550,19 @@ def report(conn: sqlite3.Connection, settings: Settings, by: str = "user",
     sql = (f"SELECT {gexpr} AS g, count(DISTINCT s.job_pk), count(*), "
            "sum(s.counted_cpu_uj), sum(s.counted_dram_uj), sum(s.counted_total_uj), "
            "sum(s.counted_duration_ns), sum(s.policy_active), "
-           "sum(s.counted_total_uj * s.policy_active) "
+           "sum(s.counted_total_uj * s.policy_active), "
+           "sum(CASE WHEN s.counted_total_uj IS NOT NULL "
+           "THEN s.counted_duration_ns END) "
            f"FROM steps s {joins} "
            + (f"WHERE {' AND '.join(where)} " if where else "")
            + "GROUP BY g")
     rows = conn.execute(sql, args + wargs).fetchall()
     grand = sum(r[5] or 0 for r in rows)
     groups = []
-    for g, jobs, steps, cpu, dram, tot, dur, pol_steps, pol_uj in rows:
+    for g, jobs, steps, cpu, dram, tot, dur, pol_steps, pol_uj, node_ns in rows:
         d = {"key": "(none)" if g is None else g, "jobs": jobs, "steps": steps}
         tot, pol_uj = tot or 0, pol_uj or 0
-        d.update(derive(cpu or 0, dram, dur or 0, None, settings))
+        d.update(derive(cpu or 0, dram, dur or 0, None, settings, node_ns or 0))
         d["energy_total_j"] = tot / 1e6
         d["step_seconds"] = d.pop("duration_s")
         for k in ("bytes", "gib_per_s", "j_per_gib"):
@@ -558,7 +582,8 @@ def report(conn: sqlite3.Connection, settings: Settings, by: str = "user",
     steps_n = sum(r[2] for r in rows)
     dram_all = [r[4] for r in rows if r[4] is not None]
     totals = derive(sum(r[3] or 0 for r in rows), sum(dram_all) if dram_all else None,
-                    sum(r[6] or 0 for r in rows), None, settings)
+                    sum(r[6] or 0 for r in rows), None, settings,
+                    sum(r[9] or 0 for r in rows))
     totals["energy_total_j"] = grand / 1e6
     totals["step_seconds"] = totals.pop("duration_s")
     for k in ("bytes", "gib_per_s", "j_per_gib"):
@@ -571,10 +596,11 @@ def report(conn: sqlite3.Connection, settings: Settings, by: str = "user",
         if grand else 0.0})
     return {"by": by, "since": _iso(since_ns), "until": _iso(until_ns),
             "cluster": cluster, "currency": settings.currency,
+            "scope": settings.scope, "scope_note": settings.scope_note(),
             "totals": totals, "top": groups[:top], "groups": groups}
 
 
 REPORT_CSV_COLUMNS = [
     "key", "jobs", "steps", "energy_cpu_j", "energy_dram_j", "energy_total_j",
-    "share_pct", "step_seconds", "avg_power_w", "kwh", "co2_g", "cost",
+    "share_pct", "step_seconds", "avg_power_w", "kwh", "co2_g", "cost", "scope",
     "policy_steps_pct", "policy_energy_pct"]

@@ -188,6 +188,25 @@ def model_dvfs(conn, where=(), kind=None, level="phases", max_slowdown=0.10,
         raise StudyError(str(e)) from None
 
 
+def dvfs_warnings(fits: pd.DataFrame) -> list[str]:
+    """One warning per fit whose `a` the sweep does not determine to
+    models.A_REL_SE_TARGET (10 %), with the repetitions per frequency that
+    would (standard errors shrink as 1/sqrt(repetitions))."""
+    out = []
+    for r in frames.records(fits):
+        if r.get("reps_needed") is None:
+            continue
+        out.append(
+            f"{r['node_model']}/{r['kind']}: a = {r['a']:.4g} +- {r['se_a']:.2g} "
+            f"({100 * r['rel_se_a']:.0f} %): this sweep cannot determine a to better "
+            f"than {100 * models.A_REL_SE_TARGET:.0f} %; about {r['reps_needed']} "
+            f"repetitions per frequency (now {r['reps']:g}) would (the standard "
+            "error shrinks as 1/sqrt(repetitions)).  The curve P(f), which the "
+            "recommendation uses, is determined much better than a and b alone "
+            "(docs/models.md)")
+    return out
+
+
 def save_dvfs(conn, fits: pd.DataFrame, path, max_slowdown: float,
               node_model=None) -> str:
     """Write the policy file (models.policy_file) for one node model and

@@ -10,19 +10,26 @@ original clock (the plugin never raises a clock), fmax being the model's
 (`model dvfs` sweeps up to the CPU's maximum), and R is at least the
 step's min_ratio (step.freq_min_ratio, else the plugin's default 0.5).
 
-Every joule is counted once: a phase contributes its own energy minus
-that of the phases directly inside it (those count under their own kind
-and clock).  The measured phase is taken to have run at the original
+Every joule is counted once, by the rule `job` and `compare` use
+(report.phase_counts, nesting.count_phases): a phase contributes its own
+energy and time minus those of the phases directly inside it (those count
+under their own kind and clock); when the phases inside do not fit in it
+(counters that disagree) it keeps its whole measurement and they count 0.
+The measured phase is taken to have run at the original
 clock (under monitor the governor may run below it: the estimate is then
 an upper bound on the change); the estimate at clock f is E x P(f)/P(base)
 x T(f)/T(base), with the model's T(f) (same duration without a slowdown
 term).  The models are fitted on CPU + DRAM power, so the estimates are
-of CPU + DRAM energy, like every measured figure.
+of CPU + DRAM energy, like every measured figure; their kWh, MWh, CO2 and
+cost have the site's scope (Settings.scoped_j, as `job` and `report`):
+with node_overhead_w the node-seconds saved (or added) count at that
+power, with node_factor the energy is scaled.
 """
 from __future__ import annotations
 
 import json
 
+from . import nesting
 from . import report as rep
 from .store import INACTIVE_POLICIES
 
@@ -63,22 +70,18 @@ def kind_ratio(policy: str, kind: str, min_ratio: float, tuned: dict | None):
     raise WhatIfError(f"what-if policy {policy!r}: allowed {', '.join(POLICIES)}")
 
 
-def own_parts(phases: list) -> list:
-    """(phase, ratio-path seqs, energy_j, duration_s) of each phase's own
-    part: its energy and time minus those of the phases directly inside
-    it (clamped at 0).  None energy: not measured."""
-    kids: dict = {}
-    for p in phases:
-        kids.setdefault(p["parent_seq"], []).append(p)
-    out = []
-    for p in phases:
-        inner = kids.get(p["seq"], [])
-        e = p["energy_j"]
-        if e is not None:
-            e = max(0.0, e - sum(k["energy_j"] or 0.0 for k in inner))
-        t = max(0.0, p["duration_s"] - sum(k["duration_s"] for k in inner))
-        out.append((p, e, t))
-    return out
+def own_parts(raw: list) -> list:
+    """The what-if view of one record's phases, each with its own part
+    (report.phase_counts): raw (seq, kind, parent_seq, duration_ns, cpu_uj,
+    dram_uj) -> {seq, kind, parent_seq, energy_j, duration_s}; energy_j
+    None: not measured."""
+    counts = rep.phase_counts([nesting.Phase(q, q, par, k, d, c, m)
+                               for q, k, par, d, c, m in raw])
+    return [{"seq": q, "kind": k, "parent_seq": par,
+             "energy_j": None if counts[q].total_uj is None
+             else counts[q].total_uj / 1e6,
+             "duration_s": counts[q].duration_ns / 1e9}
+            for q, k, par, _, _, _ in raw]
 
 
 def effective_ratios(phases: list, policy, min_ratio, tuned) -> dict:
@@ -133,13 +136,13 @@ def eligible(step: dict) -> str | None:
 
 def step_parts(step: dict, policy: str, models: dict, tuned) -> list:
     """The what-if parts of one eligible step: one per phase (its own
-    part), with kind, energy_j, duration_s and the estimate or the reason
-    there is none."""
+    part: the step view's phases carry it, own_parts), with kind, energy_j,
+    duration_s and the estimate or the reason there is none."""
     min_ratio = step.get("min_ratio") or DEFAULT_MIN_RATIO
     eff = effective_ratios(step["phases"], policy, min_ratio, tuned)
     parts = []
-    for p, e, t in own_parts(step["phases"]):
-        r = eff[p["seq"]]
+    for p in step["phases"]:
+        e, t, r = p["energy_j"], p["duration_s"], eff[p["seq"]]
         _, m = rep.find_model(models, step["node_model"], p["kind"])
         why = ("energy not measured" if e is None else
                "original clock not recorded" if step["base_khz"] is None else
@@ -167,12 +170,13 @@ def summarize(parts: list) -> dict:
         k = kinds.setdefault(p["kind"], {
             "kind": p["kind"], "energy_j": 0.0, "duration_s": 0.0,
             "saving_j": 0.0, "extra_time_s": 0.0, "not_estimated_j": 0.0,
-            "_st": set(), "_f": set(), "_why": []})
+            "not_estimated_s": 0.0, "_st": set(), "_f": set(), "_why": []})
         k["energy_j"] += p["energy_j"] or 0.0
         k["duration_s"] += p["duration_s"]
         k["_st"].add(p["status"])
         if p["status"] == "not estimated":
             k["not_estimated_j"] += p["energy_j"] or 0.0
+            k["not_estimated_s"] += p["duration_s"]
             k["_why"].append(p["why"])
             continue
         k["saving_j"] += p["saving_j"]
@@ -181,7 +185,8 @@ def summarize(parts: list) -> dict:
             k["_f"].add(round(p["freq_khz"]))
     rows = [_kind_row(k) for _, k in sorted(kinds.items())]
     tot = {x: sum(r[x] for r in rows) for x in
-           ("energy_j", "duration_s", "saving_j", "extra_time_s", "not_estimated_j")}
+           ("energy_j", "duration_s", "saving_j", "extra_time_s", "not_estimated_j",
+            "not_estimated_s")}
     est = tot["energy_j"] - tot["not_estimated_j"]
     tot["saving_pct"] = 100.0 * tot["saving_j"] / est if est > 0 else None
     st = {r["status"] for r in rows}
@@ -208,7 +213,7 @@ def _kind_row(k: dict) -> dict:
     return k
 
 
-def for_job(steps: list, models: dict, tuned) -> dict | None:
+def for_job(steps: list, models: dict, tuned, settings) -> dict | None:
     """`joulestep job`'s what-if: per policy, per phase kind, over the
     job's monitor steps with marked phases (job_summary step dicts).  None
     when no step qualifies."""
@@ -216,7 +221,8 @@ def for_job(steps: list, models: dict, tuned) -> dict | None:
     todo = [s for s in todo if eligible(s) is None]
     if not todo:
         return None
-    out = {"estimate": True, "scope": "cpu+dram",
+    out = {"estimate": True, "scope": settings.scope,
+           "scope_note": settings.scope_note(),
            "steps": [s["name"] for s in todo], "policies": []}
     for pol in POLICIES:
         if pol == "tuned" and tuned is None:
@@ -224,12 +230,14 @@ def for_job(steps: list, models: dict, tuned) -> dict | None:
                                     "why": NO_TUNED, "kinds": [], "totals": None})
             continue
         parts = [x for s in todo for x in step_parts(s, pol, models, tuned)]
-        out["policies"].append({"policy": pol, **summarize(parts)})
+        out["policies"].append({"policy": pol, **_scoped(summarize(parts),
+                                                         settings)})
     return out
 
 
 def _from_summary(s: dict) -> dict:
-    """The what-if view of a job_summary step dict."""
+    """The what-if view of a job_summary step dict: its phases' own parts
+    are job_summary's counted figures (report.phase_counts)."""
     name = s["step_id"] if not s["het_component"] else \
         f"{s['step_id']}+{s['het_component']}"
     base = s.get("base_freq_mhz")
@@ -239,8 +247,9 @@ def _from_summary(s: dict) -> dict:
             "min_ratio": s.get("freq_min_ratio"),
             "phases": [{"seq": p["seq"], "kind": p["kind"],
                         "parent_seq": p["parent_seq"],
-                        "duration_s": p["duration_s"],
-                        "energy_j": p["energy_total_j"]} for p in s["phases"]]}
+                        "duration_s": p["counted_duration_s"],
+                        "energy_j": p["counted_energy_total_j"]}
+                       for p in s["phases"]]}
 
 
 # --------------------------------------------------------------------------
@@ -254,7 +263,7 @@ _FLEET_COLS = (
 
 def _fleet_steps(conn, by, since_ns, until_ns, cluster):
     """(group key, job_pk, step view) of every step in the period whose
-    clock no policy changed and that has marked phases."""
+    clock no policy changed and that has marked phases (own_parts)."""
     gexpr, joins, args = rep.group_clause(by)
     where, wargs = rep.window_conditions(since_ns, until_ns, cluster)
     where.append("s.policy_active = 0")
@@ -267,16 +276,17 @@ def _fleet_steps(conn, by, since_ns, until_ns, cluster):
          dram) = row
         if cur is None or cur[0] != spk:
             if cur is not None:
-                yield cur[1:]
+                yield _with_parts(*cur[1:])
             cur = (spk, g, jpk, {"policy": pol, "freq_control": ctl,
                                  "node_model": nm, "base_khz": base,
                                  "min_ratio": mr, "phases": []})
-        cur[3]["phases"].append({
-            "seq": seq, "kind": kind, "parent_seq": parent,
-            "duration_s": dur / 1e9,
-            "energy_j": None if cpu is None else (cpu + (dram or 0)) / 1e6})
+        cur[3]["phases"].append((seq, kind, parent, dur, cpu, dram))
     if cur is not None:
-        yield cur[1:]
+        yield _with_parts(*cur[1:])
+
+
+def _with_parts(g, jpk, st):
+    return g, jpk, {**st, "phases": own_parts(st["phases"])}
 
 
 def fleet(conn, settings, policy: str, by: str = "user", since_ns=None,
@@ -309,23 +319,36 @@ def fleet(conn, settings, policy: str, by: str = "user", since_ns=None,
     njobs = len(set().union(*(d["jobs"] for d in groups.values()))) if groups else 0
     totals = _money({"jobs": njobs, "steps": sum(r["steps"] for r in rows),
                      **allsum["totals"]}, settings)
-    return {"what_if": policy, "estimate": True, "scope": "cpu+dram", "by": by,
+    return {"what_if": policy, "estimate": True, "scope": settings.scope,
+            "scope_note": settings.scope_note(), "by": by,
             "since": rep._iso(since_ns), "until": rep._iso(until_ns),
             "cluster": cluster, "currency": settings.currency,
             "co2_g_per_kwh": settings.co2_g_per_kwh,
             "price_per_kwh": settings.price_per_kwh,
-            "totals": totals, "kinds": allsum["kinds"], "groups": rows}
+            "totals": totals,
+            "kinds": [_money(k, settings) for k in allsum["kinds"]],
+            "groups": rows}
+
+
+def _scoped(summary: dict, settings) -> dict:
+    """A summarize() result with _money on its kinds and totals."""
+    return {**summary, "kinds": [_money(k, settings) for k in summary["kinds"]],
+            "totals": _money(summary["totals"], settings)}
 
 
 def _money(d: dict, settings) -> dict:
-    """Add the saving in kWh, MWh, g CO2 and cost (site factors)."""
-    kwh = d["saving_j"] / 3.6e6
+    """Add the saving in kWh, MWh, g CO2 and cost (site factors), and the
+    energies in MWh, all with the site's scope (Settings.scoped_j): the
+    saving's node-seconds are the time saved (-extra_time_s)."""
+    kwh = settings.scoped_j(d["saving_j"], -d["extra_time_s"]) / 3.6e6
     return {**d, "saving_kwh": kwh, "saving_mwh": kwh / 1000,
             "co2_g": kwh * settings.co2_g_per_kwh,
             "cost": kwh * settings.price_per_kwh,
-            "energy_mwh": d["energy_j"] / 3.6e9}
+            "energy_mwh": settings.scoped_j(d["energy_j"], d["duration_s"]) / 3.6e9,
+            "not_estimated_mwh": settings.scoped_j(
+                d["not_estimated_j"], d["not_estimated_s"]) / 3.6e9}
 
 
 CSV_COLUMNS = ["key", "jobs", "steps", "energy_j", "energy_mwh", "duration_s",
                "saving_j", "saving_pct", "saving_kwh", "saving_mwh", "co2_g",
-               "cost", "extra_time_s", "not_estimated_j"]
+               "cost", "scope", "extra_time_s", "not_estimated_j"]
