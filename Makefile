@@ -24,7 +24,7 @@ DEB_PKGS := build-essential pkg-config libpowercap-dev powercap-utils libpapi-de
             papi-tools libjansson-dev libcmocka-dev slurmctld slurmd slurm-client \
             libslurm-dev munge sqlite3 python3-venv python3-dev util-linux procps strace \
             openmpi-bin libopenmpi-dev \
-            debhelper dh-python pybuild-plugin-pyproject python3-setuptools rpm \
+            debhelper dh-python pybuild-plugin-pyproject python3-setuptools python3-pip rpm \
             python3-click python3-pandas python3-numpy python3-scipy python3-matplotlib
 
 ACCT_SRC := $(wildcard accounting/src/*.c)
