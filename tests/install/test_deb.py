@@ -184,9 +184,13 @@ def test_installed_packages_run_a_job_and_the_cli(debs, cluster, repo, build_dir
             assert all(installed(p) for p in PACKAGES)
             env = PluginEnv(cluster, repo, build_dir)
             try:
-                env.so = plugin  # the installed plugin, as a site's plugstack.conf names it
+                env.so = plugin
                 env.configure()
                 assert cluster.plugin_so == plugin  # world-readable: used in place, not copied
+                # as a site may name it: plain joulestep.so, found in Slurm's PluginDir
+                text = cluster.plugstack.read_text()
+                assert f"optional {plugin} " in text
+                cluster.plugstack.write_text(text.replace(f"optional {plugin} ", "optional joulestep.so "))
                 cluster.restart_slurmd()
                 _run_job_and_ingest(env, tmp_path, adv_truth, close)
             finally:
