@@ -168,7 +168,7 @@ deb:
 	      DEB_BUILD_OPTIONS="parallel=$$(nproc) $$DEB_BUILD_OPTIONS" \
 	      dpkg-buildpackage -b -us -uc) > $$d/build.log 2>&1; then tail -n 40 $$d/build.log; exit 1; fi; \
 	rm -rf $$d/joulestep-$(VERSION) && touch $$d/ok && \
-	for o in $(DEB_DIR)/*/ok; do [ $$o = $$d/ok ] || rm -rf $$(dirname $$o); done; \
+	for x in $(DEB_DIR)/*; do [ -L $$x ] || [ ! -d $$x ] || [ $$x = $$d ] || rm -rf $$x; done; \
 	ln -sfn $$key $(DEB_DIR)/current && ls $$d/*.deb
 
 rpm-check:
