@@ -23,7 +23,9 @@ PAPI_SONAME = $(or $(shell objdump -p "$$($(CC) -print-file-name=libpapi.so)" 2>
 DEB_PKGS := build-essential pkg-config libpowercap-dev powercap-utils libpapi-dev \
             papi-tools libjansson-dev libcmocka-dev slurmctld slurmd slurm-client \
             libslurm-dev munge sqlite3 python3-venv python3-dev util-linux procps strace \
-            openmpi-bin libopenmpi-dev
+            openmpi-bin libopenmpi-dev \
+            debhelper dh-python pybuild-plugin-pyproject python3-setuptools python3-pip rpm \
+            python3-click python3-pandas python3-numpy python3-scipy python3-matplotlib
 
 ACCT_SRC := $(wildcard accounting/src/*.c)
 ACCT_OBJ := $(ACCT_SRC:%.c=$(B)/obj/%.o)
@@ -61,7 +63,7 @@ UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_BIN := $(patsubst tests/unit/%.c,$(B)/tests/%,$(UNIT_SRC))
 HDRS := $(wildcard accounting/include/joulestep/*.h accounting/src/*.h spank/*.h spank/client/*.h)
 
-.PHONY: all deps test test-unit test-py bench demo install clean
+.PHONY: all deps test test-unit test-py bench demo install clean deb rpm-check
 all: $(ACCT_LIB) $(TOOLS) $(SPANK_SO) $(CLIENT_SO) $(PHASE_BIN) $(UNIT_BIN) $(BENCH_BIN) \
      $(MPI_BENCH) $(HOOKS) $(HOOK_TESTS)
 
@@ -187,6 +189,38 @@ install: all
 	for pc in etc/pkgconfig/*.pc.in; do \
 	  sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(LIBDIR)|g' $$pc \
 	    > $(DESTDIR)$(LIBDIR)/pkgconfig/$$(basename $$pc .in); done
+
+# ---------------------------------------------------------------------------
+# Packages (docs/admin-guide.md, "Packages"), built from a tarball of the
+# working tree (packaging/srctar.sh), never in it, with Debian's own tools and
+# Python (PATH=SYS_PATH: no venv, no /usr/local Python).
+# `make deb`: debian/ with debhelper; the .debs land in build/deb/current/.
+# The tarball's checksum keys the build, so unchanged sources are not built
+# twice. `make rpm-check`: packaging/rpm/joulestep.spec through `rpmspec -P`
+# and `rpmbuild -bs` (the source RPM lands in build/rpm/SRPMS/).
+VERSION = $(shell sed -n 's/^version = "\(.*\)"/\1/p' cli/pyproject.toml)
+SYS_PATH := /usr/sbin:/usr/bin:/sbin:/bin
+DEB_DIR := $(B)/deb
+RPM_DIR := $(B)/rpm
+
+deb:
+	@packaging/srctar.sh $(DEB_DIR)/src.tar.gz joulestep-$(VERSION)
+	@key=$$(sha256sum $(DEB_DIR)/src.tar.gz | cut -c1-16); d=$(DEB_DIR)/$$key; \
+	if [ -e $$d/ok ]; then ln -sfn $$key $(DEB_DIR)/current; echo "deb: $$d (unchanged sources)"; exit 0; fi; \
+	rm -rf $$d && mkdir -p $$d && tar -xzf $(DEB_DIR)/src.tar.gz -C $$d && \
+	echo "deb: building in $$d (log: $$d/build.log)" && \
+	if ! (cd $$d/joulestep-$(VERSION) && env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL PATH=$(SYS_PATH) \
+	      DEB_BUILD_OPTIONS="parallel=$$(nproc) $$DEB_BUILD_OPTIONS" \
+	      dpkg-buildpackage -b -us -uc) > $$d/build.log 2>&1; then tail -n 40 $$d/build.log; exit 1; fi; \
+	rm -rf $$d/joulestep-$(VERSION) && touch $$d/ok && \
+	for x in $(DEB_DIR)/*; do [ -L $$x ] || [ ! -d $$x ] || [ $$x = $$d ] || rm -rf $$x; done; \
+	ln -sfn $$key $(DEB_DIR)/current && ls $$d/*.deb
+
+rpm-check:
+	rm -rf $(RPM_DIR) && mkdir -p $(RPM_DIR)/SOURCES
+	packaging/srctar.sh $(RPM_DIR)/SOURCES/joulestep-$(VERSION).tar.gz joulestep-$(VERSION)
+	PATH=$(SYS_PATH) rpmspec -P packaging/rpm/joulestep.spec > $(RPM_DIR)/joulestep.spec.parsed
+	PATH=$(SYS_PATH) rpmbuild -bs --define '_topdir $(abspath $(RPM_DIR))' packaging/rpm/joulestep.spec
 
 clean:
 	rm -rf $(B)

@@ -1,0 +1,129 @@
+"""The RPM spec (packaging/rpm/joulestep.spec), with Debian's rpm: `make rpm-check`
+parses it (rpmspec -P) and builds the source RPM (rpmbuild -bs). A binary build
+needs a RHEL-family host, so its %files lists are checked here against what
+`make install` really installs with RHEL's paths, and the version against the
+other places that carry it.
+"""
+from __future__ import annotations
+
+import fnmatch
+import pathlib
+import re
+import subprocess
+
+import pytest
+
+from pkgtest import REPO, repo_docs, repo_manpages
+
+SPEC = REPO / "packaging" / "rpm" / "joulestep.spec"
+RHEL = {"_prefix": "/usr", "_libdir": "/usr/lib64", "_bindir": "/usr/bin",
+        "_includedir": "/usr/include", "_mandir": "/usr/share/man",
+        "_docdir": "/usr/share/doc", "_unitdir": "/usr/lib/systemd/system"}
+PLUGIN_DIR = "/usr/lib64/slurm"
+
+
+def sh(*argv, timeout=300, **kw) -> subprocess.CompletedProcess:
+    res = subprocess.run([str(a) for a in argv], capture_output=True, text=True,
+                         timeout=timeout, stdin=subprocess.DEVNULL, **kw)
+    assert res.returncode == 0, f"{argv}: {res.returncode}\n{res.stdout}\n{res.stderr}"
+    return res
+
+
+def parsed(*args) -> str:
+    defs = [a for k, v in RHEL.items() for a in ("--define", f"{k} {v}")]
+    return sh("rpmspec", "-P", *defs, *args, SPEC).stdout
+
+
+def files_sections(text: str) -> dict:
+    """package suffix ('' = main) -> (paths, %doc entries) of its %files section."""
+    out, cur = {}, None
+    for line in text.splitlines():
+        m = re.match(r"%files(?:\s+(?!-)(\S+))?", line)
+        if m:
+            cur = out.setdefault(m.group(1) or "", ([], []))
+            continue
+        if re.match(r"%(changelog|package|description|post|preun|postun|pre)\b", line):
+            cur = None
+        if cur is None or not line.strip() or line.startswith("#"):
+            continue
+        if line.startswith("%doc"):
+            cur[1].extend(line.split()[1:])
+        elif not line.startswith("%"):
+            cur[0].append(line.strip())
+    return out
+
+
+def owner(path: str, sections: dict) -> list:
+    """The %files entries that cover an installed path (a glob, or a directory/)."""
+    return [(pkg, e) for pkg, (paths, _) in sections.items() for e in paths
+            if fnmatch.fnmatchcase(path, e) or (e.endswith("/") and path.startswith(e))]
+
+
+def test_rpm_check_builds_the_source_rpm(repo, version):
+    sh("make", "-s", "-C", repo, "rpm-check", timeout=600)
+    srpm = repo / "build" / "rpm" / "SRPMS" / f"joulestep-{version}-1.src.rpm"
+    assert srpm.exists()
+    assert sh("rpm", "-qp", "--qf", "%{NAME} %{VERSION}", srpm).stdout == f"joulestep {version}"
+    assert set(sh("rpm", "-qpl", srpm).stdout.split()) == {"joulestep.spec", f"joulestep-{version}.tar.gz"}
+    # the tarball holds what %prep..%install and %doc use
+    tar = repo / "build" / "rpm" / "SOURCES" / f"joulestep-{version}.tar.gz"
+    names = set(sh("tar", "-tzf", tar).stdout.split())
+    for f in ("Makefile", "packaging/fixpaths.sh", "cli/pyproject.toml", "cli/src/joulestep/sql"):
+        assert f"joulestep-{version}/{f}" in names, f
+
+
+def test_files_lists_match_make_install(repo, build_dir, tmp_path):
+    text = parsed("--define", "slurm_version 23.11")
+    sec = files_sections(text)
+    assert set(sec) == {"", "libs", "devel", "cli"}
+    # everything `make install` installs with RHEL's paths is in exactly one package
+    dest = tmp_path / "root"
+    sh("make", "-s", "-C", repo, "install", f"DESTDIR={dest}", "PREFIX=/usr", "LIBDIR=/usr/lib64",
+       f"SLURM_PLUGIN_DIR={PLUGIN_DIR}", "UNIT_BIN=", "BENCH_BIN=", "MPI_BENCH=")
+    installed = {"/" + str(p.relative_to(dest)) for p in dest.rglob("*") if not p.is_dir()}
+    assert f"{PLUGIN_DIR}/joulestep.so" in installed
+    for f in installed:
+        assert len(owner(f, sec)) == 1, (f, owner(f, sec))
+    assert owner(f"{PLUGIN_DIR}/joulestep.so", sec)[0][0] == ""
+    assert owner("/usr/lib64/libjoulestep-client.so.1", sec)[0][0] == "libs"
+    # ... and every entry names something: make install's files, or the CLI's own
+    units = {f"{RHEL['_unitdir']}/{u.name}" for u in (REPO / "etc" / "systemd").iterdir()}
+    cli_own = units | {"/usr/bin/joulestep", "/usr/bin/joulestep-mail"}
+    for pkg, (paths, _) in sec.items():
+        for e in paths:
+            hits = [f for f in installed | cli_own if owner(f, {pkg: ([e], [])})]
+            assert hits, (pkg, e)
+    assert cli_own <= set(sec["cli"][0])
+    # guides and man pages: all of them, from files that exist
+    docs = [d for _, (_, ds) in sec.items() for d in ds]
+    assert repo_docs() <= {pathlib.PurePath(d).name for d in docs}
+    for d in docs:
+        assert (REPO / d).exists() or d == "plugstack-joulestep.conf", d
+    for m in repo_manpages():
+        assert owner(f"/usr/share/man/man{m[-1]}/{m}.gz", sec), m
+
+
+def test_slurm_release_and_without_cli():
+    text = parsed("--define", "slurm_version 23.11")
+    reqs = re.findall(r"^Requires:\s+slurm\s+(\S+)\s+(\S+)$", text, re.M)
+    assert sorted(reqs) == [("<", "23.11.99"), (">=", "23.11")]
+    # the plugstack example names the RHEL plugin path; the plugin dir is Slurm's
+    assert f"fixpaths.sh {PLUGIN_DIR} " in text
+    # --without cli: no Python at all (sites whose distribution lacks the CLI's
+    # libraries use `pip install ./cli` instead)
+    bare = parsed("--without", "cli", "--define", "slurm_version 23.11")
+    assert set(files_sections(bare)) == {"", "libs", "devel"}
+    deps = [l for l in bare.splitlines() if l.startswith(("BuildRequires", "Requires"))]
+    assert deps and not [l for l in deps if "python" in l]
+    assert "%pyproject" not in bare
+
+
+def test_one_version_everywhere(version):
+    assert re.search(rf"^Version:\s+{re.escape(version)}$", SPEC.read_text(), re.M)
+    assert re.search(rf"- {re.escape(version)}-1$", SPEC.read_text(), re.M)  # %changelog
+    chlog = sh("dpkg-parsechangelog", "-l", REPO / "debian" / "changelog", "-S", "Version").stdout.strip()
+    assert chlog == version
+    for pc in (REPO / "etc" / "pkgconfig").glob("*.pc.in"):
+        assert re.search(rf"^Version: {re.escape(version)}$", pc.read_text(), re.M), pc.name
+    init = (REPO / "cli" / "src" / "joulestep" / "__init__.py").read_text()
+    assert f'__version__ = "{version}"' in init
