@@ -48,9 +48,9 @@ RECORD_RANK_BYTES = 160
 class MarkerEnv:
     """Fake hardware + plugin configuration for this module (own directories)."""
 
-    def __init__(self, cluster, build: pathlib.Path):
+    def __init__(self, cluster, build: pathlib.Path, name: str = "jsmarkers"):
         self.c = cluster
-        self.root = cluster.workdir / "jsmarkers"
+        self.root = cluster.workdir / name  # own directory per module (test_access.py)
         self.root.mkdir(mode=0o755, exist_ok=True)
         os.chmod(self.root, 0o755)
         self.hw = self.root / "hw"
