@@ -25,7 +25,9 @@ from __future__ import annotations
 
 import os
 import pathlib
+import pwd
 import re
+import shutil
 import socket
 import stat
 import subprocess
@@ -398,7 +400,6 @@ def test_entry_at_the_socket_path(ak, kind):
     """Whatever is at <socket_dir>/<job>.<step>.sock when the step starts: a stale
     root-owned socket (a killed step's) is replaced; anything else (a file, a symlink,
     a socket of another owner) is left untouched, and the step runs without markers."""
-    import pwd
     res, job = _sock_job(ak, kind, args=["--hold"])
     assert res.returncode == 0 and job, res.stderr
     ak.sock.mkdir(mode=0o755, exist_ok=True)
@@ -440,8 +441,6 @@ def test_entry_at_the_socket_path(ak, kind):
 
 def _dir_case(ak, kind):
     """socket_dir for one refused layout; returns (socket_dir, path that must not appear)."""
-    import pwd
-    import shutil
     pw = pwd.getpwnam(USER)
     base = ak.root / "dirs"
     shutil.rmtree(base, ignore_errors=True)
