@@ -533,51 +533,93 @@ static void *server_main(void *arg)
 
 /* ---- main thread ---------------------------------------------------------- */
 
+/* What is at the socket's path before the bind: nothing, or a stale socket
+ * of a killed step (root-owned: only root can write socket_dir), which is
+ * removed. Anything else is not ours: it is left alone and the step gets no
+ * markers (the record says what was there). 0 or -errno; why is set on
+ * -EEXIST. */
+static int clear_stale(int dfd, const char *name, char *why, size_t whylen)
+{
+	struct stat st;
+	if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return errno == ENOENT ? 0 : -errno;
+	if (S_ISSOCK(st.st_mode) && st.st_uid == 0)
+		return unlinkat(dfd, name, 0) < 0 ? -errno : 0;
+	snprintf(why, whylen, "%s of uid %u",
+		 S_ISSOCK(st.st_mode) ? "a socket" : S_ISLNK(st.st_mode) ? "a symlink"
+		 : S_ISREG(st.st_mode) ? "a file" : S_ISDIR(st.st_mode) ? "a directory" : "a special file",
+		 (unsigned)st.st_uid);
+	return -EEXIST;
+}
+
 void js_server_listen(struct js_step *s)
 {
 	s->sock_path[0] = 0;
-	int rc = js_root_dir(s->conf.socket_dir, 0755);
-	if (rc < 0) {
-		js_step_error(s, "socket: socket_dir %s: %s (must be root-owned, not group/world-writable)",
-			      s->conf.socket_dir, strerror(-rc));
-		return;
-	}
-	char path[sizeof(s->sock_path)];
+	/* The length first: a path AF_UNIX cannot hold leaves nothing behind
+	 * (not even socket_dir, which would be created below). */
+	char path[sizeof(s->sock_path)], name[64];
 	int n = snprintf(path, sizeof(path), "%s/%u.%s.sock", s->conf.socket_dir, s->job_id,
 			 s->step_id);
 	if (n < 0 || (size_t)n >= sizeof(path)) {
-		js_step_error(s, "socket: path %s/... too long for a UNIX socket", s->conf.socket_dir);
+		js_step_error(s, "socket: path %s/%u.%s.sock too long for a UNIX socket (at most %zu bytes); no phase markers",
+			      s->conf.socket_dir, s->job_id, s->step_id, sizeof(path) - 1);
+		return;
+	}
+	snprintf(name, sizeof(name), "%u.%s.sock", s->job_id, s->step_id);
+	/* Every component root-owned and not group/world-writable, no symlink:
+	 * only root can change what the path names from here on. */
+	int dfd = js_root_dirfd(s->conf.socket_dir, 0755, true);
+	if (dfd < 0) {
+		js_step_error(s, "socket: socket_dir %s: %s (must be root-owned, not group/world-writable, no symlink); no phase markers",
+			      s->conf.socket_dir, strerror(-dfd));
+		return;
+	}
+	char why[64] = "";
+	int rc = clear_stale(dfd, name, why, sizeof(why));
+	if (rc < 0) {
+		if (rc == -EEXIST)
+			js_step_error(s, "socket: %s exists and is not a stale root-owned socket (%s); left alone, no phase markers",
+				      path, why);
+		else
+			js_step_error(s, "socket: %s: %s; no phase markers", path, strerror(-rc));
+		close(dfd);
 		return;
 	}
 	s->proc_fd = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (s->proc_fd < 0) {
 		js_step_error(s, "socket: /proc: %s (needed to check peers); no phase markers",
 			      strerror(errno));
+		close(dfd);
 		return;
 	}
 	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (fd < 0) {
 		js_step_error(s, "socket: %s; no phase markers", strerror(errno));
+		close(dfd);
 		close(s->proc_fd);
 		s->proc_fd = -1;
 		return;
 	}
 	/* No umask games: umask is process wide. The socket is made 0666 at
-	 * once in a root-only directory; the peer checks are the guard. */
+	 * once in a root-only directory (without following a symlink); the
+	 * peer checks are the guard. Only what we bound is ever removed. */
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
 	memcpy(sa.sun_path, path, (size_t)n + 1);
-	(void)unlink(path); /* stale socket of a killed step */
-	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || chmod(path, 0666) < 0 ||
-	    listen(fd, 128) < 0) {
-		js_step_error(s, "socket: %s: %s; no phase markers", path, strerror(errno));
-		close(fd);
-		(void)unlink(path);
-		close(s->proc_fd);
-		s->proc_fd = -1;
+	bool bound = false;
+	if ((bound = bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0) &&
+	    fchmodat(dfd, name, 0666, AT_SYMLINK_NOFOLLOW) == 0 && listen(fd, 128) == 0) {
+		close(dfd);
+		s->listen_fd = fd;
+		memcpy(s->sock_path, path, (size_t)n + 1);
 		return;
 	}
-	s->listen_fd = fd;
-	memcpy(s->sock_path, path, (size_t)n + 1);
+	js_step_error(s, "socket: %s: %s; no phase markers", path, strerror(errno));
+	close(fd);
+	if (bound)
+		(void)unlinkat(dfd, name, 0);
+	close(dfd);
+	close(s->proc_fd);
+	s->proc_fd = -1;
 }
 
 void js_server_unlisten(struct js_step *s)

@@ -131,10 +131,12 @@ void js_step_error(struct js_step *s, const char *fmt, ...) __attribute__((forma
  * end of the step's setup, runs js_step_deferred(), then serves markers on
  * the descriptors opened here and, when the meter has no thread of its own,
  * samples it every js_meter_period_ns(). */
-/* Check socket_dir (root-owned, not group/world writable; created when
- * missing), bind and listen on <socket_dir>/<job>.<step>.sock and open
- * /proc for the peer checks; sets sock_path. On failure sock_path stays
- * empty (error recorded): no markers. */
+/* Check socket_dir (root-owned, not group/world writable, no symlink;
+ * created when missing) and the path's length, bind and listen on
+ * <socket_dir>/<job>.<step>.sock (replacing only a stale root-owned socket;
+ * anything else there is left alone) and open /proc for the peer checks;
+ * sets sock_path. On failure sock_path stays empty (error recorded): no
+ * markers. docs/security.md, "Socket access". */
 void js_server_listen(struct js_step *s);
 void js_server_unlisten(struct js_step *s); /* close + unlink, no markers */
 int js_server_start(struct js_step *s);     /* 0 or -errno (logged)       */

@@ -11,6 +11,7 @@ import shutil
 
 import pytest
 
+import procs
 from harness import Cluster, ensure_user, make_workdir
 
 USERS = ("jsuser", "jsother")
@@ -33,9 +34,11 @@ def cluster(request, cluster_users):
         c.stop()
         raise
     failed_before = request.session.testsfailed
+    procs.DEFAULT_CLUSTER = c  # job ids repeat across clusters: find this one's processes
     try:
         yield c
     finally:
+        procs.DEFAULT_CLUSTER = None
         c.stop()
         if request.session.testsfailed == failed_before and not os.environ.get("JOULESTEP_KEEP_CLUSTER"):
             shutil.rmtree(workdir, ignore_errors=True)

@@ -1,9 +1,19 @@
-"""Processes, waits and job-output parsing shared by the live-cluster tests."""
+"""Processes, waits and job-output parsing shared by the live-cluster tests.
+
+Job ids start at 1 in every test cluster, and several clusters may run on one host
+(other checkouts' suites, test_multinode.py): stepd_pid and job_pids only return
+processes of one cluster, `cluster=` or else DEFAULT_CLUSTER (the session's cluster,
+set by conftest.py). A slurmstepd carries its daemons' marker variable, a task its
+cluster's SLURM_CONF."""
 from __future__ import annotations
 
 import pathlib
 import re
 import time
+
+from harness import MARKER_VAR
+
+DEFAULT_CLUSTER = None  # harness.Cluster; conftest.py's `cluster` fixture sets it
 
 
 def wait_for(cond, what, timeout=30.0):
@@ -25,10 +35,27 @@ def cmdline(pid) -> str:
         return ""
 
 
-def stepd_pid(job, step="batch"):
+def _environ(pid) -> list[bytes]:
+    try:
+        return pathlib.Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except OSError:
+        return []
+
+
+def _in_cluster(pid, cluster, var: str) -> bool:
+    """Does pid belong to cluster (or DEFAULT_CLUSTER; any when both are None)?"""
+    c = cluster or DEFAULT_CLUSTER
+    if c is None:
+        return True
+    want = f"{MARKER_VAR}={c.id}" if var == "marker" else f"SLURM_CONF={c.conf}"
+    return want.encode() in _environ(pid)
+
+
+def stepd_pid(job, step="batch", cluster=None):
     """The step's main slurmstepd (not one of its forked helpers), or None."""
     for d in pathlib.Path("/proc").iterdir():
-        if d.name.isdigit() and cmdline(d.name).startswith(f"slurmstepd: [{job}.{step}]"):
+        if (d.name.isdigit() and cmdline(d.name).startswith(f"slurmstepd: [{job}.{step}]")
+                and _in_cluster(d.name, cluster, "marker")):
             try:
                 ppid = int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
             except (OSError, IndexError, ValueError):
@@ -38,16 +65,13 @@ def stepd_pid(job, step="batch"):
     return None
 
 
-def job_pids(job) -> list[int]:
+def job_pids(job, cluster=None) -> list[int]:
     """Every process whose environment names the job (its tasks and their children)."""
     pids = []
     for d in pathlib.Path("/proc").iterdir():
         if d.name.isdigit():
-            try:
-                env = (d / "environ").read_bytes().split(b"\0")
-            except OSError:
-                continue
-            if f"SLURM_JOB_ID={job}".encode() in env:
+            env = _environ(d.name)
+            if f"SLURM_JOB_ID={job}".encode() in env and _in_cluster(d.name, cluster, "conf"):
                 pids.append(int(d.name))
     return pids
 

@@ -48,9 +48,9 @@ RECORD_RANK_BYTES = 160
 class MarkerEnv:
     """Fake hardware + plugin configuration for this module (own directories)."""
 
-    def __init__(self, cluster, build: pathlib.Path):
+    def __init__(self, cluster, build: pathlib.Path, name: str = "jsmarkers"):
         self.c = cluster
-        self.root = cluster.workdir / "jsmarkers"
+        self.root = cluster.workdir / name  # own directory per module (test_access.py)
         self.root.mkdir(mode=0o755, exist_ok=True)
         os.chmod(self.root, 0o755)
         self.hw = self.root / "hw"
@@ -431,7 +431,8 @@ def test_record_size_is_bounded(mk):
         st = p["rank_stats"]
         for key, xs in (("start_ns", starts), ("end_ns", ends), ("bytes", nbytes)):
             assert st[key]["min"] == min(xs) and st[key]["max"] == max(xs), (key, st)
-            assert abs(st[key]["mean"] - sum(xs) / len(xs)) <= 1, (key, st)
+            # in integers: times near 1.7e18 ns are 256 ns apart as floats
+            assert abs(st[key]["mean"] * len(xs) - sum(xs)) <= len(xs), (key, st)
 
 
 # ------------------------------------------------- defect 8: only this step's processes
