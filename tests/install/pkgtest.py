@@ -19,6 +19,17 @@ def repo_manpages() -> set:
     return {p.name for p in (REPO / "docs").iterdir() if re.fullmatch(r".+\.[1-8]", p.name)}
 
 
+def repo_hooks() -> set:
+    """File names of the --energy-hooks libraries: one per spank/hooks/<name>.map."""
+    return {f"libjoulestep-{p.stem}.so" for p in (REPO / "spank" / "hooks").glob("*.map")}
+
+
+def hooks_dir_for(plugin: str) -> str:
+    """Where an installed plugin looks for the hook libraries without hooks_dir=:
+    <directory of joulestep.so>/../joulestep (docs/admin-guide.md, "Phase hooks")."""
+    return str(pathlib.PurePosixPath(plugin).parent.parent / "joulestep")
+
+
 def repo_migrations() -> dict:
     """relative path under sql/ -> bytes, for every migration file."""
     root = REPO / "sql"

@@ -1,6 +1,8 @@
 """The Debian packages (`make deb`, debian/): what they contain, and the real thing:
 installed with dpkg on this machine, the plugin loaded from its installed path by
-the test cluster runs a job whose record the installed CLI ingests; purged after.
+the test cluster runs a job (with --energy-hooks=veloc: the packaged hook library,
+found where the plugin looks by default) whose record the installed CLI ingests;
+purged after.
 
 The packages are built once per session (`make deb` also skips the build when the
 sources are unchanged since the last one). The truths are the repository's files
@@ -17,10 +19,12 @@ import pathlib
 import re
 import subprocess
 import time
+from types import SimpleNamespace
 
 import pytest
 
-from pkgtest import REPO, repo_docs, repo_manpages, repo_migrations, requirement_names
+from pkgtest import (REPO, hooks_dir_for, repo_docs, repo_hooks, repo_manpages, repo_migrations,
+                     requirement_names)
 from harness import BASE
 
 PACKAGES = ("joulestep-spank", "libjoulestep-client1", "libjoulestep-dev", "joulestep-cli")
@@ -81,6 +85,16 @@ def test_packages_hold_what_a_site_installs(debs, tmp_path):
     spank, client, dev, cli = (files[p] for p in PACKAGES)
     assert f"{plugdir}/joulestep.so" in spank and plugdir == f"/usr/lib/{ma}/slurm-wlm"
     assert {"/usr/bin/joulestep-run", "/usr/bin/joulestep-restore", "/usr/bin/joulestep-phase"} <= spank
+    # the --energy-hooks libraries where the packaged plugin looks for them by default,
+    # root's regular files, not group/world-writable (the plugin preloads nothing else)
+    hooks = hooks_dir_for(f"{plugdir}/joulestep.so")
+    assert hooks == f"/usr/lib/{ma}/joulestep"
+    assert {f for f in everything if f.startswith(hooks + "/")} == {f"{hooks}/{n}" for n in repo_hooks()}
+    assert {f"{hooks}/{n}" for n in repo_hooks()} <= spank
+    for line in sh("dpkg-deb", "-c", debs["joulestep-spank"]).stdout.splitlines():
+        if f".{hooks}/lib" in line:
+            mode, own = line.split()[:2]
+            assert mode[0] == "-" and mode[5] != "w" and mode[8] != "w" and own == "root/root", line
     assert client & {f for f in everything if "libjoulestep-client.so" in f} == {
         f"/usr/lib/{ma}/libjoulestep-client.so.1"}
     assert {f"/usr/lib/{ma}/libjoulestep-client.so", f"/usr/lib/{ma}/libjoulestep-acct.a",
@@ -192,7 +206,7 @@ def test_installed_packages_run_a_job_and_the_cli(debs, cluster, repo, build_dir
                 assert f"optional {plugin} " in text
                 cluster.plugstack.write_text(text.replace(f"optional {plugin} ", "optional joulestep.so "))
                 cluster.restart_slurmd()
-                _run_job_and_ingest(env, tmp_path, adv_truth, close)
+                _run_job_and_ingest(env, plugin, tmp_path, adv_truth, close)
             finally:
                 env.close()
             _installed_clients(tmp_path, env)
@@ -203,19 +217,35 @@ def test_installed_packages_run_a_job_and_the_cli(debs, cluster, repo, build_dir
         assert not f.exists() and not f.is_symlink(), f
 
 
-def _run_job_and_ingest(env, tmp_path, adv_truth, close):
+def _run_job_and_ingest(env, plugin, tmp_path, adv_truth, close):
+    from test_plugin import USER
+    from test_plugin_hooks import K, ND, NI, veloc_cfg, veloc_truth
+
+    # a VELOC program (the test double of tests/hooks) under --energy-hooks=veloc: no
+    # hooks_dir= in plugstack.conf, so the plugin preloads the packaged library from
+    # its default directory, and the program's checkpoints become phases
+    veloc = veloc_cfg(SimpleNamespace(user_file=lambda n: env.c.user_dir(USER) / n), "veloc-deb", "sync")
     script = f"""#!/bin/sh
 #SBATCH -n1
+#SBATCH --energy-hooks=veloc
 set -e
+echo "PRELOAD $LD_PRELOAD"
 {env.adv("step", 1)}
 /usr/bin/joulestep-phase begin io w1
 {env.adv("io", 2)}
 /usr/bin/joulestep-phase end --bytes 1048576
+{env.build}/tests/hooks/prog_veloc {veloc}/veloc.cfg {ND} {NI} {K}
 """
     job, out = env.run_job(script)
     truth = adv_truth(out)
     rec = env.wait_records(job, ["batch"])["batch"]
     assert rec["provenance"]["errors"] == []
+    assert re.findall(r"^PRELOAD (.*)$", out, re.M) == [
+        f"{hooks_dir_for(str(plugin))}/libjoulestep-veloc.so"], out
+    assert rec["provenance"]["hooks"] == ["veloc"]
+    ckpt = [(p["kind"], p["label"], p["bytes"]) for p in sorted(rec["phases"], key=lambda p: p["seq"])
+            if p["kind"] in ("checkpoint", "flush")]
+    assert ckpt == veloc_truth("sync"), out
     assert close(rec["step"]["energy_cpu_uj"], truth["*"][0])
     io = [p for p in rec["phases"] if p["kind"] == "io"]
     assert len(io) == 1 and io[0]["label"] == "w1"

@@ -13,7 +13,7 @@ import subprocess
 
 import pytest
 
-from pkgtest import REPO, repo_docs, repo_manpages
+from pkgtest import REPO, hooks_dir_for, repo_docs, repo_hooks, repo_manpages
 
 SPEC = REPO / "packaging" / "rpm" / "joulestep.spec"
 RHEL = {"_prefix": "/usr", "_libdir": "/usr/lib64", "_bindir": "/usr/bin",
@@ -79,13 +79,16 @@ def test_files_lists_match_make_install(repo, build_dir, tmp_path):
     # everything `make install` installs with RHEL's paths is in exactly one package
     dest = tmp_path / "root"
     sh("make", "-s", "-C", repo, "install", f"DESTDIR={dest}", "PREFIX=/usr", "LIBDIR=/usr/lib64",
-       f"SLURM_PLUGIN_DIR={PLUGIN_DIR}", "UNIT_BIN=", "BENCH_BIN=", "MPI_BENCH=")
+       f"SLURM_PLUGIN_DIR={PLUGIN_DIR}", "UNIT_BIN=", "BENCH_BIN=", "MPI_BENCH=", "HOOK_TESTS=")
     installed = {"/" + str(p.relative_to(dest)) for p in dest.rglob("*") if not p.is_dir()}
     assert f"{PLUGIN_DIR}/joulestep.so" in installed
     for f in installed:
         assert len(owner(f, sec)) == 1, (f, owner(f, sec))
     assert owner(f"{PLUGIN_DIR}/joulestep.so", sec)[0][0] == ""
     assert owner("/usr/lib64/libjoulestep-client.so.1", sec)[0][0] == "libs"
+    # the --energy-hooks libraries, in the plugin's package, where it looks by default
+    hooks = {f"{hooks_dir_for(PLUGIN_DIR + '/joulestep.so')}/{n}" for n in repo_hooks()}
+    assert hooks <= installed and {owner(f, sec)[0][0] for f in hooks} == {""}
     # ... and every entry names something: make install's files, or the CLI's own
     units = {f"{RHEL['_unitdir']}/{u.name}" for u in (REPO / "etc" / "systemd").iterdir()}
     cli_own = units | {"/usr/bin/joulestep", "/usr/bin/joulestep-mail"}
@@ -109,6 +112,10 @@ def test_slurm_release_and_without_cli():
     assert sorted(reqs) == [("<", "23.11.99"), (">=", "23.11")]
     # the plugstack example names the RHEL plugin path; the plugin dir is Slurm's
     assert f"fixpaths.sh {PLUGIN_DIR} " in text
+    # the MPI-IO hook is compiled against Open MPI's mpi.h (openmpi-devel's directory),
+    # whatever mpicc is on the build host's PATH
+    assert re.search(r"^BuildRequires:\s+openmpi-devel$", text, re.M)
+    assert re.search(r"^\S*make .*MPI_CFLAGS=-I/usr/include/openmpi-\S+ .*\ball$", text, re.M), text
     # --without cli: no Python at all (sites whose distribution lacks the CLI's
     # libraries use `pip install ./cli` instead)
     bare = parsed("--without", "cli", "--define", "slurm_version 23.11")
