@@ -122,6 +122,17 @@ def make_records(first: int, count: int, total: int) -> list[dict]:
     return out
 
 
+def _bare_step_insert() -> str:
+    """store._STEP_INSERT with the precomputed step_pk and without its conflict
+    clause: the same columns, so the baseline follows every migration."""
+    cols = store._STEP_INSERT.split("(", 1)[1].split(")", 1)[0]
+    n = cols.count(",") + 2
+    return f"INSERT INTO steps (step_pk, {cols}) VALUES ({','.join('?' * n)})"
+
+
+_BARE_STEP_INSERT = _bare_step_insert()
+
+
 class Baseline:
     """The same rows as store.Ingester writes, keys precomputed, inserted
     with bare executemany.  A job's row is inserted with its final window
@@ -168,15 +179,7 @@ class Baseline:
                       "last_seen_ns, submit_time_ns, start_time_ns, name, "
                       "user_name, uid, gid, account, partition) "
                       "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)", jobs)
-        c.executemany(
-            "INSERT INTO steps (step_pk, job_pk, node_pk, step_id, het_component, "
-            "node_model, ntasks, nnodes, cpus, ncpus, exclusive, policy, "
-            "policy_active, base_freq_khz, freq_min_ratio, start_ns, end_ns, duration_ns, "
-            "energy_cpu_uj, energy_dram_uj, energy_total_uj, exit_code, backend, "
-            "wrap_uncertain, sample_period_ns, errors_json, plugin_version, "
-            "counted_cpu_uj, counted_dram_uj, counted_total_uj, counted_duration_ns) "
-            "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-            steps)
+        c.executemany(_BARE_STEP_INSERT, steps)
         c.executemany(store._TAG_INSERT, tags)
         c.executemany(store._ZONE_INSERT, zones)
         c.executemany(store._PHASE_INSERT, phases)
