@@ -395,7 +395,8 @@ def parse_record(rec) -> Parsed:
          pbytes, nranks) = row
         # fast path: everything is a plain int where it must be
         if not (type(seq) is int and type(pst) is int and type(pend) is int
-                and type(pdur) is int and seq >= 0 and pdur >= 0 and pend >= pst
+                and type(pdur) is int and seq >= 0 and pst >= 0 and pdur >= 0
+                and pend >= pst
                 and (pcpu is None or (type(pcpu) is int and pcpu >= 0))
                 and (pdram is None or (type(pdram) is int and pdram >= 0))
                 and (pbytes is None or (type(pbytes) is int and pbytes >= 0))
