@@ -23,7 +23,7 @@ PAPI_SONAME = $(or $(shell objdump -p "$$($(CC) -print-file-name=libpapi.so)" 2>
 DEB_PKGS := build-essential pkg-config libpowercap-dev powercap-utils libpapi-dev \
             papi-tools libjansson-dev libcmocka-dev slurmctld slurmd slurm-client \
             libslurm-dev munge sqlite3 python3-venv python3-dev util-linux procps strace \
-            openmpi-bin libopenmpi-dev \
+            openmpi-bin libopenmpi-dev clang libclang-rt-14-dev \
             debhelper dh-python pybuild-plugin-pyproject python3-setuptools python3-pip rpm \
             python3-click python3-pandas python3-numpy python3-scipy python3-matplotlib
 
@@ -62,10 +62,29 @@ MPI_BENCH := $(B)/bench/js-ckpt $(B)/bench/js-damaris
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_BIN := $(patsubst tests/unit/%.c,$(B)/tests/%,$(UNIT_SRC))
 HDRS := $(wildcard accounting/include/joulestep/*.h accounting/src/*.h spank/*.h spank/client/*.h)
+# fuzz harnesses (see "Fuzzing" below)
+FUZZ_CC ?= clang
+FUZZ_CC_OK = $(shell command -v $(FUZZ_CC) >/dev/null 2>&1 && echo yes)
+FUZZ_CFLAGS := -std=c11 -D_GNU_SOURCE -g -O1 -fno-omit-frame-pointer -Wall -Wextra -Werror \
+               -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
+               -Ispank -Iaccounting/include -Iaccounting/src -Itests/fuzz
+FUZZ_TARGETS := msg conf policy tags tuned cpuset jobcache
+FUZZ_BIN := $(FUZZ_TARGETS:%=$(B)/fuzz/fuzz_%)
+FUZZ_RUNS ?= 300000
+FUZZ_SECONDS ?= 300
+fuzz_src_msg := spank/js_parse.c
+fuzz_src_conf := spank/js_parse.c
+fuzz_src_policy := spank/js_parse.c
+fuzz_src_tags := spank/js_parse.c
+fuzz_src_tuned := spank/js_parse.c spank/js_tuned.c
+fuzz_src_cpuset := accounting/src/freq.c accounting/src/util.c accounting/src/zones.c
+fuzz_src_jobcache := spank/js_jobcache_logic.c
+fuzz_lib_tuned := -ljansson
+fuzz_lib_jobcache := -ljansson
 
-.PHONY: all deps test test-unit test-py bench demo install clean deb rpm-check
+.PHONY: all deps test test-unit test-py test-fuzz fuzz fuzz-build bench demo install clean deb rpm-check
 all: $(ACCT_LIB) $(TOOLS) $(SPANK_SO) $(CLIENT_SO) $(PHASE_BIN) $(UNIT_BIN) $(BENCH_BIN) \
-     $(MPI_BENCH) $(HOOKS) $(HOOK_TESTS)
+     $(MPI_BENCH) $(HOOKS) $(HOOK_TESTS) $(if $(FUZZ_CC_OK),$(FUZZ_BIN))
 
 $(B)/obj/%.o: %.c $(HDRS)
 	@mkdir -p $(dir $@)
@@ -141,6 +160,29 @@ $(MPI_BENCH): bench/common/jsbench.h $(CLIENT_SO) $(HDRS)
 	  -Wl,-rpath,'$$ORIGIN/../lib' -lm
 
 # ---------------------------------------------------------------------------
+# Fuzzing (docs/reliability.md, "Fuzzing"): libFuzzer harnesses under ASan and
+# UBSan, built with clang (Debian's clang + libclang-rt-14-dev: `make deps`)
+# into build/fuzz/, only when clang is present. `make test` runs each target
+# for FUZZ_RUNS inputs (fixed seed); `make fuzz` for FUZZ_SECONDS each.
+
+.SECONDEXPANSION:
+$(B)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz.h $$(fuzz_src_$$*) $(HDRS)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) $< $(fuzz_src_$*) -o $@ $(fuzz_lib_$*) -lm
+
+fuzz-build:
+	@if [ -z "$(FUZZ_CC_OK)" ]; then echo "fuzz: $(FUZZ_CC) not found: run make deps"; exit 1; fi
+	@$(MAKE) --no-print-directory $(FUZZ_BIN)
+
+# short: part of `make test`; fails on a crash, a leak or a broken contract
+test-fuzz: fuzz-build
+	@tests/fuzz/run.sh -runs=$(FUZZ_RUNS) $(FUZZ_TARGETS)
+
+fuzz: deps fuzz-build
+	@tests/fuzz/run.sh -max_total_time=$(FUZZ_SECONDS) $(FUZZ_TARGETS)
+	JS_FUZZ_SECONDS=$(FUZZ_SECONDS) $(VENV)/bin/python -m pytest -q -s tests/fuzz
+
+# ---------------------------------------------------------------------------
 deps: $(B)/.deps-ok
 $(B)/.deps-ok: Makefile cli/pyproject.toml bench/dump/requirements.txt
 	@missing=""; for p in $(DEB_PKGS); do \
@@ -158,6 +200,7 @@ $(B)/.deps-ok: Makefile cli/pyproject.toml bench/dump/requirements.txt
 
 test: deps all
 	$(MAKE) --no-print-directory test-unit
+	$(MAKE) --no-print-directory test-fuzz
 	$(MAKE) --no-print-directory test-py
 
 test-unit: $(UNIT_BIN)

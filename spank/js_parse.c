@@ -145,13 +145,24 @@ static int check_socket_dir(const char *d, char *err, size_t errlen)
 	return 0;
 }
 
+/* A "." or ".." component anywhere, the last one included ("/a/.."). */
+static bool has_dot_component(const char *v)
+{
+	for (const char *p = v; (p = strchr(p, '/')); p++) {
+		size_t n = strcspn(p + 1, "/");
+		if ((n == 1 && p[1] == '.') || (n == 2 && p[1] == '.' && p[2] == '.'))
+			return true;
+	}
+	return false;
+}
+
 /* allow_node: the path may contain %n (the node name, js_conf_expand_node);
  * any other '%' is refused so a later escape can be added without surprise. */
 static int set_path(char *dst, const char *key, const char *v, bool allow_node, char *err,
 		    size_t errlen)
 {
-	if (v[0] != '/' || strlen(v) >= JS_PATH_MAX - 64 || strstr(v, "/../") ||
-	    strstr(v, "/./") || strchr(v, ' '))
+	if (v[0] != '/' || strlen(v) >= JS_PATH_MAX - 64 || has_dot_component(v) ||
+	    strchr(v, ' '))
 		return fail(err, errlen, "%s=: must be an absolute path without . or .. components, at most %d characters",
 			    key, JS_PATH_MAX - 65);
 	for (const char *p = strchr(v, '%'); p; p = strchr(p + 2, '%'))

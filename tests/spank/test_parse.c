@@ -108,6 +108,31 @@ static void conf_node_expansion(void **st)
 	}
 }
 
+/* Found by tests/fuzz/fuzz_conf.c: a path ending in a "." or ".." component
+ * ("/a/..") was accepted, against the documented "without . or ..
+ * components" (only "/../" and "/./" inside the path were refused). */
+static void conf_path_trailing_dot_components(void **st)
+{
+	(void)st;
+	struct js_conf c;
+	char err[400];
+	char *bad[][1] = {{"spool=/var/spool/.."}, {"spool=/var/spool/."}, {"state=/var/lib/.."},
+			  {"sysfs=/.."}, {"socket_dir=/run/joulestep/.."}, {"tuned=/etc/."},
+			  {"spool=/a/..//"}, {"state=/var/lib/%n/.."}, {"spool=/."}};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		err[0] = 0;
+		assert_int_equal(js_conf_parse(1, bad[i], &c, err, sizeof(err)), -EINVAL);
+		assert_non_null(strstr(err, "without . or .. components"));
+	}
+	/* names that only start or end with dots are fine */
+	char *ok[] = {"spool=/var/spool/.js", "state=/var/lib/..js", "sysfs=/sys.", "tuned=/etc/a..",
+		      "socket_dir=/run/js/"};
+	assert_int_equal(js_conf_parse(5, ok, &c, err, sizeof(err)), 0);
+	assert_string_equal(c.spool, "/var/spool/.js");
+	assert_string_equal(c.state, "/var/lib/..js");
+	assert_string_equal(c.socket_dir, "/run/js");
+}
+
 static void policies(void **st)
 {
 	(void)st;
@@ -767,6 +792,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(conf_defaults_and_keys),
 		cmocka_unit_test(conf_node_expansion),
+		cmocka_unit_test(conf_path_trailing_dot_components),
 		cmocka_unit_test(policies),
 		cmocka_unit_test(tuned_conf),
 		cmocka_unit_test(tuned_parse),

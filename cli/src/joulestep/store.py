@@ -192,9 +192,21 @@ def _int(v, where: str, *, null: bool = False, minimum: int | None = None):
                           f", got {json.dumps(v)[:40]}")
     if minimum is not None and v < minimum:
         raise RecordError(f"{where}: must be >= {minimum}, got {v}")
-    if v >= 1 << 63:
+    if not -(1 << 63) <= v < 1 << 63:
         raise RecordError(f"{where}: {v} does not fit in 64 bits")
     return v
+
+
+def _text_ok(v: str) -> bool:
+    """False for text SQLite cannot store: a lone surrogate, which JSON
+    can carry ("\\ud800") and json.loads returns as is."""
+    if v.isascii():
+        return True
+    try:
+        v.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _str(v, where: str, *, null: bool = False):
@@ -203,6 +215,9 @@ def _str(v, where: str, *, null: bool = False):
     if not isinstance(v, str) or (not null and v == ""):
         raise RecordError(f"{where}: expected a non-empty string"
                           f"{' or null' if null else ''}, got {json.dumps(v)[:40]}")
+    if not _text_ok(v):
+        raise RecordError(f"{where}: not valid Unicode (a lone surrogate), got "
+                          f"{json.dumps(v)[:40]}")
     return v
 
 
@@ -276,6 +291,9 @@ def parse_record(rec) -> Parsed:
         raise RecordError("job.tags: expected an object of strings")
     tags = []
     for k, v in tags_obj.items():
+        if not _text_ok(k) or (isinstance(v, str) and not _text_ok(v)):
+            raise RecordError(f"job.tags: {json.dumps(k)[:40]}: not valid Unicode "
+                              "(a lone surrogate)")
         if not isinstance(v, (str, int, float)) or isinstance(v, bool) or k == "":
             raise RecordError(f"job.tags.{k}: expected a string value")
         tags.append((k, str(v)))
@@ -298,7 +316,7 @@ def parse_record(rec) -> Parsed:
     dram = _int(s("energy_dram_uj"), "step.energy_dram_uj", null=True, minimum=0)
     total = _int(s("energy_total_uj"), "step.energy_total_uj", null=True, minimum=0)
     if total is None and cpu is not None:
-        total = cpu + (dram or 0)
+        total = _int(cpu + (dram or 0), "step.energy_total_uj (cpu + dram)")
     prov = rec.get("provenance") or {}
     if not isinstance(prov, dict):
         raise RecordError("provenance: expected an object")
@@ -377,18 +395,25 @@ def parse_record(rec) -> Parsed:
          pbytes, nranks) = row
         # fast path: everything is a plain int where it must be
         if not (type(seq) is int and type(pst) is int and type(pend) is int
-                and type(pdur) is int and seq >= 0 and pdur >= 0 and pend >= pst
+                and type(pdur) is int and seq >= 0 and pst >= 0 and pdur >= 0
+                and pend >= pst
                 and (pcpu is None or (type(pcpu) is int and pcpu >= 0))
                 and (pdram is None or (type(pdram) is int and pdram >= 0))
                 and (pbytes is None or (type(pbytes) is int and pbytes >= 0))
                 and (freq is None or (type(freq) is int and freq > 0))
-                and type(kind) is str and kind
-                and (label is None or type(label) is str) and type(depth) is int
+                and type(kind) is str and kind and kind.isascii()
+                and (label is None or (type(label) is str and label.isascii()))
+                and type(depth) is int
                 and 0 <= depth and (parent is None or type(parent) is int)
                 and (fch is None or type(fch) is int)
                 and (nranks is None or type(nranks) is int)
                 and seq < 1 << 63 and pend < 1 << 63 and (pcpu or 0) < 1 << 63
-                and (pbytes is None or pbytes < 1 << 63)):
+                and (pbytes is None or pbytes < 1 << 63)
+                # every int fits in SQLite's 64 bits, or the slow path says which
+                and pdur < 1 << 63 and (pdram or 0) < 1 << 63
+                and (freq or 0) < 1 << 63 and depth < 1 << 63
+                and all(x is None or -(1 << 63) <= x < 1 << 63
+                        for x in (parent, fch, nranks))):
             _int(seq, f"{w}.seq", minimum=0)
             _int(pst, f"{w}.start_ns", minimum=0)
             _int(pend, f"{w}.end_ns", minimum=0)
@@ -849,7 +874,8 @@ def quarantine(path: pathlib.Path, spool_root: pathlib.Path,
         if e.errno != 18:  # EXDEV: another file system
             raise
         shutil.move(str(path), str(cand))
-    with open(cand.with_name(cand.name + ".reason"), "w", encoding="utf-8") as fh:
+    with open(cand.with_name(cand.name + ".reason"), "w", encoding="utf-8",
+              errors="backslashreplace") as fh:
         fh.write(reason + "\n")
     return cand
 
@@ -963,6 +989,10 @@ def ingest_paths(conn: sqlite3.Connection, sources: Iterable[os.PathLike],
 
 def _ingest_loop(it, known, res, pending, bad, commit, batch):
     for path, root in it:
+        if not _text_ok(str(path)):  # undecodable bytes, as surrogate escapes
+            bad(path, root, "file name is not valid UTF-8 (the plugin never "
+                "writes such names)")
+            continue
         try:
             data, size, mtime = read_file(path)
         except FileNotFoundError:
@@ -975,7 +1005,8 @@ def _ingest_loop(it, known, res, pending, bad, commit, batch):
             continue
         try:
             rec = json.loads(data)
-        except (ValueError, UnicodeDecodeError) as e:
+        except (ValueError, UnicodeDecodeError, RecursionError) as e:
+            # RecursionError: nested deeper than the decoder's stack
             what = "truncated" if isinstance(e, json.JSONDecodeError) and \
                 e.pos >= len(data.rstrip()) else "malformed"
             bad(path, root, f"{what} JSON: {e}")
