@@ -744,6 +744,19 @@ PartitionName=debug Nodes={part_nodes} Default=YES MaxTime=INFINITE State=UP
             job_id = m.group(1) if m else None
         return res, job_id
 
+    def run_job(self, script_text: str, user: str | None = None, args=(), timeout: float = 90,
+                state: str = "COMPLETED"):
+        """sbatch, wait, and check: the job was accepted and ended in `state`. Returns
+        (job id, its output); raises ClusterError with the output and logs otherwise."""
+        res, job = self.sbatch(script_text, user=user, args=args)
+        if res.returncode != 0 or not job:
+            raise ClusterError(f"sbatch failed ({res.returncode}): {res.stderr.strip()}")
+        st = self.wait_job(job, timeout)
+        out = self.job_output(job)
+        if st != state:
+            raise ClusterError(f"job {job} {st}, expected {state}\n{out}\n{self.logs()}")
+        return job, out
+
     def srun(self, args, user: str | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
         return self.run(["srun", *args], user=user, timeout=timeout)
 

@@ -35,7 +35,7 @@ import subprocess
 import pytest
 
 from procs import cmdline, job_pids, stepd_pid, wait_file, wait_for
-from test_plugin_markers import PROTO, USER, MarkerEnv, _log_lines
+from test_plugin_markers import PROTO, USER, _log_lines, fresh, marker_env
 
 pytestmark = pytest.mark.cluster
 
@@ -46,25 +46,13 @@ SUN_PATH_MAX = 107   # bytes of an AF_UNIX path, without its NUL
 
 @pytest.fixture(scope="module")
 def aenv(cluster, build_dir):
-    env = MarkerEnv(cluster, build_dir, name="jsaccess")
-    try:
+    with marker_env(cluster, build_dir, name="jsaccess") as env:
         yield env
-    finally:
-        env.extra_lines = []
-        env.c.write_plugstack(None)
-        env.close()
 
 
 @pytest.fixture
 def ak(aenv):
-    aenv.extra_lines = []
-    aenv.configure()
-    aenv.c.wait_idle()
-    yield aenv
-    aenv.extra_lines = []
-    aenv.configure()
-    aenv.c.wait_idle()
-    aenv.assert_restored()
+    yield from fresh(aenv)
 
 
 def _flags(ak, *names):

@@ -74,13 +74,8 @@ class BenchEnv:
 
     def run(self, script: str, sbatch_args, env: dict, timeout=180):
         exports = ",".join(["ALL", f"JS_BENCH={self.bench}"] + [f"{k}={v}" for k, v in env.items()])
-        res, job = self.c.sbatch((JOBS / script).read_text(), user=USER,
-                                 args=[*sbatch_args, f"--export={exports}"])
-        assert res.returncode == 0 and job, res.stderr
-        st = self.c.wait_job(job, timeout)
-        out = self.c.job_output(job)
-        assert st == "COMPLETED", f"job {job} {st}\n{out}\n{self.c.logs()}"
-        return job, out
+        return self.c.run_job((JOBS / script).read_text(), USER,
+                              [*sbatch_args, f"--export={exports}"], timeout)
 
     def records(self, job, steps) -> dict:
         return spool.wait_records(self.spool, job, steps, self.c.logs, by_node=True)

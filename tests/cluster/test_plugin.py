@@ -18,8 +18,7 @@ import time
 
 import pytest
 
-import fakehw
-import spool
+from nodeenv import NodeEnv
 from procs import cmdline, expand_cpus, freq_lines, job_pids, stepd_pid, wait_file
 
 pytestmark = pytest.mark.cluster
@@ -31,89 +30,23 @@ USER = "jsuser"
 REPO = pathlib.Path(__file__).resolve().parents[2]
 
 
-class PluginEnv:
-    """Fake hardware + plugin configuration for the session cluster."""
+class PluginEnv(NodeEnv):
+    """Fake hardware + plugin configuration for the session cluster; slurmd restarted
+    so that the plugin's job prolog and epilog run."""
 
     def __init__(self, cluster, repo: pathlib.Path, build: pathlib.Path):
-        self.c = cluster
-        self.root = cluster.workdir / "jsplug"
-        self.root.mkdir(mode=0o755, exist_ok=True)
-        os.chmod(self.root, 0o755)
-        self.hw = self.root / "hw"
-        fakehw.create(str(self.hw), packages=2, cpus_per_package=max(1, cluster.cpus // 2),
-                      fmax_khz=FMAX, fmin_khz=FMIN)
-        self.ncpus = 2 * max(1, cluster.cpus // 2)
-        self.ctl = self.root / "fakehw.ctl"
-        self.server = fakehw.serve_background(str(self.hw), manual=True, ctl=str(self.ctl))
-        self.spool = self.root / "spool"
-        self.state = self.root / "state"
-        self.sock = self.root / "sock"
-        self.fakehw_py = cluster.public_path(repo / "tests" / "fakehw" / "fakehw.py")
-        self.build = cluster.public_path(build)
-        self.bin = self.build / "bin"
+        super().__init__(cluster, build, "jsplug", FMAX, FMIN)
         self.cli_src = cluster.public_path(repo / "cli" / "src")
-        self.so = build / "spank" / "joulestep.so"
         self.configure()
         # slurmd looks for the plugins' job prolog and epilog only at start; the prolog
         # gives every step its trusted job fields (account, partition, cluster)
         self.c.restart_slurmd()
-        self.orig = [self.cpufreq(i) for i in range(self.ncpus)]
-
-    def args(self, **extra):
-        a = {"spool": self.spool, "state": self.state, "sysfs": self.hw, "socket_dir": self.sock,
-             "backend": "sysfs", "sample_ms": 200}
-        a.update(extra)
-        return a
-
-    def configure(self, **extra):
-        self.c.write_plugstack(self.so, self.args(**extra))
+        self.snapshot_clocks()
 
     def close(self):
-        self.server.terminate()
-        self.server.wait(10)
+        super().close()
         self.c.write_plugstack(None)
         self.c.restart_slurmd()
-
-    # --------------------------------------------------------------- helpers
-    def adv(self, tag: str, seconds: float = 1.0) -> str:
-        """Shell line: advance the fake hardware and print the reply tagged."""
-        return (f'echo "ADV {tag} $(python3 {self.fakehw_py} ctl {self.ctl} advance {seconds} '
-                f'--util 1 | tr -d "\\n")"')
-
-    def phase(self, *args) -> str:
-        return f"{self.bin}/joulestep-phase " + " ".join(str(a) for a in args)
-
-    def cat_freq(self, tag: str) -> str:
-        """Shell line printing every CPU's governor and clock cap."""
-        return "; ".join(
-            f'echo "FREQ {tag} {i} $(cat {self.hw}/devices/system/cpu/cpu{i}/cpufreq/scaling_governor) '
-            f'$(cat {self.hw}/devices/system/cpu/cpu{i}/cpufreq/scaling_max_freq)"'
-            for i in range(self.ncpus))
-
-    def cpufreq(self, cpu: int) -> dict:
-        return fakehw.read_cpufreq(str(self.hw), cpu)
-
-    def assert_restored(self):
-        for i in range(self.ncpus):
-            now = self.cpufreq(i)
-            # (scaling_setspeed only means something under the userspace governor; the
-            # kernel shows <unsupported> otherwise, the fake tree keeps the last value)
-            for k in ("scaling_governor", "scaling_max_freq", "scaling_min_freq", "effective_khz"):
-                assert now[k] == self.orig[i][k], (i, k, now[k], self.orig[i][k])
-
-    def records(self, job) -> dict:
-        return spool.records(self.spool, job)
-
-    def wait_records(self, job, steps, timeout=20):
-        return spool.wait_records(self.spool, job, steps, self.c.logs, timeout)
-
-    def run_job(self, script: str, args=(), user=USER, timeout=90, state="COMPLETED"):
-        res, job = self.c.sbatch(script, user=user, args=args)
-        assert res.returncode == 0 and job, res.stderr
-        st = self.c.wait_job(job, timeout)
-        out = self.c.job_output(job)
-        assert st == state, f"job {job} {st}\n{out}\n{self.c.logs()}"
-        return job, out
 
 
 def adv_truth(out: str) -> dict:

@@ -21,7 +21,7 @@ import pytest
 
 import fakehw
 import spool
-from procs import cmdline, job_pids, stepd_pid, wait_for
+from procs import cmdline, expand_cpus, job_pids, stepd_pid, wait_for
 
 pytestmark = pytest.mark.cluster
 
@@ -30,14 +30,6 @@ FMIN = 800000
 USER = "jsuser"
 REPO = pathlib.Path(__file__).resolve().parents[2]
 KEYS = ("scaling_governor", "scaling_max_freq", "scaling_min_freq", "effective_khz")
-
-
-def expand(cpus: str) -> list[int]:
-    out = []
-    for part in cpus.split(","):
-        a, _, b = part.partition("-")
-        out += range(int(a), int(b or a) + 1)
-    return out
 
 
 class FreqEnv:
@@ -94,12 +86,7 @@ class FreqEnv:
         return f"{self.bin}/joulestep-phase " + " ".join(str(a) for a in args)
 
     def run_job(self, script, args=(), state="COMPLETED", timeout=90):
-        res, job = self.c.sbatch(script, user=USER, args=args)
-        assert res.returncode == 0 and job, res.stderr
-        st = self.c.wait_job(job, timeout)
-        out = self.c.job_output(job)
-        assert st == state, f"job {job} {st}\n{out}\n{self.c.logs()}"
-        return job, out
+        return self.c.run_job(script, USER, args, timeout, state)
 
     def records(self, job, steps):
         return spool.wait_records(self.spool, job, steps, self.c.logs)
@@ -163,7 +150,7 @@ def test_phase_end_restores_each_cpus_original_settings(fe):
     job, out = fe.run_job(script, args=["--energy-policy=phase:write=0.85,compress=0.95"])
     rec = fe.records(job, ["batch"])["batch"]
     cf = cf_lines(out)
-    mine = expand(rec["step"]["cpus"])
+    mine = expand_cpus(rec["step"]["cpus"])
     assert len(mine) >= 1
     for c in range(fe.ncpus):
         o = orig[c]
@@ -196,7 +183,7 @@ def test_fixed_policy_records_the_original_clock(fe):
     assert rec["step"]["base_freq_khz"] == FMAX          # the original clock, not 0.6·fmax
     assert rec["step"]["fixed_freq_khz"] == int(0.6 * FMAX)
     cf = cf_lines(out)["in"]
-    for c in expand(rec["step"]["cpus"]):
+    for c in expand_cpus(rec["step"]["cpus"]):
         assert cf[c]["effective_khz"] == int(0.6 * FMAX)
         assert cf[c]["scaling_max_freq"] == int(0.6 * FMAX)
         assert cf[c]["scaling_governor"] == orig[c]["scaling_governor"]
@@ -236,7 +223,7 @@ def test_faster_cpu_keeps_its_own_maximum(fe):
 """
     job, out = fe.run_job(script, args=["--energy-policy=io-dvfs"])
     rec = fe.records(job, ["batch"])["batch"]
-    assert {0, 1} <= set(expand(rec["step"]["cpus"]))
+    assert {0, 1} <= set(expand_cpus(rec["step"]["cpus"]))
     cf = cf_lines(out)
     assert cf["write"][0]["scaling_max_freq"] == int(0.85 * FMAX)
     assert cf["write"][1]["scaling_max_freq"] == int(0.85 * fast)
@@ -259,7 +246,7 @@ def test_shared_policy_is_never_lowered(fe):
 """
     job, out = fe.run_job(script, args=["--energy-policy=io-dvfs"])
     rec = fe.records(job, ["batch"])["batch"]
-    mine = expand(rec["step"]["cpus"])
+    mine = expand_cpus(rec["step"]["cpus"])
     assert len(mine) == 1
     cf = cf_lines(out)["write"]
     for c in range(fe.ncpus):
@@ -277,7 +264,7 @@ def test_shared_policy_is_never_lowered(fe):
     job, out = fe.run_job(script.replace("#SBATCH -n1", "#SBATCH -n1 -c2"),
                           args=["--energy-policy=io-dvfs"])
     rec = fe.records(job, ["batch"])["batch"]
-    assert {0, 1} <= set(expand(rec["step"]["cpus"]))
+    assert {0, 1} <= set(expand_cpus(rec["step"]["cpus"]))
     cf = cf_lines(out)["write"]
     assert cf[0]["scaling_max_freq"] == cf[1]["scaling_max_freq"] == int(0.85 * FMAX)
     assert not [e for e in rec["provenance"]["errors"] if "shared" in e]
@@ -322,7 +309,7 @@ def test_slurm_cpu_freq_request_makes_joulestep_step_aside(fe):
     job = re.search(r"^JOB (\d+)$", res.stdout, re.M).group(1)
     rec = fe.records(job, ["0"])["0"]
     assert rec["provenance"]["freq_control"] == "joulestep"
-    for c in expand(rec["step"]["cpus"]):
+    for c in expand_cpus(rec["step"]["cpus"]):
         assert cf_lines(res.stdout)["in"][c]["scaling_max_freq"] == int(0.6 * FMAX)
     fe.assert_files(orig, hw)
 

@@ -68,12 +68,7 @@ class HookEnv:
         self.c.write_plugstack(self.so, a)
 
     def run_job(self, script: str, args=(), timeout=120):
-        res, job = self.c.sbatch(script, user=USER, args=args)
-        assert res.returncode == 0 and job, res.stderr
-        st = self.c.wait_job(job, timeout)
-        out = self.c.job_output(job)
-        assert st == "COMPLETED", f"job {job} {st}\n{out}\n{self.c.logs()}"
-        return job, out
+        return self.c.run_job(script, USER, args, timeout)
 
     def records(self, job, steps):
         return spool.wait_records(self.spool, job, steps, self.c.logs, 60)

@@ -14,6 +14,7 @@ The environment (fake hardware, spool, state, socket dir) is this module's own.
 """
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
@@ -24,8 +25,7 @@ import time
 
 import pytest
 
-import fakehw
-import spool
+from nodeenv import NodeEnv
 from procs import expand_cpus, freq_lines, wait_file
 
 pytestmark = pytest.mark.cluster
@@ -45,76 +45,33 @@ RECORD_PHASE_BYTES = 1536
 RECORD_RANK_BYTES = 160
 
 
-class MarkerEnv:
-    """Fake hardware + plugin configuration for this module (own directories)."""
+class MarkerEnv(NodeEnv):
+    job_timeout = 120
+    record_timeout = 60
 
     def __init__(self, cluster, build: pathlib.Path, name: str = "jsmarkers"):
-        self.c = cluster
-        self.root = cluster.workdir / name  # own directory per module (test_access.py)
-        self.root.mkdir(mode=0o755, exist_ok=True)
-        os.chmod(self.root, 0o755)
-        self.hw = self.root / "hw"
-        fakehw.create(str(self.hw), packages=2, cpus_per_package=max(1, cluster.cpus // 2),
-                      fmax_khz=FMAX, fmin_khz=FMIN)
-        self.ncpus = 2 * max(1, cluster.cpus // 2)
-        self.ctl = self.root / "fakehw.ctl"
-        self.server = fakehw.serve_background(str(self.hw), manual=True, ctl=str(self.ctl))
-        self.spool = self.root / "spool"
-        self.state = self.root / "state"
-        self.sock = self.root / "sock"
-        self.fakehw_py = cluster.public_path(REPO / "tests" / "fakehw" / "fakehw.py")
-        self.build = cluster.public_path(build)
-        self.bin = self.build / "bin"
-        self.so = build / "spank" / "joulestep.so"
+        super().__init__(cluster, build, name, FMAX, FMIN)  # own directory (test_access.py)
         self.extra_lines: list[str] = []
         self.configure()
-        self.orig = [fakehw.read_cpufreq(str(self.hw), i) for i in range(self.ncpus)]
+        self.snapshot_clocks()
+
+    def args(self, **extra) -> dict:
+        return super().args(**{"cluster": "jstest", **extra})
 
     def configure(self, **extra):
-        a = {"spool": self.spool, "state": self.state, "sysfs": self.hw, "socket_dir": self.sock,
-             "backend": "sysfs", "sample_ms": 200, "cluster": "jstest"}
-        a.update(extra)
-        self.c.write_plugstack(self.so, a)
+        super().configure(**extra)
         if self.extra_lines:  # further SPANK plugins, after joulestep (harness writes one)
             with open(self.c.plugstack, "a") as f:
                 f.write("\n".join(self.extra_lines) + "\n")
 
-    def close(self):
-        self.server.terminate()
-        self.server.wait(10)
-
-    def adv(self, tag: str, seconds: float = 1.0) -> str:
-        return (f'echo "ADV {tag} $(python3 {self.fakehw_py} ctl {self.ctl} advance {seconds} '
-                f'--util 1 | tr -d "\\n")"')
-
-    def phase(self, *args) -> str:
-        return f"{self.bin}/joulestep-phase " + " ".join(str(a) for a in args)
-
-    def cat_freq(self, tag: str) -> str:
-        return "; ".join(
-            f'echo "FREQ {tag} {i} $(cat {self.hw}/devices/system/cpu/cpu{i}/cpufreq/scaling_governor) '
-            f'$(cat {self.hw}/devices/system/cpu/cpu{i}/cpufreq/scaling_max_freq)"'
-            for i in range(self.ncpus))
-
-    def assert_restored(self):
-        for i in range(self.ncpus):
-            now = fakehw.read_cpufreq(str(self.hw), i)
-            for k in ("scaling_governor", "scaling_max_freq", "scaling_min_freq", "effective_khz"):
-                assert now[k] == self.orig[i][k], (i, k, now[k], self.orig[i][k])
-
-    def wait_records(self, job, steps, timeout=60):
-        return spool.wait_records(self.spool, job, steps, self.c.logs, timeout)
+    def reset(self):
+        """This module's configuration alone, on an idle node."""
+        self.extra_lines = []
+        self.configure()
+        self.c.wait_idle()
 
     def record_path(self, job, step="batch") -> pathlib.Path:
         return next((self.spool / "jstest" / str(job)).glob(f"{job}.{step}.*.json"))
-
-    def run_job(self, script: str, args=(), user=USER, timeout=120, state="COMPLETED"):
-        res, job = self.c.sbatch(script, user=user, args=args)
-        assert res.returncode == 0 and job, res.stderr
-        st = self.c.wait_job(job, timeout)
-        out = self.c.job_output(job)
-        assert st == state, f"job {job} {st}\n{out}\n{self.c.logs()}"
-        return job, out
 
     def pyfile(self, name: str, text: str) -> pathlib.Path:
         """A world-readable Python script for the job's tasks."""
@@ -124,9 +81,10 @@ class MarkerEnv:
         return p
 
 
-@pytest.fixture(scope="module")
-def menv(cluster, build_dir):
-    env = MarkerEnv(cluster, build_dir)
+@contextlib.contextmanager
+def marker_env(cluster, build_dir, name: str = "jsmarkers"):
+    """A module's MarkerEnv; afterwards no plugin, fake hardware stopped."""
+    env = MarkerEnv(cluster, build_dir, name)
     try:
         yield env
     finally:
@@ -135,16 +93,24 @@ def menv(cluster, build_dir):
         env.close()
 
 
+def fresh(env: MarkerEnv):
+    """Per test: the module's configuration on an idle node, before and after; then
+    every CPU's clock settings must be the original ones."""
+    env.reset()
+    yield env
+    env.reset()
+    env.assert_restored()
+
+
+@pytest.fixture(scope="module")
+def menv(cluster, build_dir):
+    with marker_env(cluster, build_dir) as env:
+        yield env
+
+
 @pytest.fixture
 def mk(menv):
-    menv.extra_lines = []
-    menv.configure()
-    menv.c.wait_idle()
-    yield menv
-    menv.extra_lines = []
-    menv.configure()
-    menv.c.wait_idle()
-    menv.assert_restored()
+    yield from fresh(menv)
 
 
 def _log_lines(c, needle: str) -> dict:
