@@ -317,7 +317,6 @@ def report(c: Ctx, since, until, by, top, cluster, what_if, tuned_path):
     over the period, counting only jobs that marked phases (docs/cli.md).
     """
     from . import report as rep
-    from .output import to_csv, to_json
     s = c.settings()
     try:
         since_ns, until_ns = rep.parse_time(since), rep.parse_time(until)
@@ -333,21 +332,14 @@ def report(c: Ctx, since, until, by, top, cluster, what_if, tuned_path):
         raise click.ClickException(str(e)) from None
     finally:
         conn.close()
-    if c.fmt == "json":
-        emit(to_json(r))
-    elif c.fmt == "csv":
-        emit(to_csv(rep.REPORT_CSV_COLUMNS,
-                    [{**g, "scope": r["scope"]} for g in r["groups"]]))
-    else:
-        from .render import report_text
-        emit(report_text(r))
+    from .render import report_text
+    _emit_groups(c, r, rep.REPORT_CSV_COLUMNS, report_text)
 
 
 def _what_if_report(c: Ctx, policy, tuned, by, top, since_ns, until_ns,
                     cluster):
     from . import report as rep
     from . import whatif
-    from .output import to_csv, to_json
     conn = c.connect()
     try:
         r = whatif.fleet(conn, c.settings(), policy, by, since_ns, until_ns,
@@ -356,14 +348,20 @@ def _what_if_report(c: Ctx, policy, tuned, by, top, since_ns, until_ns,
         raise click.ClickException(str(e)) from None
     finally:
         conn.close()
+    from .render import whatif_report_text
+    _emit_groups(c, r, whatif.CSV_COLUMNS, lambda r: whatif_report_text(r, top))
+
+
+def _emit_groups(c: Ctx, r: dict, csv_columns, text):
+    """A grouped report: JSON as is, CSV one row per group with the report's scope,
+    or text(r)."""
+    from .output import to_csv, to_json
     if c.fmt == "json":
         emit(to_json(r))
     elif c.fmt == "csv":
-        emit(to_csv(whatif.CSV_COLUMNS,
-                    [{**g, "scope": r["scope"]} for g in r["groups"]]))
+        emit(to_csv(csv_columns, [{**g, "scope": r["scope"]} for g in r["groups"]]))
     else:
-        from .render import whatif_report_text
-        emit(whatif_report_text(r, top))
+        emit(text(r))
 
 
 # ---------------------------------------------------------------- helpers
