@@ -99,7 +99,6 @@ class Demo:
         self.spool = workdir / "spool"
         self.tuned = workdir / "etc" / "tuned.json"
         self.cluster: Cluster | None = None
-        self.hw: dict = {}
         self.failed = []
         self.jobs: dict = {}  # experiment -> [job ids]
 
@@ -138,7 +137,6 @@ class Demo:
             for line in log.read_text(errors="replace").splitlines():
                 if line.startswith("fakehw:"):
                     print(f"  {n}: {line}")
-            self.hw[n] = root / n
         return str(root / "%n")
 
     def start(self):
@@ -159,18 +157,22 @@ class Demo:
         self.pub = {"build": c.public_path(BUILD), "bench": c.public_path(REPO / "bench"),
                     "cli": c.public_path(REPO / "cli" / "src")}
         self.home = c.user_dir(USER)
+        self.path = f"{self.pub['build'] / 'bin'}:/usr/bin:/bin"  # joulestep-phase first
+        self.path_export = f"--export=ALL,PATH={self.path}"
 
     # ------------------------------------------------------------- jobs
-    def _env(self, extra: dict) -> list[str]:
+    def _vars(self, extra: dict) -> list[str]:
+        """NAME=VALUE settings of the bench jobs (docs/experiments.md), plus extra."""
         base = {"JS_BENCH": self.pub["build"] / "bench", "JS_PFS": self.home / "pfs",
                 "JS_OUT": self.home / "out", "JS_REPO": self.pub["bench"].parent,
                 "DUMP_PYTHON": self.pub["build"] / "dump-venv" / "bin" / "python",
-                "PATH": f"{self.pub['build'] / 'bin'}:/usr/bin:/bin"}
-        return ["env"] + [f"{k}={v}" for k, v in {**base, **extra}.items()]
+                "PATH": self.path}
+        return [f"{k}={v}" for k, v in {**base, **extra}.items()]
 
     def submit_experiment(self, exp: str):
         script = self.pub["bench"] / "jobs" / "submit.sh"
-        res = self.cluster.run([*self._env(MPI_SIZES), "sh", script, exp], user=USER, timeout=120)
+        res = self.cluster.run(["env", *self._vars(MPI_SIZES), "sh", script, exp], user=USER,
+                               timeout=120)
         ids = re.findall(r"^Submitted batch job (\d+)$", res.stdout, re.M)
         print(f"  {exp}: {len(ids)} jobs ({', '.join(ids) or 'none'})"
               + ("" if res.returncode == 0 else f"; submit.sh failed: {res.stderr.strip()}"))
@@ -178,7 +180,7 @@ class Demo:
 
     def submit_dump(self):
         script = self.pub["bench"] / "jobs" / "dump-policy.sh"
-        exports = ",".join(["ALL"] + [a for a in self._env(DUMP_SIZES)[1:] if "=" in a])
+        exports = ",".join(["ALL", *self._vars(DUMP_SIZES)])
         res, job = self.cluster.sbatch(script.read_text(), user=USER,
                                        args=["-n1", "--job-name=dump-policy", f"--export={exports}"])
         print(f"  dump-policy: job {job} (SZ3, ZFP at 1e-2 and 1e-4, raw; monitor and io-dvfs)"
@@ -230,7 +232,7 @@ class Demo:
                  "--", "python3", work, 12)
         res, job = self.cluster.sbatch(script.read_text(), user=USER,
                                        args=["-w", self.cluster.nodes[0],
-                                             f"--export=ALL,PATH={self.pub['build'] / 'bin'}:/usr/bin:/bin"])
+                                             self.path_export])
         if job is None:
             self.failed.append("sweep: sbatch failed")
             return show(res, "sbatch sweep.sh")
@@ -259,7 +261,7 @@ class Demo:
             res, job = self.cluster.sbatch(text, user=USER, args=[
                 "-n1", "-w", self.cluster.nodes[0], f"--job-name=app-{policy}",
                 f"--energy-policy={policy}", "--energy-tag=app=writer",
-                f"--export=ALL,PATH={self.pub['build'] / 'bin'}:/usr/bin:/bin"])
+                self.path_export])
             print(f"  {policy}: job {job}" if job else f"  {policy}: {res.stderr.strip()}")
             self.jobs[f"app-{policy}"] = [job] if job else []
         self.wait_all(("app-monitor", "app-tuned"))
