@@ -138,6 +138,11 @@ $(HOOKT)/bench_hooks: bench/hooks/bench_hooks.c $(HOOKT)/libfakempi.so $(HOOKT)/
 $(HOOKT)/bench_hooks_ompi: bench/hooks/bench_hooks.c
 	$(CC) $(CFLAGS) $(MPI_CFLAGS) -DBENCH_REAL_MPI $< -o $@ $(MPI_LDFLAGS)
 
+# the plugin's side-channel limits (spank/js_sidechan.c, docs/security.md)
+$(B)/tests/test_sidechan: tests/unit/test_sidechan.c spank/js_sidechan.c spank/js_parse.c spank/js_sidechan.h spank/js_parse.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Ispank $< spank/js_sidechan.c spank/js_parse.c -o $@ -lcmocka -lm
+
 # the hooks' option logic is the plugin's (spank/js_hooks.c)
 $(B)/tests/test_hooks: tests/unit/test_hooks.c spank/js_hooks.c spank/js_hooks.h
 	@mkdir -p $(dir $@)

@@ -36,6 +36,7 @@
 
 #include "js_hooks.h"
 #include "js_jobcache.h"
+#include "js_sidechan.h"
 #include "js_step.h"
 #include "js_tuned.h"
 
@@ -891,6 +892,13 @@ static int remote_init(spank_t sp)
 		js_step_error(s, "energy: no backend (%s): %s", s->conf.backend, why);
 		s->energy = NULL;
 	} else {
+		/* what the user's view is rounded to (js_sidechan.h): the zones'
+		 * energy in one counter update at their maximum power */
+		const struct js_zone_set *zs = js_energy_zones(s->energy);
+		uint64_t maxp[JS_MAX_ZONES];
+		for (size_t i = 0; i < zs->nzones; i++)
+			maxp[i] = zs->zones[i].max_power_uw;
+		s->energy_resolution_uj = js_energy_resolution_uj(maxp, zs->nzones, JS_RAPL_UPDATE_NS);
 		rc = js_meter_start(s->energy, (uint64_t)s->conf.sample_ms * 1000000ULL, false, &s->meter);
 		if (rc < 0) {
 			js_step_error(s, "energy: meter: %s", strerror(-rc));
@@ -1054,6 +1062,64 @@ int slurm_spank_local_user_init(spank_t sp, int ac, char **av)
 	return 0;
 }
 
+#define REPORT_PHASES 32 /* phase lines srun prints per node */
+
+/* One user summary (js_record.c, build_user) on srun's stderr: the step,
+ * then its first phases. An energy the user may not see is printed as
+ * "not shown" with the reason. */
+static void print_summary(const char *path, uint32_t jobid, const char *step)
+{
+	json_error_t je;
+	json_t *r = json_load_file(path, 0, &je);
+	if (!r) {
+		fprintf(stderr, "joulestep: %s: %s\n", path, je.text);
+		return;
+	}
+	double ms = json_integer_value(json_object_get(r, "min_phase_ns")) / 1e6;
+	double dur = json_number_value(json_object_get(r, "duration_ns")) / 1e9;
+	json_t *ecpu = json_object_get(r, "energy_cpu_uj");
+	json_t *phases = json_object_get(r, "phases");
+	char what[200];
+	if (json_is_integer(ecpu)) {
+		double c = json_number_value(ecpu) / 1e6;
+		double d = json_number_value(json_object_get(r, "energy_dram_uj")) / 1e6;
+		snprintf(what, sizeof(what), "CPU %.3f J, DRAM %.3f J, total %.3f J (%.2f W)", c, d,
+			 c + d, dur > 0 ? (c + d) / dur : 0.0);
+	} else if (json_is_string(json_object_get(r, "energy_hidden"))) {
+		snprintf(what, sizeof(what), "energy not shown (shorter than %g ms)", ms);
+	} else {
+		snprintf(what, sizeof(what), "energy not measured");
+	}
+	size_t total = (size_t)json_integer_value(json_object_get(r, "phases_total"));
+	fprintf(stderr, "joulestep: step %u.%s on %s: %.3f s, %s, policy %s, %zu phase(s)%s\n",
+		jobid, step, json_string_value(json_object_get(r, "node")), dur, what,
+		json_string_value(json_object_get(r, "policy")), total,
+		json_integer_value(json_object_get(r, "errors_total")) ? " [errors: see the record]" : "");
+	size_t n = json_array_size(phases);
+	for (size_t i = 0; i < n && i < REPORT_PHASES; i++) {
+		json_t *p = json_array_get(phases, i);
+		const char *label = json_string_value(json_object_get(p, "label"));
+		double pd = json_number_value(json_object_get(p, "duration_ns")) / 1e9;
+		json_t *pc = json_object_get(p, "energy_cpu_uj");
+		if (json_is_integer(pc))
+			snprintf(what, sizeof(what), "CPU %.3f J, DRAM %.3f J", json_number_value(pc) / 1e6,
+				 json_number_value(json_object_get(p, "energy_dram_uj")) / 1e6);
+		else if (json_is_string(json_object_get(p, "energy_hidden")))
+			snprintf(what, sizeof(what), "energy not shown (shorter than %g ms)", ms);
+		else
+			snprintf(what, sizeof(what), "energy not measured");
+		fprintf(stderr, "joulestep:   phase %lld %*s%s%s%s: %.3f s, %s\n",
+			(long long)json_integer_value(json_object_get(p, "seq")),
+			(int)(2 * json_integer_value(json_object_get(p, "depth"))), "",
+			json_string_value(json_object_get(p, "kind")), label ? ":" : "", label ? label : "",
+			pd, what);
+	}
+	if (total > REPORT_PHASES)
+		fprintf(stderr, "joulestep:   ... and %zu more phase(s): `joulestep job %u`\n",
+			total - REPORT_PHASES, jobid);
+	json_decref(r);
+}
+
 int slurm_spank_exit(spank_t sp, int ac, char **av)
 {
 	(void)ac;
@@ -1071,7 +1137,8 @@ int slurm_spank_exit(spank_t sp, int ac, char **av)
 	if (spank_context() != S_CTX_LOCAL || !g_opt_report)
 		return 0;
 
-	/* srun --energy-report: read the step's records if this host can. */
+	/* srun --energy-report: the step's user summaries (the records are
+	 * root-only; docs/security.md, "Threat model: RAPL side channels"). */
 	uint32_t jobid = g_local_job, stepid = g_local_step;
 	if (!g_local_known)
 		return 0;
@@ -1083,11 +1150,11 @@ int slurm_spank_exit(spank_t sp, int ac, char **av)
 	else
 		snprintf(step, sizeof(step), "%u", stepid);
 	char pat[JS_PATH_MAX * 2];
-	snprintf(pat, sizeof(pat), "%s/%s/%u/%u.%s.*.json", g_conf.spool,
+	snprintf(pat, sizeof(pat), "%s/%s/%u/%u.%s.*.summary", g_conf.spool,
 		 g_conf.cluster[0] ? g_conf.cluster : "*", jobid, jobid, step);
 	glob_t g;
 	int grc = GLOB_NOMATCH;
-	/* slurmstepd writes the record as the step ends: wait up to 3 s. */
+	/* slurmstepd writes the summary as the step ends: wait up to 3 s. */
 	for (int tries = 0; tries < 30; tries++) {
 		memset(&g, 0, sizeof(g));
 		grc = glob(pat, 0, NULL, &g);
@@ -1098,33 +1165,14 @@ int slurm_spank_exit(spank_t sp, int ac, char **av)
 		nanosleep(&ts, NULL);
 	}
 	if (grc != 0) {
-		fprintf(stderr, "joulestep: step %u.%s: no energy record readable at %s/ from this host "
+		fprintf(stderr, "joulestep: step %u.%s: no energy summary readable at %s/ from this host "
 				"(the spool is on the compute nodes or not shared); ask your admin or use "
 				"`joulestep job %u` where the records are ingested\n",
 			jobid, step, g_conf.spool, jobid);
 		return 0;
 	}
-	for (size_t i = 0; i < g.gl_pathc; i++) {
-		json_error_t je;
-		json_t *r = json_load_file(g.gl_pathv[i], 0, &je);
-		if (!r) {
-			fprintf(stderr, "joulestep: %s: %s\n", g.gl_pathv[i], je.text);
-			continue;
-		}
-		json_t *st = json_object_get(r, "step");
-		double ecpu = json_number_value(json_object_get(st, "energy_cpu_uj")) / 1e6;
-		double edram = json_number_value(json_object_get(st, "energy_dram_uj")) / 1e6;
-		double dur = json_number_value(json_object_get(st, "duration_ns")) / 1e9;
-		fprintf(stderr,
-			"joulestep: step %u.%s on %s: %.3f s, CPU %.3f J, DRAM %.3f J, total %.3f J (%.2f W), policy %s, %zu phase(s)%s\n",
-			jobid, step, json_string_value(json_object_get(st, "node")), dur, ecpu, edram,
-			ecpu + edram, dur > 0 ? (ecpu + edram) / dur : 0.0,
-			json_string_value(json_object_get(st, "policy")),
-			json_array_size(json_object_get(r, "phases")),
-			json_array_size(json_object_get(json_object_get(r, "provenance"), "errors"))
-				? " [see provenance.errors]" : "");
-		json_decref(r);
-	}
+	for (size_t i = 0; i < g.gl_pathc; i++)
+		print_summary(g.gl_pathv[i], jobid, step);
 	globfree(&g);
 	return 0;
 }

@@ -109,6 +109,8 @@ void js_conf_defaults(struct js_conf *c)
 	c->max_phases = 10000;
 	c->max_depth = 4;
 	c->rate = 1000;
+	c->max_markers_per_step = 1000000;
+	c->min_phase_ms = 10;
 	c->job_cache_hours = 168;
 }
 
@@ -288,10 +290,20 @@ int js_conf_parse(int ac, char **av, struct js_conf *c, char *err, size_t errlen
 			if (parse_uint(v, JS_DEPTH_LIMIT, &u) || u < 1)
 				return fail(err, errlen, "max_depth=: an integer in [1, %d]", JS_DEPTH_LIMIT);
 			c->max_depth = (unsigned)u;
-		} else if (KEY("rate")) {
+		} else if (KEY("max_markers_per_s") || KEY("rate")) {
+			/* rate: the key's name before 0.3 */
 			if (parse_uint(v, 1000000, &u) || u < 1)
-				return fail(err, errlen, "rate=: an integer in [1, 1000000] (markers per second per step)");
+				return fail(err, errlen, "%.*s=: an integer in [1, 1000000] (BEGIN markers per second per step)",
+					    (int)kl, a);
 			c->rate = (unsigned)u;
+		} else if (KEY("max_markers_per_step")) {
+			if (parse_uint(v, 1000000000ULL, &u) || u < 1)
+				return fail(err, errlen, "max_markers_per_step=: an integer in [1, 1000000000] (BEGIN markers recorded per step)");
+			c->max_markers_per_step = u;
+		} else if (KEY("min_phase_ms")) {
+			if (parse_uint(v, 3600000, &u))
+				return fail(err, errlen, "min_phase_ms=: an integer in [0, 3600000] (shorter phases are shown to users without energy)");
+			c->min_phase_ms = (unsigned)u;
 		} else if (KEY("job_cache_hours") || KEY("submit_cache_hours")) {
 			/* submit_cache_hours: the key's name before 0.2 */
 			if (parse_uint(v, 8760, &u))
@@ -300,7 +312,7 @@ int js_conf_parse(int ac, char **av, struct js_conf *c, char *err, size_t errlen
 			c->job_cache_hours = (unsigned)u;
 		} else {
 			return fail(err, errlen,
-				    "unknown key '%.*s' (allowed: spool state sysfs socket_dir cluster policies default_policy min_ratio sample_ms max_phases max_depth rate backend job_cache_hours tuned hooks_dir)",
+				    "unknown key '%.*s' (allowed: spool state sysfs socket_dir cluster policies default_policy min_ratio sample_ms max_phases max_depth max_markers_per_s max_markers_per_step min_phase_ms backend job_cache_hours tuned hooks_dir)",
 				    (int)(kl > 40 ? 40 : kl), a);
 		}
 #undef KEY

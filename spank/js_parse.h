@@ -46,7 +46,11 @@ struct js_conf {
 	unsigned sample_ms;
 	unsigned max_phases;
 	unsigned max_depth;
-	unsigned rate;              /* markers per second per step (burst=rate) */
+	unsigned rate;              /* max_markers_per_s= (alias rate=): BEGIN
+				     * markers per second per step (burst=rate) */
+	/* RAPL side-channel limits (js_sidechan.h, docs/security.md) */
+	uint64_t max_markers_per_step; /* BEGIN markers recorded per step    */
+	unsigned min_phase_ms;      /* shorter intervals: no energy for users   */
 	unsigned job_cache_hours;   /* trust the prolog's job cache this long; 0 = none */
 };
 

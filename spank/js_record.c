@@ -19,6 +19,7 @@
 #include <slurm/spank.h>
 
 #include "js_hooks.h"
+#include "js_sidechan.h"
 #include "js_step.h"
 
 static int check_dirfd(int fd)
@@ -252,6 +253,13 @@ static json_t *build(struct js_step *s)
 	json_object_set_new(prov, "job_source", json_string(s->job_source));
 	json_object_set_new(prov, "markers_rejected", json_integer((json_int_t)s->rejected));
 	json_object_set_new(prov, "markers_rate_dropped", json_integer((json_int_t)s->dropped_rate));
+	/* RAPL side-channel limits (docs/security.md): the caps, what they
+	 * dropped, and the rules the user's view of this record follows */
+	json_object_set_new(prov, "markers_step_dropped", json_integer((json_int_t)s->dropped_step_cap));
+	json_object_set_new(prov, "max_markers_per_s", json_integer(s->conf.rate));
+	json_object_set_new(prov, "max_markers_per_step", json_integer((json_int_t)s->conf.max_markers_per_step));
+	json_object_set_new(prov, "min_phase_ns", json_integer((json_int_t)s->conf.min_phase_ms * 1000000));
+	json_object_set_new(prov, "energy_resolution_uj", s->energy_resolution_uj ? json_integer((json_int_t)s->energy_resolution_uj) : json_null());
 	json_object_set_new(prov, "freq_control", json_string(s->freq_mode ? s->freq_mode : "none"));
 	json_t *hooks = json_array();
 	for (int i = 0; i < JS_HOOK_COUNT; i++)
@@ -278,6 +286,80 @@ static json_t *build(struct js_step *s)
 	return root;
 }
 
+/* ---- the user's summary ---------------------------------------------------
+ * What the job's user may see of the record (docs/security.md, "Threat
+ * model: RAPL side channels"): written at step end, once every phase has
+ * ended, as <record name>.summary (not *.json: ingest reads records only),
+ * owned by the job's uid, mode 0400, in the root-owned job directory; the
+ * record itself is root-only (0600). Energies are rounded to the step's
+ * energy_resolution_uj; a step or phase shorter than min_phase_ms has none. */
+#define JS_SUMMARY_PHASES 256
+
+static json_t *juser_uj(uint64_t v, bool shown, uint64_t res)
+{
+	return shown ? json_integer((json_int_t)js_round_uj(v, res)) : json_null();
+}
+
+static json_t *build_user(struct js_step *s)
+{
+	uint64_t res = s->energy_resolution_uj ? s->energy_resolution_uj : JS_ENERGY_UNIT_UJ;
+	uint64_t minp = (uint64_t)s->conf.min_phase_ms * 1000000ULL;
+	bool have_e = s->energy && s->have_s0;
+	struct js_interval iv;
+	memset(&iv, 0, sizeof(iv));
+	if (have_e)
+		js_interval_of(s->energy, &s->s0, &s->s1, &iv);
+	char pol[600];
+	js_policy_format(&s->policy, pol, sizeof(pol));
+	json_t *root = json_object();
+	json_object_set_new(root, "format", json_string("joulestep-user-summary"));
+	json_object_set_new(root, "version", json_integer(1));
+	json_object_set_new(root, "job_id", json_integer(s->job_id));
+	json_object_set_new(root, "step_id", json_string(s->step_id));
+	json_object_set_new(root, "het_component", json_integer(s->het));
+	json_object_set_new(root, "node", json_string(s->node));
+	json_object_set_new(root, "policy", json_string(pol));
+	json_object_set_new(root, "energy_resolution_uj", json_integer((json_int_t)res));
+	json_object_set_new(root, "min_phase_ns", json_integer((json_int_t)minp));
+	uint64_t dur = s->end_ns - s->start_ns;
+	bool shown = have_e && js_user_may_see(dur, minp);
+	uint64_t cpu = js_round_uj(iv.energy_cpu_uj, res), dram = js_round_uj(iv.energy_dram_uj, res);
+	json_object_set_new(root, "duration_ns", json_integer((json_int_t)dur));
+	json_object_set_new(root, "energy_cpu_uj", shown ? json_integer((json_int_t)cpu) : json_null());
+	json_object_set_new(root, "energy_dram_uj", shown ? json_integer((json_int_t)dram) : json_null());
+	json_object_set_new(root, "energy_total_uj", shown ? json_integer((json_int_t)(cpu + dram)) : json_null());
+	json_object_set_new(root, "energy_hidden", have_e && !shown ? json_string("shorter than min_phase_ms") : json_null());
+	json_t *phases = json_array();
+	size_t np = s->phases ? js_phases_count(s->phases) : 0, hidden = 0;
+	for (size_t i = 0; i < np; i++) {
+		const struct js_sphase *p = js_phases_get(s->phases, i);
+		bool ps = have_e && js_user_may_see(p->end_ns - p->start_ns, minp);
+		hidden += have_e && !ps;
+		if (i >= JS_SUMMARY_PHASES)
+			continue;
+		json_t *o = json_object();
+		json_object_set_new(o, "seq", json_integer(p->seq));
+		json_object_set_new(o, "kind", json_string(p->kind));
+		json_object_set_new(o, "label", jstr_or_null(p->label));
+		json_object_set_new(o, "depth", json_integer(p->depth));
+		json_object_set_new(o, "duration_ns", json_integer((json_int_t)(p->end_ns - p->start_ns)));
+		json_object_set_new(o, "bytes", jnum_or_null(p->bytes));
+		json_object_set_new(o, "open_at_step_end", json_boolean(p->closed_by_step_end));
+		json_object_set_new(o, "energy_cpu_uj", juser_uj(p->e_cpu1_uj - p->e_cpu0_uj, ps, res));
+		json_object_set_new(o, "energy_dram_uj", juser_uj(p->e_dram1_uj - p->e_dram0_uj, ps, res));
+		json_object_set_new(o, "energy_hidden", have_e && !ps ? json_string("shorter than min_phase_ms") : json_null());
+		json_array_append_new(phases, o);
+	}
+	json_object_set_new(root, "phases", phases);
+	json_object_set_new(root, "phases_total", json_integer((json_int_t)np));
+	json_object_set_new(root, "phases_hidden", json_integer((json_int_t)hidden));
+	pthread_mutex_lock(&s->err_mu);
+	uint64_t nerr = s->errors_total;
+	pthread_mutex_unlock(&s->err_mu);
+	json_object_set_new(root, "errors_total", json_integer((json_int_t)nerr));
+	return root;
+}
+
 static int write_all(int fd, const char *p, size_t n)
 {
 	while (n) {
@@ -293,8 +375,10 @@ static int write_all(int fd, const char *p, size_t n)
 	return 0;
 }
 
-int js_write_atomicat(int dfd, const char *name, const char *data, size_t len, mode_t mode,
-		      bool chown_root)
+/* js_write_atomicat with the file's owner: uid (uid_t)-1 keeps the
+ * creator's. */
+static int write_atomic_owned(int dfd, const char *name, const char *data, size_t len,
+			      mode_t mode, uid_t uid, gid_t gid)
 {
 	char tmp[320];
 	int rc = 0, fd;
@@ -306,8 +390,9 @@ int js_write_atomicat(int dfd, const char *name, const char *data, size_t len, m
 	fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
 	if (fd < 0)
 		return -errno;
-	/* root:root even if slurmstepd's egid is the user's at this moment */
-	if (chown_root && fchown(fd, 0, 0) < 0)
+	/* root:root (the journal, the job cache) even if slurmstepd's egid is
+	 * the user's at this moment; the job's user for its summary */
+	if (uid != (uid_t)-1 && fchown(fd, uid, gid) < 0)
 		rc = -errno;
 	if (!rc)
 		rc = write_all(fd, data, len);
@@ -320,6 +405,13 @@ int js_write_atomicat(int dfd, const char *name, const char *data, size_t len, m
 	if (rc)
 		(void)unlinkat(dfd, tmp, 0);
 	return rc;
+}
+
+int js_write_atomicat(int dfd, const char *name, const char *data, size_t len, mode_t mode,
+		      bool chown_root)
+{
+	return write_atomic_owned(dfd, name, data, len, mode, chown_root ? 0 : (uid_t)-1,
+				  chown_root ? 0 : (gid_t)-1);
 }
 
 int js_record_dir(struct js_step *s)
@@ -352,10 +444,22 @@ int js_record_write(struct js_step *s, int dfd)
 	snprintf(name, sizeof(name), "%u.%s.%u.%s.json", s->job_id, s->step_id, s->het, s->node);
 	size_t len = strlen(text);
 	text[len] = '\n'; /* json_dumps' NUL becomes the final newline */
-	int rc = js_write_atomicat(dfd, name, text, len + 1, 0644, false);
+	/* root-only: full-resolution energies of every phase (docs/security.md,
+	 * "Threat model: RAPL side channels"); the user gets the summary */
+	int rc = js_write_atomicat(dfd, name, text, len + 1, 0600, false);
 	if (rc)
 		slurm_error("joulestep: job %u step %s: writing record %s/%s: %s", s->job_id,
 			    s->step_id, dir, name, strerror(-rc));
+	free(text);
+	json_t *u = build_user(s);
+	text = u ? json_dumps(u, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENSURE_ASCII) : NULL;
+	json_decref(u);
+	snprintf(name, sizeof(name), "%u.%s.%u.%s.summary", s->job_id, s->step_id, s->het, s->node);
+	int urc = text ? write_atomic_owned(dfd, name, text, strlen(text), 0400, s->uid, s->gid)
+		       : -ENOMEM;
+	if (urc)
+		slurm_error("joulestep: job %u step %s: writing the user's summary %s/%s: %s",
+			    s->job_id, s->step_id, dir, name, strerror(-urc));
 	free(text);
 	close(dfd);
 	return rc;

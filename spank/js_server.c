@@ -38,6 +38,7 @@
 
 #include <slurm/spank.h>
 
+#include "js_sidechan.h"
 #include "js_step.h"
 
 #define MSGS_PER_WAKEUP 64
@@ -53,8 +54,8 @@
 
 /* The thread's own state (one per step, on the thread's stack). */
 struct srv {
-	struct js_bucket bucket;   /* BEGIN markers only                       */
-	bool rate_logged;
+	struct js_markcap cap;     /* BEGIN markers only: per second, per step */
+	bool rate_logged, cap_logged;
 	unsigned long refused;
 };
 
@@ -188,14 +189,25 @@ static void handle(struct js_step *s, struct srv *v, struct js_conn *c, const ch
 		/* Only BEGINs are rate-limited: each may change the clock; an END
 		 * only undoes what a BEGIN that passed did, and dropping one would
 		 * leave a phase open with the clock lowered. */
-		if (!js_bucket_take(&v->bucket, mono_now())) {
+		enum js_cap cap = js_markcap_take(&v->cap, mono_now());
+		if (cap == JS_CAP_RATE) {
 			s->dropped_rate++;
 			if (!v->rate_logged) {
 				v->rate_logged = true;
-				slurm_error("joulestep: job %u step %s: phase BEGIN markers exceed rate=%u/s; excess BEGINs are dropped (their ENDs close nothing)",
+				slurm_error("joulestep: job %u step %s: phase BEGIN markers exceed rate=%u/s (max_markers_per_s); excess BEGINs are dropped (their ENDs close nothing)",
 					    s->job_id, s->step_id, s->conf.rate);
 			}
 			not_recorded(s, c, &m, rank, id, EAGAIN, "rate limit exceeded");
+			return;
+		}
+		if (cap == JS_CAP_STEP) { /* counted, never waited for */
+			s->dropped_step_cap++;
+			if (!v->cap_logged) {
+				v->cap_logged = true;
+				slurm_error("joulestep: job %u step %s: phase BEGIN markers exceed max_markers_per_step=%llu; further BEGINs of this step are dropped (their ENDs close nothing)",
+					    s->job_id, s->step_id, (unsigned long long)s->conf.max_markers_per_step);
+			}
+			not_recorded(s, c, &m, rank, id, EAGAIN, "max_markers_per_step exceeded");
 			return;
 		}
 		rc = js_phases_begin(s->phases, rank, m.kind, m.label,
@@ -438,14 +450,14 @@ static void *server_main(void *arg)
 {
 	struct js_step *s = arg;
 	struct pollfd pfd[JS_MAX_CONNS + 2];
-	struct srv v = {.rate_logged = false, .refused = 0};
+	struct srv v = {.rate_logged = false, .cap_logged = false, .refused = 0};
 
 	(void)pthread_setname_np(pthread_self(), "js-step");
 	/* The meter has no thread of its own: sample it at its period (half the
 	 * shortest wrap time, capped by sample_ms), whatever the markers do. */
 	uint64_t period = s->meter ? js_meter_period_ns(s->meter) : 0;
 	uint64_t due = mono_now() + period;
-	js_bucket_init(&v.bucket, s->conf.rate, mono_now());
+	js_markcap_init(&v.cap, s->conf.rate, s->conf.max_markers_per_step, mono_now());
 	bool stop = false;
 	while (!stop && !stopping(s)) {
 		struct timespec ts, *tmo = NULL;

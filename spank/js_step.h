@@ -81,6 +81,8 @@ struct js_step {
 	/* phases */
 	struct js_phases *phases;
 	uint64_t dropped_rate, rejected;
+	uint64_t dropped_step_cap;  /* BEGINs over max_markers_per_step         */
+	uint64_t energy_resolution_uj; /* user-visible rounding (js_sidechan.h) */
 	uint64_t max_lag_ns;
 	/* the phase socket (bound on the main thread, js_server_listen) and
 	 * the step thread (js_server.c): runs the deferred setup, serves

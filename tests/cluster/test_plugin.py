@@ -183,9 +183,10 @@ srun -n1 sh -c '{plug.adv("step0", 3)}'
     assert s0["step"]["energy_total_uj"] == s0["step"]["energy_cpu_uj"] + s0["step"]["energy_dram_uj"]
     zsum = sum(z["energy_uj"] for z in s0["zones"])
     assert zsum == s0["step"]["energy_total_uj"]
-    # record files are complete JSON only (no tmp leftovers), root-owned dirs
+    # record files are complete JSON only (no tmp leftovers), each with its user's
+    # summary (docs/security.md), root-owned dirs
     d = plug.spool / "jstest" / job
-    assert all(p.suffix == ".json" for p in d.iterdir())
+    assert all(p.suffix in (".json", ".summary") for p in d.iterdir())
     assert os.stat(d).st_uid == 0 and not os.stat(d).st_mode & 0o022
 
 

@@ -41,6 +41,8 @@ static void check_conf(const struct js_conf *c, bool expanded)
 	FUZZ_CHECK(c->max_phases >= 1 && c->max_phases <= 1000000);
 	FUZZ_CHECK(c->max_depth >= 1 && c->max_depth <= JS_DEPTH_LIMIT);
 	FUZZ_CHECK(c->rate >= 1 && c->rate <= 1000000);
+	FUZZ_CHECK(c->max_markers_per_step >= 1 && c->max_markers_per_step <= 1000000000ULL);
+	FUZZ_CHECK(c->min_phase_ms <= 3600000);
 	FUZZ_CHECK(c->job_cache_hours <= 8760);
 	FUZZ_CHECK(!c->cluster[0] || js_name_safe(c->cluster));
 	FUZZ_CHECK(memchr(c->backend, 0, sizeof(c->backend)) && c->backend[0]);

@@ -20,6 +20,42 @@
 #include "js_phase.h"
 #include "js_tuned.h"
 
+/* The side-channel keys (docs/security.md, "Threat model: RAPL side
+ * channels"): defaults, bounds, and rate= as the old name of
+ * max_markers_per_s=. */
+static void conf_sidechannel_keys(void **st)
+{
+	(void)st;
+	struct js_conf c;
+	char err[400];
+	assert_int_equal(js_conf_parse(0, NULL, &c, err, sizeof(err)), 0);
+	assert_int_equal(c.min_phase_ms, 10);
+	assert_int_equal(c.rate, 1000);
+	assert_int_equal(c.max_markers_per_step, 1000000);
+	char *ok[] = {"min_phase_ms=0", "max_markers_per_s=20000"};
+	assert_int_equal(js_conf_parse(2, ok, &c, err, sizeof(err)), 0);
+	assert_int_equal(c.min_phase_ms, 0);
+	assert_int_equal(c.rate, 20000);
+	char *big[] = {"max_markers_per_step=1000000000", "min_phase_ms=3600000", "rate=7"};
+	assert_int_equal(js_conf_parse(3, big, &c, err, sizeof(err)), 0);
+	assert_int_equal(c.max_markers_per_step, 1000000000ULL);
+	assert_int_equal(c.min_phase_ms, 3600000);
+	assert_int_equal(c.rate, 7);
+	char *bad[][1] = {{"max_markers_per_step=0"}, {"max_markers_per_step=1000000001"},
+			  {"max_markers_per_step=-1"}, {"max_markers_per_s=0"},
+			  {"max_markers_per_s=1000001"}, {"min_phase_ms=3600001"}, {"min_phase_ms=-1"},
+			  {"min_phase_ms=1e3"}, {"min_phase_ms="}, {"min_phase_ns=5"}};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		err[0] = 0;
+		assert_int_equal(js_conf_parse(1, bad[i], &c, err, sizeof(err)), -EINVAL);
+		assert_true(err[0]);
+	}
+	assert_non_null(strstr(err, "unknown key 'min_phase_ns'"));
+	assert_non_null(strstr(err, "min_phase_ms"));
+	assert_non_null(strstr(err, "max_markers_per_step"));
+	assert_non_null(strstr(err, "hooks_dir)")); /* the list is not truncated */
+}
+
 static void conf_defaults_and_keys(void **st)
 {
 	(void)st;
@@ -791,6 +827,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(conf_defaults_and_keys),
+		cmocka_unit_test(conf_sidechannel_keys),
 		cmocka_unit_test(conf_node_expansion),
 		cmocka_unit_test(conf_path_trailing_dot_components),
 		cmocka_unit_test(policies),
