@@ -233,9 +233,14 @@ def _tuned(path):
                    "job ID); default the latest.")
 @click.option("--submit-time", "submit_ns", type=int, hidden=True,
               help="Deprecated alias of --first-seen.")
+@click.option("--user-view", "user_view", is_flag=True,
+              help="Show what a user who is not an admin sees: energies "
+                   "rounded to the counter's resolution, none for phases "
+                   "shorter than min_phase_ms (the default for anyone who "
+                   "cannot write the database; docs/security.md).")
 @tuned_option
 @query_options
-def job(c: Ctx, jobid, cluster, first_seen_ns, submit_ns, tuned_path):
+def job(c: Ctx, jobid, cluster, first_seen_ns, submit_ns, tuned_path, user_view):
     """After-job summary: energy, power, throughput, cost per step and phase.
 
     Per step and phase: CPU, DRAM and total energy, duration, average power,
@@ -249,17 +254,22 @@ def job(c: Ctx, jobid, cluster, first_seen_ns, submit_ns, tuned_path):
     with its own energy but added to the job's total once (docs/cli.md,
     steps inside other steps); so is a phase inside another phase.  kWh,
     CO2 and cost cover CPU + DRAM (RAPL), or the whole node when the site
-    sets node_overhead_w or node_factor; the output says which.
+    sets node_overhead_w or node_factor; the output says which.  Who cannot
+    write the database (not an admin) sees energies rounded to the
+    counter's resolution and none for steps and phases shorter than
+    min_phase_ms (docs/security.md, "Threat model: RAPL side channels").
     """
     from . import report as rep
+    from .userview import is_admin
     from .output import to_csv, to_json
     s = c.settings()
     pick = _first_seen(first_seen_ns, submit_ns)
     tuned = _tuned(tuned_path)
     conn = c.connect()
+    user_view = user_view or not is_admin(c.db_path(False))
     try:
         summary = rep.job_summary(conn, jobid, s, cluster or s.cluster, pick,
-                                  tuned)
+                                  tuned, user_view=user_view)
     except rep.QueryError as e:
         raise click.ClickException(str(e)) from None
     finally:

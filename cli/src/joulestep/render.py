@@ -81,6 +81,15 @@ def job_text(s: dict) -> str:
         lines.append(table(["SEQ", "PHASE", "TIME_S", "CPU_J", "DRAM_J", "AVG_W",
                             "GIB", "GIB/S", "J/GIB", "MHZ", "SAVING"], rows,
                            right={0, 2, 3, 4, 5, 6, 7, 8, 9, 10}))
+    hidden = [(st, p) for st in s["steps"] for p in st["phases"]
+              if p.get("energy_note")]
+    if hidden:
+        lines += ["", "Phases shown without energy (RAPL side channel; "
+                  "docs/security.md):"]
+        for st, p in hidden:
+            lines += _wrap(f"- step {st['step_id']} on {st['node']}: "
+                           f"{_phase_name(p)} (seq {p['seq']}): {p['energy_note']}",
+                           "  ")
     lines += _nested_phase_notes(s["steps"])
     if s.get("what_if"):
         lines += [""] + whatif_job_lines(s["what_if"])

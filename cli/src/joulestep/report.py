@@ -7,7 +7,7 @@ import re
 import sqlite3
 import time
 
-from . import nesting, whatif
+from . import nesting, userview, whatif
 from .config import Settings
 
 GIB = float(1 << 30)
@@ -262,11 +262,14 @@ def _job_rows(conn, job_id, cluster, first_seen_ns) -> list:
 
 def job_summary(conn: sqlite3.Connection, job_id: int, settings: Settings,
                 cluster: str | None = None,
-                first_seen_ns: int | None = None, tuned: dict | None = None) -> dict:
+                first_seen_ns: int | None = None, tuned: dict | None = None,
+                user_view: bool = False) -> dict:
     """Everything `joulestep job` shows, as one JSON-ready dict.  Several
     jobs with one ID (recycled): the latest, or the one first seen at
     ``first_seen_ns``.  tuned: the tuned policy's {kind: ratio} for the
-    what-if estimates (whatif.py)."""
+    what-if estimates (whatif.py).  user_view: what a user who is not an
+    admin sees (userview.py): every figure derives from rounded energies, a
+    step or phase shorter than its min_phase_ns has none."""
     rows = _job_rows(conn, job_id, cluster, first_seen_ns)
     job = dict(zip(_JOB_FIELDS, rows[0]))
     others = [{"cluster": r[1], "submit_time_ns": r[3], "submit_time": _iso(r[3]),
@@ -288,7 +291,8 @@ def job_summary(conn: sqlite3.Connection, job_id: int, settings: Settings,
         "s.energy_total_uj, s.exit_code, s.wrap_uncertain, s.errors_json, "
         "s.backend, s.inside_step_pk, s.counted_cpu_uj, s.counted_dram_uj, "
         "s.counted_total_uj, s.nominal_freq_khz, s.fixed_freq_khz, s.freq_control, "
-        "s.freq_min_ratio, s.counted_duration_ns FROM steps s "
+        "s.freq_min_ratio, s.counted_duration_ns, s.min_phase_ns, "
+        "s.energy_resolution_uj FROM steps s "
         "JOIN nodes n ON n.node_pk = s.node_pk WHERE s.job_pk = ?")
     phases_sql = (
         "SELECT p.step_pk, p.seq, p.kind, p.label, p.depth, p.parent_seq, "
@@ -308,6 +312,9 @@ def job_summary(conn: sqlite3.Connection, job_id: int, settings: Settings,
     bases, refs = set(), set()
     rows = sorted(conn.execute(steps_sql, (job_pk,)).fetchall(),
                   key=lambda r: (r[2], _step_order(r[1]), r[3]))
+    hidden: set = set()          # (step_pk, seq) of phases shown without energy
+    if user_view:
+        rows, phases_by_step, hidden = _user_rows(rows, phases_by_step)
     names = {r[0]: r[1] if not r[2] else f"{r[1]}+{r[2]}" for r in rows}
     inner: dict = {}
     for r in rows:
@@ -355,7 +362,12 @@ def job_summary(conn: sqlite3.Connection, job_id: int, settings: Settings,
             tot_saving += d["saving_j"]
             bases.add(d["saving_basis"])
             refs.add(d["saving_vs"])
+        for p in phases:
+            if (spk, p["seq"]) in hidden:
+                p["energy_note"] = userview.note(userview.rules(*r[29:31])[0])
         d["phases"] = phases
+        if user_view and cpu is None and dur < userview.rules(*r[29:31])[0]:
+            d["energy_note"] = userview.note(userview.rules(*r[29:31])[0])
         errors = json.loads(errs)
         d["wrap_uncertain"] = bool(wrapu)
         d["errors"] = errors
@@ -364,7 +376,9 @@ def job_summary(conn: sqlite3.Connection, job_id: int, settings: Settings,
         if excl is not None and not excl:
             caveats.append(f"{label}: node shared with other jobs; RAPL "
                            "measures whole packages, so energy includes theirs")
-        if cpu is None:
+        if d.get("energy_note"):
+            caveats.append(f"{label}: {d['energy_note']}")
+        elif cpu is None:
             caveats.append(f"{label}: energy not measured (see the errors)")
         if wrapu:
             caveats.append(f"{label}: a counter may have wrapped unseen; "
@@ -412,6 +426,21 @@ def job_summary(conn: sqlite3.Connection, job_id: int, settings: Settings,
             "totals": totals, "steps": steps, "other_submissions": others,
             "caveats": caveats,
             "what_if": whatif.for_job(steps, models, tuned, settings)}
+
+
+def _user_rows(rows, phases_by_step):
+    """job_summary's step and phase rows as a user sees them (userview.py):
+    (rows, phases_by_step, {(step_pk, seq) of phases shown without energy})."""
+    out, phases, hidden = [], {}, set()
+    for r in rows:
+        minp, res = userview.rules(*r[29:31])
+        out.append(userview.step_row(r, 12, (13, 14, 15), (21, 22, 23), minp, res))
+        for pr in phases_by_step.get(r[0], []):
+            row, h = userview.phase_row(pr, 6, 8, 9, minp, res)
+            phases.setdefault(r[0], []).append(row)
+            if h:
+                hidden.add((r[0], pr[1]))
+    return out, phases, hidden
 
 
 def _nesting_note(r, names: dict, inner) -> tuple[str, str | None]:

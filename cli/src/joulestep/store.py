@@ -358,6 +358,11 @@ def parse_record(rec) -> Parsed:
         _int(s("nominal_freq_khz"), "step.nominal_freq_khz", null=True, minimum=1),
         _int(s("fixed_freq_khz"), "step.fixed_freq_khz", null=True, minimum=1),
         _str(prov.get("freq_control"), "provenance.freq_control", null=True))
+    # what the job's user may see (migration 004, userview.py)
+    step_row += (
+        _int(prov.get("min_phase_ns"), "provenance.min_phase_ns", null=True, minimum=0),
+        _int(prov.get("energy_resolution_uj"), "provenance.energy_resolution_uj",
+             null=True, minimum=1))
 
     zones = []
     zl = rec.get("zones") or []
@@ -516,8 +521,9 @@ _STEP_INSERT = (
     "energy_dram_uj, energy_total_uj, exit_code, backend, wrap_uncertain, "
     "sample_period_ns, errors_json, plugin_version, counted_cpu_uj, "
     "counted_dram_uj, counted_total_uj, counted_duration_ns, "
-    "nominal_freq_khz, fixed_freq_khz, freq_control) "
-    "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) "
+    "nominal_freq_khz, fixed_freq_khz, freq_control, min_phase_ns, "
+    "energy_resolution_uj) "
+    "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) "
     "ON CONFLICT (job_pk, node_pk, step_id, het_component) DO NOTHING")
 # CROSS JOIN: the few dirty groups drive indexed lookups in steps (SQLite
 # has no statistics here and would otherwise scan steps)
