@@ -22,7 +22,7 @@ PAPI_SONAME = $(or $(shell objdump -p "$$($(CC) -print-file-name=libpapi.so)" 2>
 
 DEB_PKGS := build-essential pkg-config libpowercap-dev powercap-utils libpapi-dev \
             papi-tools libjansson-dev libcmocka-dev slurmctld slurmd slurm-client \
-            libslurm-dev munge sqlite3 python3-venv python3-dev util-linux procps strace \
+            libslurm-dev munge sqlite3 python3-venv python3-dev util-linux iproute2 procps strace \
             openmpi-bin libopenmpi-dev clang libclang-rt-14-dev \
             debhelper dh-python pybuild-plugin-pyproject python3-setuptools python3-pip rpm \
             python3-click python3-pandas python3-numpy python3-scipy python3-matplotlib
