@@ -123,11 +123,11 @@ def make_records(first: int, count: int, total: int) -> list[dict]:
 
 
 def _bare_step_insert() -> str:
-    """store._STEP_INSERT with the precomputed step_pk and without its conflict
-    clause: the same columns, so the baseline follows every migration."""
-    cols = store._STEP_INSERT.split("(", 1)[1].split(")", 1)[0]
-    n = cols.count(",") + 2
-    return f"INSERT INTO steps (step_pk, {cols}) VALUES ({','.join('?' * n)})"
+    """The INSERT of store.TABLES["steps"] (step_pk precomputed, no conflict
+    clause): the same columns, so the baseline follows every migration."""
+    cols = store.TABLES["steps"]
+    return (f"INSERT INTO steps ({', '.join(cols)}) "
+            f"VALUES ({','.join('?' * len(cols))})")
 
 
 _BARE_STEP_INSERT = _bare_step_insert()
