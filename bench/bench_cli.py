@@ -122,15 +122,25 @@ def make_records(first: int, count: int, total: int) -> list[dict]:
     return out
 
 
-def _bare_step_insert() -> str:
-    """The INSERT of store.TABLES["steps"] (step_pk precomputed, no conflict
+def _bare_insert(table: str) -> str:
+    """The INSERT of store.TABLES[table] (keys precomputed, no conflict
     clause): the same columns, so the baseline follows every migration."""
-    cols = store.TABLES["steps"]
-    return (f"INSERT INTO steps ({', '.join(cols)}) "
+    cols = store.TABLES.get(table) or ("node_pk", "cluster", "name")
+    return (f"INSERT INTO {table} ({', '.join(cols)}) "
             f"VALUES ({','.join('?' * len(cols))})")
 
 
-_BARE_STEP_INSERT = _bare_step_insert()
+def bare_write(conn, table: str, rows) -> None:
+    """The baseline's write of one table: bare executemany (SQLite) or bare
+    COPY through psycopg (PostgreSQL), no joulestep code in between."""
+    if conn.dialect == "sqlite":
+        conn.executemany(_bare_insert(table), rows)
+        return
+    cols = store.TABLES.get(table) or ("node_pk", "cluster", "name")
+    with conn.raw.cursor() as cur:
+        with cur.copy(f"COPY {table} ({', '.join(cols)}) FROM STDIN") as cp:
+            for r in rows:
+                cp.write_row(r)
 
 
 class Baseline:
@@ -171,18 +181,11 @@ class Baseline:
         return nodes, jobs, steps, tags, zones, phases
 
     def insert(self, rows):
-        nodes, jobs, steps, tags, zones, phases = rows
         c = self.conn
         c.execute("BEGIN IMMEDIATE")
-        c.executemany("INSERT INTO nodes (node_pk, cluster, name) VALUES (?,?,?)", nodes)
-        c.executemany("INSERT INTO jobs (job_pk, cluster, job_id, first_seen_ns, "
-                      "last_seen_ns, submit_time_ns, start_time_ns, name, "
-                      "user_name, uid, gid, account, partition) "
-                      "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)", jobs)
-        c.executemany(_BARE_STEP_INSERT, steps)
-        c.executemany(store._TAG_INSERT, tags)
-        c.executemany(store._ZONE_INSERT, zones)
-        c.executemany(store._PHASE_INSERT, phases)
+        for table, part in zip(("nodes", "jobs", "steps", "step_tags", "step_zones",
+                                "phases"), rows):
+            bare_write(c, table, part)
         c.execute("COMMIT")
 
 

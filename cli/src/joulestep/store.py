@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import gc
 import json
 import operator
@@ -462,10 +463,13 @@ def parse_record(rec) -> Parsed:
                       _int(_get(z, "energy_uj", w), f"{w}.energy_uj", minimum=0),
                       _int(z.get("wraps", 0), f"{w}.wraps", minimum=0)))
 
-    phases, ranks = [], []
     pl = rec.get("phases") or []
     if not isinstance(pl, list):
         raise RecordError("phases: expected a list")
+    phases = _phases_fast(pl)
+    if phases is not None:
+        return Parsed(cluster, job_row, tags, node, step_row, zones, phases, [])
+    phases, ranks = [], []
     seqs = set()
     for i, p in enumerate(pl):
         w = f"phases[{i}]"
@@ -541,6 +545,61 @@ def parse_record(rec) -> Parsed:
             raise RecordError(f"phases[{i}].parent_seq: {p[4]} is not the seq "
                               "of a phase in this record")
     return Parsed(cluster, job_row, tags, node, step_row, zones, phases, ranks)
+
+
+_INT64 = (-(1 << 63), (1 << 63) - 1)
+_notnone = functools.partial(operator.is_not, None)
+_NONE = type(None)
+_INTS, _NINTS = {int}, {int, _NONE}
+_STRS, _NSTRS = {str}, {str, _NONE}
+_get_ranks = operator.methodcaller("get", "ranks")
+
+
+def _in64(vals, lo: int) -> bool:
+    """Every value in [lo, 2**63)."""
+    return not vals or (min(vals) >= lo and max(vals) <= _INT64[1])
+
+
+def _phases_fast(pl: list):
+    """The phase rows of a record whose phases are all well formed, checked
+    a column at a time with builtins (the common case: ~5x faster than
+    field by field); None when any check fails or a phase has ranks, and
+    the field-by-field path then finds (and names) what is wrong."""
+    if not pl:
+        return []
+    try:
+        if set(map(type, pl)) != {dict} or any(map(_get_ranks, pl)):
+            return None
+        try:        # the plugin writes every key: no defaults to merge
+            rows = list(map(_PHASE_GET, pl))
+        except KeyError:
+            rows = list(map(_PHASE_GET, map(_PHASE_DEFAULTS.__or__, pl)))
+    except KeyError:
+        return None
+    (seq, kind, label, depth, parent, pst, pend, pdur, freq, fch, pcpu, pdram,
+     pbytes, nranks) = zip(*rows)
+    ints = seq + depth + pst + pend + pdur
+    if set(map(type, ints)) != _INTS or not _in64(ints, 0):
+        return None
+    nn = parent + freq + fch + pcpu + pdram + pbytes + nranks
+    if not set(map(type, nn)) <= _NINTS:
+        return None
+    if not (_in64(list(filter(_notnone, pcpu + pdram + pbytes)), 0)
+            and _in64(list(filter(_notnone, freq)), 1)
+            and _in64(list(filter(_notnone, parent + fch + nranks)), _INT64[0])):
+        return None
+    if not all(map(operator.ge, pend, pst)):
+        return None
+    if set(map(type, kind)) != _STRS or not all(kind) or \
+            not "".join(kind).isascii():
+        return None
+    if not set(map(type, label)) <= _NSTRS or \
+            not "".join(filter(_notnone, label)).isascii():
+        return None
+    seqs = set(seq)
+    if len(seqs) != len(seq) or not set(filter(_notnone, parent)) <= seqs:
+        return None
+    return rows
 
 
 def _job_row(cluster: str, job: dict, start_ns: int, end_ns: int) -> tuple:
@@ -702,7 +761,8 @@ class Ingester:
         self.new_jobs: dict = {}    # job_pk -> (cached row, cluster, job_id)
         self.step_keys: dict = {}   # (job_pk, node_pk, step_id, het) -> [pk, st, en]
         self.rows = {t: [] for t in TABLES if t != "jobs"}
-        self.dirty: set = set()     # (job_pk, node_pk) with a new step
+        self.dirty: set = set()     # (job_pk, node_pk) to renest
+        self.group_n: dict = {}     # (job_pk, node_pk) -> steps (known here)
         self.ids: dict = {}         # table -> iterator of reserved keys
         self.want = 1               # keys to reserve at once: the batch size
 
@@ -748,6 +808,8 @@ class Ingester:
     def _load_steps(self, job_pks) -> None:
         for r in _in_rows(self.conn, _STEP_KEYS, list(job_pks)):
             self.step_keys[r[:4]] = list(r[4:])
+            g = r[:2]
+            self.group_n[g] = self.group_n.get(g, 0) + 1
 
     def _job(self, p: Parsed) -> int:
         """job_pk of the record's job: joined, new, or merged."""
@@ -805,6 +867,8 @@ class Ingester:
         self.dirty.update((kpk, n) for n in nodes)
         self.step_keys = {k: v for k, v in self.step_keys.items()
                           if k[0] not in (kpk, opk)}
+        self.group_n = {g: v for g, v in self.group_n.items()
+                        if g[0] not in (kpk, opk)}
         self._load_steps([kpk])
         self._widen(keep, other[1:])
 
@@ -825,17 +889,22 @@ class Ingester:
             self.conn.execute("DELETE FROM steps WHERE step_pk = ?", (old[0],))
         spk = self._id("steps", "step_pk", self.want)
         self.step_keys[key] = [spk, step[12], step[13]]
+        group = (job_pk, node_pk)
+        n = self.group_n.get(group, 0) + (old is None)
+        self.group_n[group] = n
+        if n > 1:       # alone on its node, a step counts its own (parse)
+            self.dirty.add(group)
         rows = self.rows
         rows["steps"].append((spk, job_pk, node_pk) + step)
-        self.dirty.add((job_pk, node_pk))
+        pre = (spk,).__add__
         if p.tags:
-            rows["step_tags"].extend([(spk, k, v) for k, v in p.tags])
+            rows["step_tags"].extend(map(pre, p.tags))
         if p.zones:
-            rows["step_zones"].extend([(spk,) + z for z in p.zones])
+            rows["step_zones"].extend(map(pre, p.zones))
         if p.phases:
-            rows["phases"].extend([(spk,) + ph for ph in p.phases])
+            rows["phases"].extend(map(pre, p.phases))
         if p.ranks:
-            rows["phase_ranks"].extend([(spk,) + r for r in p.ranks])
+            rows["phase_ranks"].extend(map(pre, p.ranks))
         return True
 
     def _write(self):
