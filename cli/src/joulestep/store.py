@@ -764,15 +764,18 @@ class Ingester:
         self.dirty: set = set()     # (job_pk, node_pk) to renest
         self.group_n: dict = {}     # (job_pk, node_pk) -> steps (known here)
         self.ids: dict = {}         # table -> iterator of reserved keys
-        self.want = 1               # keys to reserve at once: the batch size
+        # keys to reserve at once: what the prepared batch needs when every
+        # record is new (no gaps on PostgreSQL in that common case)
+        self.want = {"jobs": 1, "steps": 1}
 
-    def _id(self, table: str, col: str, want: int) -> int:
+    def _id(self, table: str, col: str) -> int:
         it = self.ids.get(table)
         if it is not None:
             v = next(it, None)
             if v is not None:
                 return v
-        self.ids[table] = iter(self.conn.reserve_ids(table, col, max(want, 16)))
+        self.ids[table] = iter(self.conn.reserve_ids(table, col, self.want[table]))
+        self.want[table] = 1
         return next(self.ids[table])
 
     def _node(self, cluster: str, name: str) -> int:
@@ -803,7 +806,8 @@ class Ingester:
                 rows.append(list(r[:-2]))
                 found.append(r[0])
         self._load_steps(found)
-        self.want = max(self.want, len(parsed))
+        self.want = {"jobs": max(1, sum(not self.jobs[k] for k in keys)),
+                     "steps": len(parsed)}
 
     def _load_steps(self, job_pks) -> None:
         for r in _in_rows(self.conn, _STEP_KEYS, list(job_pks)):
@@ -821,7 +825,7 @@ class Ingester:
         g = self.gap_ns
         hits = [r for r in rows if r[1] <= hi + g and r[2] >= lo - g]
         if not hits:
-            pk = self._id("jobs", "job_pk", self.want)
+            pk = self._id("jobs", "job_pk")
             row = [pk, *p.job[2:]]
             rows.append(row)
             self.new_jobs[pk] = (row, p.job[0], p.job[1])
@@ -887,7 +891,7 @@ class Ingester:
                 return False
             self._write()           # the old row may still be buffered
             self.conn.execute("DELETE FROM steps WHERE step_pk = ?", (old[0],))
-        spk = self._id("steps", "step_pk", self.want)
+        spk = self._id("steps", "step_pk")
         self.step_keys[key] = [spk, step[12], step[13]]
         group = (job_pk, node_pk)
         n = self.group_n.get(group, 0) + (old is None)
