@@ -72,7 +72,8 @@ def read_frame(conn, sql: str, params=()) -> pd.DataFrame:
 def steps(conn, since_ns=None, until_ns=None,
           cluster=None) -> pd.DataFrame:
     w, a = _where(since_ns, until_ns, cluster)
-    df = read_frame(conn, f"SELECT {STEP_COLS} {FROM}{w}", a)
+    # ORDER BY: the same rows in the same order on both engines
+    df = read_frame(conn, f"SELECT {STEP_COLS} {FROM}{w} ORDER BY s.step_pk", a)
     return _tags(conn, df)
 
 
@@ -87,7 +88,7 @@ def phases(conn, since_ns=None, until_ns=None,
     w, a = _where(since_ns, until_ns, cluster)
     df = read_frame(
         conn, f"SELECT {STEP_COLS}, {PHASE_COLS} {FROM} "
-        f"JOIN phases p ON p.step_pk = s.step_pk{w}", a)
+        f"JOIN phases p ON p.step_pk = s.step_pk{w} ORDER BY s.step_pk, p.seq", a)
     df = df.drop(columns=_STEP_ONLY)
     df = df.rename(columns={"phase_energy_cpu_uj": "energy_cpu_uj",
                             "phase_energy_dram_uj": "energy_dram_uj",
