@@ -13,7 +13,9 @@ same run):
    benchmark, so it is measured separately (figure 2).  Baseline: a bare
    executemany of exactly the same rows (keys precomputed) into the same
    schema, one transaction per 1,000 steps.  Record generation is outside
-   both timings.  Goal >= 0.5x the baseline.  (The baseline does not
+   both timings.  Goal >= 0.8x the baseline (issue 12).  The same on
+   PostgreSQL (a private cluster, tests/pgharness.py; JOULESTEP_BENCH_PG_STEPS,
+   default 200,000): baseline a bare COPY of the same rows, goal >= 0.5x.  (The baseline does not
    recompute steps inside other steps: joulestep's flush does, for every
    (job, node) that got a new step -- part of what is timed.)
 2. ingest of a real spool of JOULESTEP_BENCH_FILES files (default 5,000)
@@ -189,8 +191,12 @@ class Baseline:
         c.execute("COMMIT")
 
 
+def bare_name(conn) -> str:
+    return "executemany" if conn.dialect == "sqlite" else "COPY"
+
+
 def bench_ingest(n: int, segments: int, workdir: pathlib.Path,
-                 keep: pathlib.Path) -> list[tuple[int, float, float]]:
+                 keep: pathlib.Path | None, pg=None) -> list[tuple[int, float, float]]:
     """Ingest n steps in `segments` consecutive runs into one growing
     database (joulestep) and one baseline database.  Returns per run
     (steps, joulestep seconds, baseline seconds); the joulestep database is
@@ -199,6 +205,8 @@ def bench_ingest(n: int, segments: int, workdir: pathlib.Path,
     for p in (ours_db, base_db):
         if p.exists():
             p.unlink()
+    if pg is not None:          # PostgreSQL: two databases of one private cluster
+        ours_db, base_db = pg.create_db("ours"), pg.create_db("base")
     oc = store.connect(ours_db)
     bc = store.connect(base_db)
     base = Baseline(bc)
@@ -233,7 +241,7 @@ def bench_ingest(n: int, segments: int, workdir: pathlib.Path,
         if done - seg_start >= seg or done == n:
             out.append((done - seg_start, t_ours, t_base))
             print(f"   run {len(out)}: steps {seg_start:,}-{done - 1:,}: joulestep "
-                  f"{(done - seg_start) / t_ours:,.0f} steps/s, bare executemany "
+                  f"{(done - seg_start) / t_ours:,.0f} steps/s, bare {bare_name(oc)} "
                   f"{(done - seg_start) / t_base:,.0f} steps/s", flush=True)
             seg_start, t_ours, t_base = done, 0.0, 0.0
     for table in ("steps", "phases"):
@@ -243,8 +251,9 @@ def bench_ingest(n: int, segments: int, workdir: pathlib.Path,
     gc.enable()
     oc.close()
     bc.close()
-    base_db.unlink()
-    shutil.move(str(ours_db), str(keep))
+    if pg is None:
+        base_db.unlink()
+        shutil.move(str(ours_db), str(keep))
     return out
 
 
@@ -273,6 +282,24 @@ def bench_spool(nfiles: int, workdir: pathlib.Path, runs: int) -> tuple[list, li
     return ours, base
 
 
+def pg_ingest(n: int, runs: int, work: pathlib.Path) -> None:
+    """Figure 1 on PostgreSQL: a private cluster (tests/pgharness.py),
+    joulestep's ingest beside a bare COPY of the same rows."""
+    sys.path.insert(0, str(REPO / "tests"))
+    import pgharness
+    if not pgharness.available():
+        print("PostgreSQL ingest: skipped (no PostgreSQL 15: make deps)")
+        return
+    with pgharness.PgCluster() as pg:
+        print(f"-- PostgreSQL ({n:,} steps, private cluster, fsync off for both)")
+        segs = bench_ingest(n, runs, work, None, pg)
+    ro = median([k / o for k, o, _ in segs])
+    rb = median([k / b for k, _, b in segs])
+    print(f"PG ingest core: {ro:10,.0f} steps/s  baseline COPY {rb:10,.0f} steps/s  "
+          f"ratio {median([b / o for _, o, b in segs]):.2f}x (worst run "
+          f"{min(b / o for _, o, b in segs):.2f}x)  (goal >= 0.5x)")
+
+
 def median(xs):
     return statistics.median(xs)
 
@@ -293,7 +320,11 @@ def main() -> int:
         rb = median([k / b for k, _, b in segs])
         ratio = median([b / o for _, o, b in segs])
         print(f"ingest core   : {ro:10,.0f} steps/s ({ro * (PHASES + 1):,.0f} rows/s)"
-              f"  baseline {rb:10,.0f} steps/s  ratio {ratio:.2f}x  (goal >= 0.5x)")
+              f"  baseline {rb:10,.0f} steps/s  ratio {ratio:.2f}x (worst run "
+              f"{min(b / o for _, o, b in segs):.2f}x)  (goal >= 0.8x)")
+
+        pg_ingest(min(n, int(os.environ.get("JOULESTEP_BENCH_PG_STEPS", "200000"))),
+                  runs, work)
 
         so, sb = bench_spool(nfiles, work, 3)
         print(f"spool ingest  : {nfiles / median(so):12,.0f} files/s"
