@@ -20,7 +20,9 @@
 -- table schema changes").  store.migrate runs migrations with foreign keys
 -- OFF (so dropping the old table does not cascade into steps) and checks
 -- PRAGMA foreign_key_check before it commits.  job_pk values are kept, so
--- steps.job_pk still points at the same jobs.
+-- steps.job_pk still points at the same jobs.  On PostgreSQL the DROP keeps
+-- the other tables' foreign keys the same way (db.pg_rebuild_fks), and the
+-- last-seen expression avoids SQLite's two-argument max().
 
 CREATE TABLE jobs_new (
     job_pk          INTEGER PRIMARY KEY,
@@ -44,9 +46,8 @@ INSERT INTO jobs_new (job_pk, cluster, job_id, first_seen_ns, last_seen_ns,
                       submit_time_ns, start_time_ns, name, user_name, uid, gid,
                       account, partition)
 SELECT j.job_pk, j.cluster, j.job_id, j.submit_time_ns,
-       max(j.submit_time_ns, coalesce((SELECT max(s.end_ns) FROM steps s
-                                       WHERE s.job_pk = j.job_pk),
-                                      j.submit_time_ns)),
+       coalesce((SELECT max(s.end_ns) FROM steps s WHERE s.job_pk = j.job_pk
+                 AND s.end_ns > j.submit_time_ns), j.submit_time_ns),
        j.submit_time_ns, j.start_time_ns, j.name, j.user_name, j.uid, j.gid,
        j.account, j.partition
 FROM jobs j;

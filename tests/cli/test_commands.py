@@ -3,10 +3,11 @@ import csv
 import io
 import json
 import os
-import sqlite3
 import subprocess
 
 import pytest
+
+from joulestep import store
 
 import recgen
 from conftest import jrun
@@ -75,7 +76,7 @@ def test_model_dvfs_fit_save_and_job_saving(study, tmp_path, db):
     doc = json.loads(pol.read_text())
     assert doc["format"] == "joulestep-policy"
     assert doc["policy"].startswith("phase:write=")
-    row = sqlite3.connect(db).execute(
+    row = store.connect(db).execute(
         "SELECT node_model, phase_kind, fmax_khz, slowdown_alpha FROM power_models"
     ).fetchall()
     assert row == [("fake-acpi-2x2", "write", 2400000, pytest.approx(0.3))]
@@ -235,7 +236,7 @@ def test_mail_wrapper_appends_summary(loaded, repo, db, tmp_path):
 
 
 def test_config_example_is_valid(repo):
-    from joulestep import config
+    from joulestep import config, store
     s = config.load(repo / "etc" / "joulestep.conf.example")
     d = config.Settings()
     assert (s.co2_g_per_kwh, s.price_per_kwh, s.currency, s.cluster, s.db,

@@ -10,9 +10,9 @@ hand from how the records were built.
 import itertools
 import json
 import random
-import sqlite3
 
 import pytest
+from conftest import empty_db
 
 import recgen
 from recgen import J, S, T0
@@ -284,12 +284,12 @@ def test_cli_gap_option_and_config(run, tmp_path, db, monkeypatch):
     for r in (x, y):
         recgen.write(sp, r)
     run("ingest", sp, "--job-gap-hours", "48")
-    assert sqlite3.connect(db).execute("SELECT count(*) FROM jobs").fetchone() == (1,)
-    db.unlink()
+    assert store.connect(db).execute("SELECT count(*) FROM jobs").fetchone() == (1,)
+    empty_db(db)
     conf = tmp_path / "gap.conf"
     conf.write_text("[site]\njob_gap_hours = 1\n")
     run("--config", conf, "ingest", sp)
-    assert sqlite3.connect(db).execute("SELECT count(*) FROM jobs").fetchone() == (2,)
+    assert store.connect(db).execute("SELECT count(*) FROM jobs").fetchone() == (2,)
     conf.write_text("[site]\njob_gap_hours = soon\n")
     r = run("--config", conf, "ingest", sp, ok=False)
     assert "job_gap_hours" in r.output

@@ -1,22 +1,19 @@
 """ingest: hand-checked rows, idempotence, quarantine, wraparound."""
 import json
 import shutil
-import sqlite3
 
 import recgen
+from conftest import dump_tables
+from joulestep import store
 from recgen import GIB, J, S, T0
 
 
 def dump(db):
-    conn = sqlite3.connect(db)
-    try:
-        return list(conn.iterdump())
-    finally:
-        conn.close()
+    return dump_tables(db)
 
 
 def q(db, sql, *args):
-    conn = sqlite3.connect(db)
+    conn = store.connect(db)
     try:
         return conn.execute(sql, args).fetchall()
     finally:

@@ -1,9 +1,10 @@
 """job and report on the hand-checked fixture (recgen.fixture_records)."""
 import csv
 import io
-import sqlite3
 
 import pytest
+
+from joulestep import store
 
 import recgen
 from conftest import jrun
@@ -83,11 +84,10 @@ def test_job_without_submit_time_says_first_seen(run, tmp_path):
 
 
 def _add_model(db, a, b, c, alpha):
-    conn = sqlite3.connect(db)
+    conn = store.connect(db)
     conn.execute("INSERT INTO power_models (node_model, phase_kind, a, b, c, "
                  "fmax_khz, slowdown_alpha, fitted_ns) VALUES "
                  "('fake-acpi-2x2', '*', ?, ?, ?, 2400000, ?, 0)", (a, b, c, alpha))
-    conn.commit()
     conn.close()
 
 
@@ -202,7 +202,12 @@ def test_global_format_option(loaded):
     assert out.lstrip().startswith("{")
 
 
-def test_missing_database_is_a_clear_error(run, tmp_path):
+def test_missing_database_is_a_clear_error(run, tmp_path, engine):
+    if engine == "postgresql":      # a URL of a database that does not exist
+        r = run("--db", run.db.rsplit("/", 1)[0] + "/nosuchdb?" + run.db.split("?")[1],
+                "job", 1, ok=False)
+        assert "cannot open database" in r.output and "nosuchdb" in r.output
+        return
     r = run("job", 1, ok=False)
     assert "no database at" in r.output and "joulestep ingest" in r.output
 

@@ -3,9 +3,10 @@
 energy it was fitted on, and fixed:R steps compare with their original
 clock.  Truths are worked out here from the power curves that generated
 the records, not from the program."""
-import sqlite3
 
 import pytest
+
+from joulestep import store
 
 import recgen
 from conftest import jrun
@@ -109,7 +110,7 @@ def test_step_clocks_are_stored(run, db, tmp_path):
     recgen.write(sp, recgen.record(9301, "0", "node01", start_s=100, submit_s=100))
     run("ingest", sp)
     run("ingest", sp)                              # idempotent
-    rows = sqlite3.connect(db).execute(
+    rows = store.connect(db).execute(
         "SELECT base_freq_khz, nominal_freq_khz, fixed_freq_khz, freq_control "
         "FROM steps JOIN jobs USING (job_pk) ORDER BY job_id").fetchall()
     assert rows == [(2_000_000, 2_000_000, 1_700_000, "joulestep"),

@@ -9,9 +9,10 @@ the original clock; tuned the file's map (ratios below min_ratio raised);
 other kinds keep the enclosing clock.  A nested phase's energy is counted
 once, under its own kind and clock."""
 import json
-import sqlite3
 
 import pytest
+
+from joulestep import store
 
 import recgen
 from conftest import jrun
@@ -77,12 +78,11 @@ def truth(policy, scale=1.0, tuned=None):
 
 def add_model(db, node_model=NM):
     """The curves above as a fitted model: P(f)/P(fmax) = 0.075 f^3 + 0.4."""
-    conn = sqlite3.connect(db)
+    conn = store.connect(db)
     conn.execute("INSERT INTO power_models (node_model, phase_kind, a, b, c, "
                  "fmax_khz, slowdown_alpha, fitted_ns) VALUES (?, '*', ?, 3, ?, "
                  "?, ?, 0)", (node_model, 24 / 40 / FMAX ** 3, 16 / 40,
                               int(FMAX * 1e6), ALPHA))
-    conn.commit()
     conn.close()
 
 
@@ -241,7 +241,7 @@ def test_report_what_if_errors(loaded, tmp_path):
 def test_policy_rules_min_ratio_cap_and_nesting():
     """Pure rules: the plugin's ratios with a site min_ratio of 0.7, the cap
     at the original clock, inheritance, and a malformed parent cycle."""
-    from joulestep import whatif as W
+    from joulestep import whatif as W, store
     assert W.kind_ratio("io-dvfs", "write", 0.7, None) == 0.85
     assert W.kind_ratio("io-dvfs", "compress", 0.9, None) == 0.9
     assert W.kind_ratio("io-dvfs", "checkpoint", 0.7, None) is None

@@ -35,7 +35,7 @@ class Ctx:
                 raise click.ClickException(str(e)) from None
         return self._settings
 
-    def db_path(self, write: bool) -> pathlib.Path:
+    def db_path(self, write: bool) -> pathlib.Path | str:
         return config.resolve_db(self.db, self.settings(), write)
 
     def connect(self, write: bool = False):
@@ -59,7 +59,8 @@ def db_options(f):
                      help="Site config file (INI; default $JOULESTEP_CONFIG or "
                           "/etc/joulestep/joulestep.conf).")(f)
     f = click.option("--db", type=click.Path(dir_okay=False),
-                     help="SQLite database (default $JOULESTEP_DB, then "
+                     help="SQLite database file or postgresql:// URL (default "
+                          "$JOULESTEP_DB, then [paths] db, then "
                           "/var/lib/joulestep/joulestep.db, then a per-user file).")(f)
     return f
 
@@ -96,7 +97,8 @@ def emit(text: str):
                                "max_content_width": 100})
 @click.version_option(__version__, prog_name="joulestep")
 @click.option("--db", type=click.Path(dir_okay=False),
-              help="SQLite database (default $JOULESTEP_DB, then "
+              help="SQLite database file or postgresql:// URL (default "
+                   "$JOULESTEP_DB, then [paths] db, then "
                    "/var/lib/joulestep/joulestep.db, then a per-user file).")
 @click.option("--config", "config_path", type=click.Path(dir_okay=False),
               help="Site config file (INI).")
@@ -143,8 +145,9 @@ def _do_ingest(c: Ctx, spools, quarantine_dir, quiet=False, batch=None,
         res = store.ingest_paths(conn, spools, quarantine_dir,
                                  batch=batch or store.BATCH_RECORDS, progress=bar,
                                  gap_ns=gap_ns)
-    except store.sqlite3.OperationalError as e:
-        raise click.ClickException(f"database error during ingest: {e}") from None
+    except conn.Error as e:     # the engine's own error (db.py)
+        raise click.ClickException("database error during ingest: "
+                                   f"{str(e).strip()}") from None
     finally:
         conn.close()
     if quiet and (res.quarantined or res.errors):
@@ -266,8 +269,8 @@ def job(c: Ctx, jobid, cluster, first_seen_ns, submit_ns, tuned_path, user_view)
     pick = _first_seen(first_seen_ns, submit_ns)
     tuned = _tuned(tuned_path)
     conn = c.connect()
-    user_view = user_view or not is_admin(c.db_path(False))
     try:
+        user_view = user_view or not is_admin(c.db_path(False), conn)
         summary = rep.job_summary(conn, jobid, s, cluster or s.cluster, pick,
                                   tuned, user_view=user_view)
     except rep.QueryError as e:
@@ -601,7 +604,8 @@ def damaris(c: Ctx, t_base, s_cores, s_nodes, p_idle, p_max, n_iter, fit_where,
                      ("p_idle_w", f"fitted, {fit['p_idle_from']}")):
             sources.setdefault(k, v)
     measured = None
-    if c.db_path(False).exists():
+    target = c.db_path(False)
+    if isinstance(target, str) or target.exists():   # str: a postgresql:// URL
         conn = c.connect()
         try:
             measured = studies.measured_runs(conn, measured_by, _where(where),

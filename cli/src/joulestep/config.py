@@ -11,6 +11,7 @@ import dataclasses
 import os
 import pathlib
 
+from . import db
 from .store import JOB_GAP_HOURS
 
 SYSTEM_CONFIG = pathlib.Path("/etc/joulestep/joulestep.conf")
@@ -31,7 +32,8 @@ class Settings:
     currency: str = "EUR"
     job_gap_hours: float = JOB_GAP_HOURS  # gap G of the job identity rule
     spool: pathlib.Path = SYSTEM_SPOOL
-    db: pathlib.Path | None = None    # None: the default chain in resolve_db
+    db: pathlib.Path | str | None = None  # a file or postgresql:// URL;
+    #                                     None: the default chain in resolve_db
     quarantine: pathlib.Path | None = None  # None: <spool>/.quarantine
     source: str = "built-in defaults"
     node_overhead_w: float | None = None  # rest of the node, W per node
@@ -143,7 +145,7 @@ def load(path: str | os.PathLike | None = None) -> Settings:
     if cp.get("paths", "spool", fallback=""):
         s.spool = pathlib.Path(cp.get("paths", "spool"))
     if cp.get("paths", "db", fallback=""):
-        s.db = pathlib.Path(cp.get("paths", "db"))
+        s.db = _db_target(cp.get("paths", "db"))
     if cp.get("paths", "quarantine", fallback=""):
         s.quarantine = pathlib.Path(cp.get("paths", "quarantine"))
     s.source = str(p)
@@ -162,9 +164,16 @@ def _writable(db: pathlib.Path) -> bool:
     return db.parent.is_dir() and os.access(db.parent, os.W_OK)
 
 
+def _db_target(text) -> pathlib.Path | str:
+    """A database named in an option, the environment or the config: a
+    postgresql:// URL stays text (a path would fold its //)."""
+    t = str(text).strip()
+    return t if db.is_url(t) else pathlib.Path(text)
+
+
 def resolve_db(explicit: str | os.PathLike | None, settings: Settings,
-               write: bool) -> pathlib.Path:
-    """Pick the database file.
+               write: bool) -> pathlib.Path | str:
+    """Pick the database: a SQLite file or a PostgreSQL URL.
 
     ``--db``, then $JOULESTEP_DB, then ``[paths] db`` from the config, then
     /var/lib/joulestep/joulestep.db: used when writable, or (for read-only
@@ -172,10 +181,10 @@ def resolve_db(explicit: str | os.PathLike | None, settings: Settings,
     ``$XDG_DATA_HOME/joulestep/joulestep.db``.
     """
     if explicit:
-        return pathlib.Path(explicit)
+        return _db_target(explicit)
     env = os.environ.get("JOULESTEP_DB")
     if env:
-        return pathlib.Path(env)
+        return _db_target(env)
     if settings.db is not None:
         return settings.db
     if _writable(SYSTEM_DB):

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import pathlib
-import sqlite3
 import sys
 
 RAW = ("nodes", "jobs", "steps", "step_tags", "step_zones", "phases",
@@ -21,7 +20,7 @@ class ExportError(ValueError):
     pass
 
 
-def frame(conn: sqlite3.Connection, name: str, since_ns=None, until_ns=None):
+def frame(conn, name: str, since_ns=None, until_ns=None):
     import pandas as pd
     from . import frames
     if name == "steps_full":
@@ -35,12 +34,12 @@ def frame(conn: sqlite3.Connection, name: str, since_ns=None, until_ns=None):
     if name in ("steps",) and (since_ns is not None or until_ns is not None):
         where = " WHERE start_ns >= ? AND start_ns < ?"
         args = [since_ns or 0, until_ns if until_ns is not None else 1 << 62]
-    df = pd.read_sql_query(f"SELECT * FROM {name}{where} ORDER BY 1, 2, 3", conn,
-                           params=args)
+    df = frames.read_frame(conn, f"SELECT * FROM {name}{where} ORDER BY 1, 2, 3",
+                           args)
     # INTEGER columns with NULLs (e.g. steps.inside_step_pk) would come back
     # as floats ("3.0"): keep them integers, NULL as missing
-    for _, col, ctype, *_ in conn.execute(f"PRAGMA table_info({name})"):
-        if ctype.upper() == "INTEGER" and df[col].dtype.kind == "f":
+    for col, ctype in conn.columns(name):
+        if ctype == "INTEGER" and df[col].dtype.kind == "f":
             df[col] = df[col].astype("Int64")
     return df
 

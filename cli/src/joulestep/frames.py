@@ -10,8 +10,6 @@ Phases carry counted_* columns of their own in the same sense (a phase
 inside another phase)."""
 from __future__ import annotations
 
-import sqlite3
-
 import numpy as np
 import pandas as pd
 
@@ -54,7 +52,7 @@ def _where(since_ns, until_ns, cluster):
 def _tags(conn, df: pd.DataFrame) -> pd.DataFrame:
     if df.empty:
         return df
-    t = pd.read_sql_query("SELECT step_pk, key, value FROM step_tags", conn)
+    t = read_frame(conn, "SELECT step_pk, key, value FROM step_tags")
     t = t[t["step_pk"].isin(df["step_pk"].unique())]
     if t.empty:
         return df
@@ -63,14 +61,23 @@ def _tags(conn, df: pd.DataFrame) -> pd.DataFrame:
     return df.merge(wide, left_on="step_pk", right_index=True, how="left")
 
 
-def steps(conn: sqlite3.Connection, since_ns=None, until_ns=None,
+def read_frame(conn, sql: str, params=()) -> pd.DataFrame:
+    """A query's rows as a DataFrame (what pandas.read_sql_query makes of
+    a sqlite3 connection), on either engine (db.py)."""
+    cur = conn.execute(sql, params)
+    return pd.DataFrame.from_records(cur.fetchall(), coerce_float=True,
+                                     columns=[d[0] for d in cur.description])
+
+
+def steps(conn, since_ns=None, until_ns=None,
           cluster=None) -> pd.DataFrame:
     w, a = _where(since_ns, until_ns, cluster)
-    df = pd.read_sql_query(f"SELECT {STEP_COLS} {FROM}{w}", conn, params=a)
+    # ORDER BY: the same rows in the same order on both engines
+    df = read_frame(conn, f"SELECT {STEP_COLS} {FROM}{w} ORDER BY s.step_pk", a)
     return _tags(conn, df)
 
 
-def phases(conn: sqlite3.Connection, since_ns=None, until_ns=None,
+def phases(conn, since_ns=None, until_ns=None,
            cluster=None) -> pd.DataFrame:
     """One row per phase, with its step's and job's columns.  The phase's
     own energy/duration/time columns replace the step's (energy_cpu_uj,
@@ -79,9 +86,9 @@ def phases(conn: sqlite3.Connection, since_ns=None, until_ns=None,
     are what the phase adds to a sum over phases (analysis.counted_phases:
     a phase inside another one is part of its measurement)."""
     w, a = _where(since_ns, until_ns, cluster)
-    df = pd.read_sql_query(
-        f"SELECT {STEP_COLS}, {PHASE_COLS} {FROM} "
-        f"JOIN phases p ON p.step_pk = s.step_pk{w}", conn, params=a)
+    df = read_frame(
+        conn, f"SELECT {STEP_COLS}, {PHASE_COLS} {FROM} "
+        f"JOIN phases p ON p.step_pk = s.step_pk{w} ORDER BY s.step_pk, p.seq", a)
     df = df.drop(columns=_STEP_ONLY)
     df = df.rename(columns={"phase_energy_cpu_uj": "energy_cpu_uj",
                             "phase_energy_dram_uj": "energy_dram_uj",

@@ -4,7 +4,6 @@ from __future__ import annotations
 import datetime as dt
 import json
 import re
-import sqlite3
 import time
 
 from . import nesting, userview, whatif
@@ -106,13 +105,11 @@ def estimate_saving(cpu_uj, dram_uj, freq_khz, base_khz, node_model, kind,
             "saving_basis": "cpu" if dram_uj is None else "cpu+dram"}
 
 
-def load_models(conn: sqlite3.Connection) -> dict:
-    conn.row_factory = sqlite3.Row
-    try:
-        return {(r["node_model"], r["phase_kind"]): dict(r)
-                for r in conn.execute("SELECT * FROM power_models")}
-    finally:
-        conn.row_factory = None
+def load_models(conn) -> dict:
+    cur = conn.execute("SELECT * FROM power_models")
+    names = [d[0] for d in cur.description]
+    return {(r["node_model"], r["phase_kind"]): r
+            for r in (dict(zip(names, row)) for row in cur.fetchall())}
 
 
 # --------------------------------------------------------------------------
@@ -260,7 +257,7 @@ def _job_rows(conn, job_id, cluster, first_seen_ns) -> list:
     return rows
 
 
-def job_summary(conn: sqlite3.Connection, job_id: int, settings: Settings,
+def job_summary(conn, job_id: int, settings: Settings,
                 cluster: str | None = None,
                 first_seen_ns: int | None = None, tuned: dict | None = None,
                 user_view: bool = False) -> dict:
@@ -564,7 +561,7 @@ def group_clause(by: str) -> tuple[str, str, list]:
     return GROUPS[by], joins, args
 
 
-def report(conn: sqlite3.Connection, settings: Settings, by: str = "user",
+def report(conn, settings: Settings, by: str = "user",
            since_ns: int | None = None, until_ns: int | None = None,
            cluster: str | None = None, top: int = 10) -> dict:
     """Totals, shares, top consumers and policy adoption over a period.

@@ -234,9 +234,14 @@ def save_dvfs(conn, fits: pd.DataFrame, path, max_slowdown: float,
     try:
         for r in frames.records(sel):
             conn.execute(
-                "INSERT OR REPLACE INTO power_models (node_model, phase_kind, a, b, c, "
+                "INSERT INTO power_models (node_model, phase_kind, a, b, c, "
                 "fmax_khz, slowdown_alpha, sse, rmse, r2, n_points, fitted_ns) "
-                "VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                "VALUES (?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT (node_model, "
+                "phase_kind) DO UPDATE SET a = excluded.a, b = excluded.b, "
+                "c = excluded.c, fmax_khz = excluded.fmax_khz, slowdown_alpha = "
+                "excluded.slowdown_alpha, sse = excluded.sse, rmse = excluded.rmse, "
+                "r2 = excluded.r2, n_points = excluded.n_points, "
+                "fitted_ns = excluded.fitted_ns",
                 (node_model, r["kind"], r["a"], r["b"], r["c"],
                  int(round(r["fmax_ghz"] * 1e6)), r["alpha"], r["sse"], r["rmse"],
                  r["r2"], r["n"], now))

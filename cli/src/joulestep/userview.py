@@ -20,16 +20,24 @@ and shows users this view through a front end (docs/security.md).
 from __future__ import annotations
 
 import os
+from . import db
 
 DEFAULT_MIN_PHASE_NS = 10_000_000
 DEFAULT_RESOLUTION_UJ = 61
 HIDDEN = "shorter than min_phase_ms"
 
 
-def is_admin(db_path) -> bool:
-    """Root, or someone who may write the store file."""
+def is_admin(db_path, conn=None) -> bool:
+    """Root, or someone who may write the store: the file for SQLite; for a
+    PostgreSQL URL, a role that may insert steps (readers get SELECT only,
+    docs/admin-guide.md "Which engine, and per-node ingest")."""
     if os.geteuid() == 0:
         return True
+    if db.is_url(db_path):
+        if conn is None:
+            return False
+        row = conn.execute("SELECT has_table_privilege('steps', 'INSERT')").fetchone()
+        return bool(row and row[0])
     try:
         return os.access(db_path, os.W_OK)
     except (TypeError, ValueError):
