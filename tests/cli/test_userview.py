@@ -13,6 +13,9 @@ import pytest
 
 import recgen
 from recgen import J, S, phase, record
+from click.testing import CliRunner
+from joulestep import store
+from joulestep.cli import cli
 
 MINP_NS = 20_000_000       # 20 ms
 RES_UJ = 250_000           # 0.25 J: large, so that rounding shows
@@ -112,13 +115,15 @@ def test_records_without_the_rules_use_the_defaults(run, tmp_path):
     assert st["1"]["energy_cpu_j"] * J == pytest.approx(rnd(int(0.7777 * J), 61))  # 10 ms
 
 
-def test_who_cannot_write_the_store_gets_the_user_view(run, tmp_path):
+def test_who_cannot_write_the_store_gets_the_user_view(run, db, tmp_path, request):
     """A process of another uid (no passwd entry needed) that can read but not write
     the database gets the user view without asking; root gets the admin view."""
     d = tmp_path / "spool2"
     for r in _records():
         recgen.write(d, r)
     run("ingest", d)
+    if store.db.is_url(db):
+        return _pg_reader_gets_the_user_view(db, request.getfixturevalue("pg_cluster"))
     if os.geteuid() != 0:
         pytest.skip("needs root to run the CLI as another uid")
     pub = pathlib_public()
@@ -161,3 +166,33 @@ def pathlib_public():
 def test_short_and_long_are_split_at_min_phase(uv):
     """A phase exactly min_phase_ns long is shown (>=), as in the plugin."""
     assert S > MINP_NS  # the records' long phases are far above
+
+
+def _pg_reader_gets_the_user_view(url, pg, monkeypatch=None):
+    """PostgreSQL: a role with SELECT only is not an admin, the owner is; a
+    non-root process as that role gets the user view."""
+    from joulestep import userview
+    dbname = url.split("/")[3].split("?")[0]
+    role = "js_reader_" + dbname
+    pg.sql(f"DROP ROLE IF EXISTS {role}", dbname)
+    pg.sql(f"CREATE ROLE {role} LOGIN", dbname)
+    try:
+        pg.sql(f"GRANT SELECT ON ALL TABLES IN SCHEMA public TO {role}", dbname)
+        reader = pg.url(dbname, role)
+        orig = os.geteuid
+        os.geteuid = lambda: 54321
+        try:
+            with store.connect(reader, write=False) as rc:
+                assert not userview.is_admin(reader, rc)
+            with store.connect(url) as ac:
+                assert userview.is_admin(url, ac)
+            res = CliRunner().invoke(cli, ["--db", reader, "job", "77", "--format", "json"])
+        finally:
+            os.geteuid = orig
+        assert res.exit_code == 0, res.output
+        ph = {p["seq"]: p for p in _steps(json.loads(res.output))["0"]["phases"]}
+        assert ph[1]["energy_cpu_j"] is None and "energy_note" in ph[1]
+        assert ph[0]["energy_cpu_j"] * J == pytest.approx(rnd(int(12.3456 * J)))
+    finally:
+        pg.sql(f"REVOKE ALL ON ALL TABLES IN SCHEMA public FROM {role}", dbname)
+        pg.sql(f"DROP ROLE {role}", dbname)
