@@ -48,8 +48,8 @@ int main(int argc, char **argv)
 	int first_rc = 0;
 	long long max_lat = 0, t0 = now_ns(), t1 = t0;
 	for (long k = 0; k < pairs; k++) {
-		int rc[2];
-		for (int i = 0; i < 2; i++) {
+		int rc[2] = {0, 0};
+		for (int i = 0; i < 2 && (i == 0 || rc[0] == 0); i++) { /* no END for a failed BEGIN */
 			if (rate > 0)
 				sleep_until(t0 + (long long)((2 * k + i) * 1e9 / rate));
 			long long a = now_ns();
@@ -61,7 +61,7 @@ int main(int argc, char **argv)
 				first_rc = rc[i];
 		}
 		err_begin += rc[0] != 0;
-		err_end += rc[1] != 0;
+		err_end += rc[0] == 0 && rc[1] != 0;
 		sent += rc[0] == 0 && rc[1] == 0;
 	}
 	long long a = now_ns();
