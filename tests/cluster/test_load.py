@@ -18,7 +18,8 @@ spool is shared, as a site's central spool would be.
     (4480 rank entries per node, past the 4096 of per-rank detail): each node's record is
     within docs/record-format.md's size bound and carries its 64 ranks as the format says.
 
-The figures are printed (`pytest -s`) as one "LOAD <test> key=value ..." line each.
+The figures are printed (`pytest -s`) as one "LOAD <test> key=value ..." line each, and
+after the module as one "LOAD SUMMARY ..." line, also written to build/load-figures.txt.
 Timings are printed, never asserted (the machine is shared); the assertions are counts.
 """
 from __future__ import annotations
@@ -58,10 +59,21 @@ FLOOD_RANKS, FLOOD_RATE, FLOOD_SECONDS = 8, 10000, 3   # test 2: markers/s in al
 WIDE_RANKS, WIDE_PHASES = 64, 70           # test 3: per node
 
 
+FIGURES: dict[str, str] = {}  # test -> its "k=v ..." figures, for the module's summary line
+SUMMARY = pathlib.Path(__file__).resolve().parents[2] / "build" / "load-figures.txt"
+
+
 def figures(name: str, **kv):
-    line = f"LOAD {name} " + " ".join(f"{k}={v}" for k, v in kv.items())
+    FIGURES[name] = " ".join(f"{k}={v}" for k, v in kv.items())
+    line = f"LOAD {name} {FIGURES[name]}"
     print("\n" + line, flush=True)
     return line
+
+
+def summary_line() -> str:
+    """One line with every load test's figures: printed after the module, and written to
+    build/load-figures.txt (the closing note quotes it)."""
+    return "LOAD SUMMARY " + " | ".join(f"{k}: {v}" for k, v in FIGURES.items())
 
 
 class LoadEnv:
@@ -116,6 +128,12 @@ class LoadEnv:
         d = self.spool / "jstest" / str(job)
         return next(d.glob(f"{job}.{step}.*.{node}.json")).stat().st_size
 
+    def changed_cpus(self) -> list:
+        """(node, cpu) whose clock settings differ from the original ones."""
+        keys = ("scaling_governor", "scaling_max_freq", "scaling_min_freq", "effective_khz")
+        return [(n, i) for n in NODES for i in range(CPUS)
+                if any(fakehw.read_cpufreq(str(self.hw[n]), i)[k] != self.orig[n][i][k] for k in keys)]
+
     def assert_restored(self):
         for n in NODES:
             for i in range(CPUS):
@@ -143,6 +161,11 @@ def load(request, cluster_users, repo, build_dir):
         if env:
             env.close()
         c.stop()
+        if FIGURES:
+            line = summary_line()
+            print("\n" + line, flush=True)
+            with open(SUMMARY, "w") as f:
+                f.write(line + "\n")
         if request.session.testsfailed == failed_before and not os.environ.get("JOULESTEP_KEEP_CLUSTER"):
             shutil.rmtree(workdir, ignore_errors=True)
         else:
@@ -282,6 +305,7 @@ def test_marker_flood_from_eight_ranks(plug):
     rec = plug.wait_records(job, [("0", "node1")])[("0", "node1")]
     prov = rec["provenance"]
     assert prov["markers_rate_dropped"] == 0 and prov["markers_rejected"] == 0, prov
+    assert prov.get("markers_step_dropped", 0) == 0, prov  # a per-step cap, where there is one
     assert not prov.get("drain_truncated"), prov
     ph = [p for p in rec["phases"] if p["kind"] == "write"]
     assert len(ph) == len(rec["phases"]) == pairs
@@ -295,6 +319,9 @@ def test_marker_flood_from_eight_ranks(plug):
     size = plug.record_size(job, "0", "node1")
     assert size <= RECORD_FIXED_BYTES + RECORD_PHASE_BYTES * len(ph) + \
         RECORD_RANK_BYTES * min(entries, RANK_DETAIL_MAX), size
+    plug.c.wait_idle()
+    throttled = plug.changed_cpus()
+    assert throttled == [], throttled  # the clock restored at the end
     t0 = min(x["t0"] for x in ranks.values())
     t1 = max(x["t1"] for x in ranks.values())
     markers = 2 * pairs * FLOOD_RANKS
@@ -303,7 +330,8 @@ def test_marker_flood_from_eight_ranks(plug):
             sent_s=f"{(t1 - t0) / 1e9:.2f}", achieved_per_s=f"{markers / ((t1 - t0) / 1e9):.0f}",
             recorded_pairs=entries, lost=FLOOD_RANKS * pairs - entries,
             max_call_latency_ms=f"{max(x['max_lat_ns'] for x in ranks.values()) / 1e6:.1f}",
-            clock_lowered_phases=lowered, record_bytes=size, job_s=f"{secs:.1f}")
+            clock_lowered_phases=lowered, cpus_left_throttled=len(throttled), record_bytes=size,
+            job_s=f"{secs:.1f}")
 
 
 # ------------------------------------------------- 3. 64 ranks on each of 3 nodes
