@@ -31,6 +31,26 @@ static unsigned long g_id;
 static pid_t g_retry_pid;
 static unsigned long long g_retry_until;  /* CLOCK_MONOTONIC ns */
 
+/* Back-pressure (docs/phase-protocol.md, "Limits"). A marker that finds the
+ * connection's queue full waits for room, up to the 1 s send timeout, once:
+ * after a wait that expired (the plugin is stalled, not just behind) the
+ * connection is congested and later asynchronous markers do not wait, until
+ * one is sent. What cannot be sent must not break the plugin's view of this
+ * rank's nesting (an END closes the rank's latest open BEGIN):
+ *   - a BEGIN that could not be sent returns -EAGAIN, and the caller sends
+ *     no END for it (as for a refused sync BEGIN);
+ *   - an END that could not be sent is owed: kept (bytes, t) and sent before
+ *     any later marker of this process, in order, and at exit; a BEGIN that
+ *     finds ENDs still owed is not sent (it would nest inside them).
+ * Reset in a forked child (its own connection). */
+#define OWED_MAX 64
+static int g_congested;
+static struct owed_end {
+	long long bytes;
+	unsigned long long t_ns;
+} g_owed[OWED_MAX];
+static int g_nowed;
+
 static unsigned long long mono_ns(void);
 
 /* fork() while another thread holds mu (e.g. waiting up to 5 s for a sync
@@ -71,6 +91,7 @@ static int ensure_conn(void)
 		/* forked child: the inherited connection belongs to the parent */
 		close(g_fd);
 		g_fd = -1;
+		g_congested = g_nowed = 0;
 	}
 	const char *path = getenv("JOULESTEP_SOCKET");
 	if (!path || !*path)
@@ -176,26 +197,66 @@ static int send_msg(const char *body, int sync)
 	}
 	if (n < 0 || n > MSG_MAX)
 		return -EMSGSIZE;
-	/* An asynchronous marker never waits: when the plugin does not keep up
-	 * (this connection's queue is full), it is dropped with -EAGAIN at once
-	 * and the connection kept, instead of costing the application the 1 s
-	 * send timeout per marker. */
-	int flags = MSG_NOSIGNAL | (sync ? 0 : MSG_DONTWAIT);
+	/* A marker that finds this connection's queue full waits for room (up
+	 * to the 1 s send timeout); an asynchronous one does not wait while the
+	 * connection is congested (see g_congested). */
 	for (int attempt = 0; attempt < 2; attempt++) {
 		int rc = ensure_conn();
 		if (rc)
 			return rc;
-		if (send(g_fd, msg, (size_t)n, flags) == n)
+		int flags = MSG_NOSIGNAL | (!sync && g_congested ? MSG_DONTWAIT : 0);
+		if (send(g_fd, msg, (size_t)n, flags) == n) {
+			g_congested = 0;
 			return sync ? await(id) : 0;
+		}
 		rc = -errno;
-		if (!sync && rc == -EAGAIN)
+		if (rc == -EWOULDBLOCK)
+			rc = -EAGAIN;
+		if (rc == -EAGAIN) {
+			g_congested = 1;
 			return rc;
+		}
 		drop_conn();
 		/* The server may have dropped an idle connection: retry once. */
 		if (rc != -EPIPE && rc != -ECONNRESET && rc != -ENOTCONN)
 			return rc;
 	}
 	return -ECONNRESET;
+}
+
+static int send_end(long long bytes, unsigned long long t_ns, int sync)
+{
+	char body[MSG_MAX], b[32];
+	if (bytes >= 0)
+		snprintf(b, sizeof(b), "%lld", bytes);
+	else
+		snprintf(b, sizeof(b), "-");
+	snprintf(body, sizeof(body), "JS1 END bytes=%s rank=%d t=%llu", b, g_rank, t_ns);
+	return send_msg(body, sync);
+}
+
+/* Send the owed ENDs, oldest first; 0 when none is left. */
+static int flush_owed(void)
+{
+	int i = 0, rc = 0;
+	while (i < g_nowed && (rc = send_end(g_owed[i].bytes, g_owed[i].t_ns, 0)) == 0)
+		i++;
+	memmove(g_owed, g_owed + i, (size_t)(g_nowed - i) * sizeof(g_owed[0]));
+	g_nowed -= i;
+	return rc;
+}
+
+/* At exit, the ENDs still owed get one more chance (the plugin closes the
+ * phases they would have closed at step end otherwise). */
+__attribute__((destructor)) static void client_fini(void)
+{
+	if (pthread_mutex_trylock(&mu) != 0)
+		return;
+	if (g_nowed && g_fd >= 0 && g_pid == getpid()) {
+		g_congested = 0;
+		(void)flush_owed();
+	}
+	pthread_mutex_unlock(&mu);
 }
 
 int js_phase_begin(const char *kind, const char *label)
@@ -210,7 +271,9 @@ int js_phase_begin(const char *kind, const char *label)
 		char body[MSG_MAX];
 		snprintf(body, sizeof(body), "JS1 BEGIN %s %s rank=%d t=%llu", kind, label ? label : "-",
 			 g_rank, mono_ns());
-		rc = send_msg(body, g_sync);
+		rc = flush_owed(); /* else it would nest inside the phases they close */
+		if (rc == 0)
+			rc = send_msg(body, g_sync);
 	}
 	pthread_mutex_unlock(&mu);
 	return rc;
@@ -221,13 +284,18 @@ int js_phase_end(long long bytes)
 	pthread_mutex_lock(&mu);
 	int rc = ensure_conn();
 	if (rc == 0) {
-		char body[MSG_MAX], b[32];
-		if (bytes >= 0)
-			snprintf(b, sizeof(b), "%lld", bytes);
-		else
-			snprintf(b, sizeof(b), "-");
-		snprintf(body, sizeof(body), "JS1 END bytes=%s rank=%d t=%llu", b, g_rank, mono_ns());
-		rc = send_msg(body, g_sync);
+		unsigned long long t = mono_ns();
+		rc = flush_owed();
+		if (rc == 0)
+			rc = send_end(bytes, t, g_sync);
+		/* No room (behind owed ENDs, or for itself): owed, sent in order
+		 * before the next marker or at exit. A sync END says so (the
+		 * plugin has not handled it yet); an async one is as good as
+		 * sent. Only when OWED_MAX are owed is one dropped. */
+		if (rc == -EAGAIN && g_nowed < OWED_MAX) {
+			g_owed[g_nowed++] = (struct owed_end){bytes, t};
+			rc = g_sync ? -EAGAIN : 0;
+		}
 	}
 	pthread_mutex_unlock(&mu);
 	return rc;
@@ -244,7 +312,11 @@ int js_phase_set_sync(int on)
 int js_phase_ping(void)
 {
 	pthread_mutex_lock(&mu);
-	int rc = send_msg("JS1 PING", 1);
+	int rc = ensure_conn();
+	if (rc == 0)
+		rc = flush_owed(); /* the reply means every earlier marker was handled */
+	if (rc == 0)
+		rc = send_msg("JS1 PING", 1);
 	pthread_mutex_unlock(&mu);
 	return rc;
 }

@@ -16,7 +16,8 @@ unprivileged users (ensure_user) from directories they own (user_dir).
 
 `Cluster(workdir, nodes=2)` runs one slurmd per node name on this host (node1, node2;
 each its own Port, spool, pid and log via %n; CPUs = real cores / nodes unless `cpus`
-is given, per node). Debian's Slurm 22.05 handles that without --enable-multiple-slurmd
+is given, per node; a `cpus` above the host's count overcommits it: tasks are then
+not bound, task/none). Debian's Slurm 22.05 handles that without --enable-multiple-slurmd
 because every slurmd is started with -N NODENAME. Tasks of both nodes share the host's
 cores (Slurm core i of every node is Linux CPU i). Used by tests/cluster/test_multinode.py.
 
@@ -267,7 +268,10 @@ class Cluster:
             self.nodes = [self.node]
         self.cpus = int(cpus) if cpus else int(hw["CPUs"])  # per node
         self._hw = hw if not cpus else {"CPUs": str(self.cpus)}
-        self.task_plugin = os.environ.get("JOULESTEP_TASK_PLUGIN") or default_task_plugin(int(hw["CPUs"]))
+        # more CPUs per node than the host has (overcommitted, e.g. 64 ranks per node on 2
+        # cores): Slurm's CPU i would not exist to bind to, so tasks are not bound
+        self.task_plugin = os.environ.get("JOULESTEP_TASK_PLUGIN") or (
+            "task/none" if self.cpus > int(hw["CPUs"]) else default_task_plugin(int(hw["CPUs"])))
         self.id = secrets.token_hex(8)
         self.netns = netns_mod.Hosts(self.id, self.nodes, self.workdir) if netns else None
         self.conf = self.workdir / "slurm.conf"

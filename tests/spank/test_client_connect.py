@@ -81,9 +81,10 @@ def test_python_client_waits_for_a_late_socket(repo, tmp_path, monkeypatch):
 
 def test_c_client_async_markers_never_wait_for_a_stuck_server(build_dir, tmp_path):
     """A server that accepts but stops reading (a stalled plugin): once the connection's
-    queue is full, each asynchronous marker returns -EAGAIN at once (MSG_DONTWAIT),
-    instead of blocking for the 1 s send timeout, and the connection is kept. Blocking
-    would take >= 400 s for these markers: the subprocess timeout is only a hang guard."""
+    queue is full, the first asynchronous marker waits for room up to the 1 s send
+    timeout, then the connection is congested and each later one returns -EAGAIN at once
+    (MSG_DONTWAIT), and the connection is kept. Waiting per marker would take >= 400 s
+    for these markers: the subprocess timeout is only a hang guard."""
     path = str(tmp_path / "stuck.sock")
     srv = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     srv.bind(path)

@@ -17,8 +17,13 @@
  * for at most 200 ms from the process's first attempt. Markers are asynchronous by default (one send, no reply);
  * JOULESTEP_SYNC=1 or js_phase_set_sync(1) makes each call wait for the
  * plugin's reply, so the clock is already set when it returns.
- * An asynchronous marker never blocks: if the plugin is not keeping up
- * (the connection's queue is full) it is dropped and -EAGAIN returned. */
+ * When the plugin falls behind (the connection's queue is full), a marker
+ * waits for room, at most 1 s; after such a wait expired (the plugin is
+ * stalled) asynchronous markers do not wait until one gets through again.
+ * A BEGIN that returned nonzero was not recorded: send no END for it. An
+ * END that could not be sent is kept and sent, in order, before the next
+ * marker (or at exit); asynchronous, it returns 0. So the plugin's nesting
+ * stays right (docs/phase-protocol.md, "Limits"). */
 #ifndef JOULESTEP_CLIENT_H
 #define JOULESTEP_CLIENT_H
 
