@@ -1129,6 +1129,12 @@ int slurm_spank_exit(spank_t sp, int ac, char **av)
 			continue;
 		}
 		json_t *st = json_object_get(r, "step");
+		if (!json_is_integer(json_object_get(st, "energy_total_uj"))) { /* never a 0 J */
+			fprintf(stderr, "joulestep: step %u.%s on %s: energy unknown (no backend, or a zone's counter went back or vanished: see the record's provenance)\n",
+				jobid, step, json_string_value(json_object_get(st, "node")));
+			json_decref(r);
+			continue;
+		}
 		double ecpu = json_number_value(json_object_get(st, "energy_cpu_uj")) / 1e6;
 		double edram = json_number_value(json_object_get(st, "energy_dram_uj")) / 1e6;
 		double dur = json_number_value(json_object_get(st, "duration_ns")) / 1e9;
