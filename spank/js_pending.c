@@ -32,6 +32,7 @@
 #define PENDING_DIR "pending"
 #define LOST_SUFFIX ".lost"
 #define PENDING_MAX_BYTES (64u << 20) /* far above a record's size bound */
+#define JS_PENDING_TMP_AGE_S 600      /* a tmp file older than this: a killed writer */
 
 static int pending_dirfd(const char *state, const char *cluster, uint32_t job_id, bool create)
 {
@@ -45,8 +46,15 @@ static int pending_dirfd(const char *state, const char *cluster, uint32_t job_id
 int js_pending_keep(const char *state, const char *cluster, uint32_t job_id, const char *name,
 		    const char *data, size_t len, int spool_err)
 {
-	int dfd = pending_dirfd(state, cluster, job_id, true);
-	int rc = dfd < 0 ? dfd : js_write_atomicat(dfd, name, data, len, 0644, false);
+	int dfd = -1, rc = -ENOENT;
+	/* twice: a flush (another job's prolog/epilog) may remove the empty
+	 * job directory between its creation and the write (-ENOENT) */
+	for (int tries = 0; tries < 2 && rc == -ENOENT; tries++) {
+		if (dfd >= 0)
+			close(dfd);
+		dfd = pending_dirfd(state, cluster, job_id, true);
+		rc = dfd < 0 ? dfd : js_write_atomicat(dfd, name, data, len, 0644, false);
+	}
 	if (!rc && fsync(dfd) < 0) /* the spool is failing: make this one durable */
 		rc = -errno;
 	if (!rc) {
@@ -132,8 +140,10 @@ static int flush_one(int jfd, int sfd, const char *spool, const char *cluster, c
 {
 	struct stat st;
 	size_t n = strlen(name);
-	if (strstr(name, ".tmp.")) { /* a writer killed mid-way: never a record */
-		(void)unlinkat(jfd, name, 0);
+	if (strstr(name, ".tmp.")) { /* being written now, or left by a killed writer */
+		if (fstatat(jfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+		    time(NULL) - st.st_mtim.tv_sec > JS_PENDING_TMP_AGE_S)
+			(void)unlinkat(jfd, name, 0);
 		return 0;
 	}
 	int fd = openat(jfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);

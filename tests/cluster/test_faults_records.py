@@ -358,3 +358,68 @@ def test_zone_disappears_mid_step(cenv):
         env, "hot", lambda: fakehw.remove_zone(str(env.hw), "intel-rapl:1"))
     assert len(replies) == 2
     _check_uncertain(rec, replies, {"intel-rapl:1", "intel-rapl:1:0"})
+
+
+# ------------------------------------------------------------------ pure logic (cmocka)
+LOST_TEST_C = r"""
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+#include <jansson.h>
+#include "js_pending.h"
+
+static void lost_doc(void **st) { (void)st;
+    char *t = js_pending_lost_json("c1", "42.batch.0.node-7.json", 123, "spool: x");
+    assert_non_null(t);
+    json_t *o = json_loads(t, 0, NULL);
+    assert_string_equal(json_string_value(json_object_get(o, "format")), "joulestep-lost");
+    assert_int_equal(json_integer_value(json_object_get(o, "job_id")), 42);
+    assert_string_equal(json_string_value(json_object_get(o, "step_id")), "batch");
+    assert_int_equal(json_integer_value(json_object_get(o, "het_component")), 0);
+    assert_string_equal(json_string_value(json_object_get(o, "node")), "node-7");
+    assert_int_equal(json_integer_value(json_object_get(o, "lost_at_ns")), 123);
+    assert_string_equal(json_string_value(json_object_get(o, "reason")), "spool: x");
+    json_decref(o); free(t);
+    t = js_pending_lost_json("c1", "7.3.1.n.json", 1, "");
+    o = json_loads(t, 0, NULL);
+    assert_string_equal(json_string_value(json_object_get(o, "step_id")), "3");
+    assert_non_null(json_string_value(json_object_get(o, "reason")));
+    json_decref(o); free(t);
+}
+static void refused_names(void **st) { (void)st;
+    static const char *bad[] = {"", ".json", "42.json", "42.batch.json", "42.batch.0..json",
+                                "x.batch.0.n.json", "42.batch.0.n.txt", "42.ba/ch.0.n.json",
+                                "42.batch.0.n/../x.json", "42.batch.0.n"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+        assert_null(js_pending_lost_json("c1", bad[i], 1, "r"));
+}
+int main(void) {
+    const struct CMUnitTest t[] = {cmocka_unit_test(lost_doc), cmocka_unit_test(refused_names)};
+    return cmocka_run_group_tests(t, NULL, NULL);
+}
+"""
+
+
+def test_lost_document_logic_unit(repo, tmp_path):
+    """js_pending_lost_json: the document of a marker name, and no document for a name
+    the plugin never writes (a marker planted with a path in it is dropped)."""
+    src = tmp_path / "test_lost.c"
+    src.write_text(LOST_TEST_C)
+    exe = tmp_path / "test_lost"
+    stub = tmp_path / "stubs.c"  # js_pending.c's I/O helpers, not used by the pure part
+    stub.write_text("#include <stdbool.h>\n#include <stddef.h>\n#include <sys/types.h>\n"
+                    "int js_root_dirfd(const char *p, mode_t m, bool c) { (void)p; (void)m; (void)c; return -1; }\n"
+                    "int js_check_dirfd(int fd) { (void)fd; return -1; }\n"
+                    "int js_write_atomicat(int d, const char *n, const char *x, size_t l, mode_t m, bool c)"
+                    " { (void)d; (void)n; (void)x; (void)l; (void)m; (void)c; return -1; }\n")
+    subprocess.run(["cc", "-std=c11", "-D_GNU_SOURCE", "-Wall", "-Wextra", "-Werror", "-g",
+                    f"-I{repo}/spank", f"-I{repo}/accounting/include", str(src), str(stub),
+                    str(repo / "spank/js_pending.c"), str(repo / "spank/js_parse.c"),
+                    "-o", str(exe), "-lcmocka", "-ljansson", "-lm"], check=True)
+    res = subprocess.run([str(exe)], capture_output=True, text=True)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "2 test(s) run" in res.stdout + res.stderr
