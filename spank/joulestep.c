@@ -37,6 +37,7 @@
 #include "js_hooks.h"
 #include "js_jobcache.h"
 #include "js_sidechan.h"
+#include "js_pending.h"
 #include "js_step.h"
 #include "js_tuned.h"
 
@@ -368,6 +369,20 @@ static void recover_all(const struct js_conf *c, uint32_t jobid, const char *whe
 			   jobid, when, nrest);
 }
 
+/* Job prolog and epilog: records a full, read-only or missing spool sent to
+ * <state>/pending go into the spool once it takes them (js_pending.c). */
+static void flush_pending(const struct js_conf *c, uint32_t jobid, const char *when)
+{
+	unsigned moved = 0, lost = 0;
+	int rc = js_pending_flush(c->spool, c->state, 4096, &moved, &lost);
+	if (moved || lost)
+		slurm_info("joulestep: job %u: %s: moved %u pending record(s) into %s, counted %u lost",
+			   jobid, when, moved, c->spool, lost);
+	if (rc < 0)
+		slurm_error("joulestep: job %u: %s: records stay in %s/pending: spool %s: %s", jobid,
+			    when, c->state, c->spool, strerror(-rc));
+}
+
 /* Job prolog and epilog: this node's plugstack arguments and the job id.
  * 0, or -1 (logged). */
 static int job_script_begin(spank_t sp, int ac, char **av, const char *what, struct js_conf *c,
@@ -399,6 +414,7 @@ int slurm_spank_job_prolog(spank_t sp, int ac, char **av)
 	if (job_script_begin(sp, ac, av, "prolog", &c, &jobid))
 		return 0;
 	recover_all(&c, jobid, "prolog");
+	flush_pending(&c, jobid, "prolog");
 	if (!c.job_cache_hours)
 		return 0;
 	memset(&e, 0, sizeof(e));
@@ -1037,6 +1053,7 @@ int slurm_spank_job_epilog(spank_t sp, int ac, char **av)
 	if (rc < 0 && rc != -ENOENT)
 		slurm_error("joulestep: job %u: epilog: fsync of the record directory under %s: %s",
 			    jobid, c.spool, strerror(-rc));
+	flush_pending(&c, jobid, "epilog");
 	unsigned n = 0;
 	rc = js_jobcache_remove(c.state, jobid,
 				    cache_max_age_ns(&c),
@@ -1087,6 +1104,8 @@ static void print_summary(const char *path, uint32_t jobid, const char *step)
 			 c + d, dur > 0 ? (c + d) / dur : 0.0);
 	} else if (json_is_string(json_object_get(r, "energy_hidden"))) {
 		snprintf(what, sizeof(what), "energy not shown (shorter than %g ms)", ms);
+	} else if (json_is_true(json_object_get(r, "uncertain"))) { /* never a 0 J */
+		snprintf(what, sizeof(what), "energy unknown (a zone's counter went back or vanished: see the record's provenance)");
 	} else {
 		snprintf(what, sizeof(what), "energy not measured");
 	}
@@ -1106,6 +1125,8 @@ static void print_summary(const char *path, uint32_t jobid, const char *step)
 				 json_number_value(json_object_get(p, "energy_dram_uj")) / 1e6);
 		else if (json_is_string(json_object_get(p, "energy_hidden")))
 			snprintf(what, sizeof(what), "energy not shown (shorter than %g ms)", ms);
+		else if (json_is_true(json_object_get(p, "uncertain")))
+			snprintf(what, sizeof(what), "energy unknown");
 		else
 			snprintf(what, sizeof(what), "energy not measured");
 		fprintf(stderr, "joulestep:   phase %lld %*s%s%s%s: %.3f s, %s\n",

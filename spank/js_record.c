@@ -20,9 +20,10 @@
 
 #include "js_hooks.h"
 #include "js_sidechan.h"
+#include "js_pending.h"
 #include "js_step.h"
 
-static int check_dirfd(int fd)
+int js_check_dirfd(int fd)
 {
 	struct stat st;
 	if (fstat(fd, &st) < 0)
@@ -72,7 +73,7 @@ int js_root_dirfd(const char *path, mode_t mode, bool create)
 		}
 		close(fd);
 		fd = nfd;
-		int rc = check_dirfd(fd);
+		int rc = js_check_dirfd(fd);
 		if (rc < 0) {
 			close(fd);
 			return rc;
@@ -168,9 +169,14 @@ static json_t *build(struct js_step *s)
 	json_object_set_new(step, "end_ns", json_integer((json_int_t)s->end_ns));
 	json_object_set_new(step, "duration_ns", json_integer((json_int_t)(s->end_ns - s->start_ns)));
 	bool have_e = s->energy && s->have_s0;
-	json_object_set_new(step, "energy_cpu_uj", have_e ? json_integer((json_int_t)iv.energy_cpu_uj) : json_null());
-	json_object_set_new(step, "energy_dram_uj", have_e ? json_integer((json_int_t)iv.energy_dram_uj) : json_null());
-	json_object_set_new(step, "energy_total_uj", have_e ? json_integer((json_int_t)iv.energy_total_uj) : json_null());
+	/* An uncertain zone (a counter that went back, a zone that vanished,
+	 * a gap longer than its wrap time) has no energy in the record, nor
+	 * has the sum it is part of: null, never a lower bound passed off as
+	 * the energy (provenance.wrap_uncertain, zones[].uncertain). */
+	bool cpu_ok = have_e && !iv.cpu_uncertain, dram_ok = have_e && !iv.dram_uncertain;
+	json_object_set_new(step, "energy_cpu_uj", cpu_ok ? json_integer((json_int_t)iv.energy_cpu_uj) : json_null());
+	json_object_set_new(step, "energy_dram_uj", dram_ok ? json_integer((json_int_t)iv.energy_dram_uj) : json_null());
+	json_object_set_new(step, "energy_total_uj", cpu_ok && dram_ok ? json_integer((json_int_t)iv.energy_total_uj) : json_null());
 	json_object_set_new(step, "exit_code", s->exit_code >= 0 ? json_integer(s->exit_code) : json_null());
 	json_object_set_new(root, "step", step);
 
@@ -182,8 +188,9 @@ static json_t *build(struct js_step *s)
 			json_object_set_new(z, "name", json_string(zs->zones[i].name));
 			json_object_set_new(z, "id", json_string(zs->zones[i].id));
 			json_object_set_new(z, "kind", json_string(zs->zones[i].kind == JS_ZONE_PACKAGE ? "package" : "dram"));
-			json_object_set_new(z, "energy_uj", json_integer((json_int_t)iv.energy_uj[i]));
+			json_object_set_new(z, "energy_uj", iv.zone_uncertain[i] ? json_null() : json_integer((json_int_t)iv.energy_uj[i]));
 			json_object_set_new(z, "wraps", json_integer(iv.wraps[i]));
+			json_object_set_new(z, "uncertain", json_boolean(iv.zone_uncertain[i]));
 			json_array_append_new(zones, z);
 		}
 	}
@@ -215,8 +222,12 @@ static json_t *build(struct js_step *s)
 		json_object_set_new(o, "freq_khz", p->freq_khz ? json_integer(p->freq_khz) : json_null());
 		json_object_set_new(o, "freq_change_ns", p->freq_change_ns ? json_integer((json_int_t)p->freq_change_ns) : json_null());
 		json_object_set_new(o, "freq_lag_ns", p->freq_change_ns ? json_integer((json_int_t)p->freq_lag_ns) : json_null());
-		json_object_set_new(o, "energy_cpu_uj", have_e ? json_integer((json_int_t)(p->e_cpu1_uj - p->e_cpu0_uj)) : json_null());
-		json_object_set_new(o, "energy_dram_uj", have_e ? json_integer((json_int_t)(p->e_dram1_uj - p->e_dram0_uj)) : json_null());
+		/* an uncertain phase (a zone uncertain at its start or end) has
+		 * no energy: the per-zone split of a phase is not kept */
+		bool pe = have_e && !p->uncertain;
+		json_object_set_new(o, "energy_cpu_uj", pe ? json_integer((json_int_t)(p->e_cpu1_uj - p->e_cpu0_uj)) : json_null());
+		json_object_set_new(o, "energy_dram_uj", pe ? json_integer((json_int_t)(p->e_dram1_uj - p->e_dram0_uj)) : json_null());
+		json_object_set_new(o, "uncertain", json_boolean(p->uncertain));
 		json_object_set_new(o, "bytes", jnum_or_null(p->bytes));
 		json_object_set_new(o, "nranks", json_integer((json_int_t)p->nranks));
 		json_object_set_new(o, "open_at_step_end", json_boolean(p->closed_by_step_end));
@@ -322,19 +333,23 @@ static json_t *build_user(struct js_step *s)
 	json_object_set_new(root, "energy_resolution_uj", json_integer((json_int_t)res));
 	json_object_set_new(root, "min_phase_ns", json_integer((json_int_t)minp));
 	uint64_t dur = s->end_ns - s->start_ns;
-	bool shown = have_e && js_user_may_see(dur, minp);
+	/* a counter that went back or vanished: no energy for the user either */
+	bool unc = have_e && (iv.cpu_uncertain || iv.dram_uncertain);
+	bool shown = have_e && !unc && js_user_may_see(dur, minp);
+	json_object_set_new(root, "uncertain", json_boolean(unc));
 	uint64_t cpu = js_round_uj(iv.energy_cpu_uj, res), dram = js_round_uj(iv.energy_dram_uj, res);
 	json_object_set_new(root, "duration_ns", json_integer((json_int_t)dur));
 	json_object_set_new(root, "energy_cpu_uj", shown ? json_integer((json_int_t)cpu) : json_null());
 	json_object_set_new(root, "energy_dram_uj", shown ? json_integer((json_int_t)dram) : json_null());
 	json_object_set_new(root, "energy_total_uj", shown ? json_integer((json_int_t)(cpu + dram)) : json_null());
-	json_object_set_new(root, "energy_hidden", have_e && !shown ? json_string("shorter than min_phase_ms") : json_null());
+	json_object_set_new(root, "energy_hidden", have_e && !unc && !shown ? json_string("shorter than min_phase_ms") : json_null());
 	json_t *phases = json_array();
 	size_t np = s->phases ? js_phases_count(s->phases) : 0, hidden = 0;
 	for (size_t i = 0; i < np; i++) {
 		const struct js_sphase *p = js_phases_get(s->phases, i);
-		bool ps = have_e && js_user_may_see(p->end_ns - p->start_ns, minp);
-		hidden += have_e && !ps;
+		bool seen = js_user_may_see(p->end_ns - p->start_ns, minp);
+		bool ps = have_e && !p->uncertain && seen;
+		hidden += have_e && !seen;
 		if (i >= JS_SUMMARY_PHASES)
 			continue;
 		json_t *o = json_object();
@@ -347,7 +362,8 @@ static json_t *build_user(struct js_step *s)
 		json_object_set_new(o, "open_at_step_end", json_boolean(p->closed_by_step_end));
 		json_object_set_new(o, "energy_cpu_uj", juser_uj(p->e_cpu1_uj - p->e_cpu0_uj, ps, res));
 		json_object_set_new(o, "energy_dram_uj", juser_uj(p->e_dram1_uj - p->e_dram0_uj, ps, res));
-		json_object_set_new(o, "energy_hidden", have_e && !ps ? json_string("shorter than min_phase_ms") : json_null());
+		json_object_set_new(o, "energy_hidden", have_e && !seen ? json_string("shorter than min_phase_ms") : json_null());
+		json_object_set_new(o, "uncertain", json_boolean(p->uncertain));
 		json_array_append_new(phases, o);
 	}
 	json_object_set_new(root, "phases", phases);
@@ -420,22 +436,38 @@ int js_record_dir(struct js_step *s)
 	snprintf(dir, sizeof(dir), "%s/%s/%u", s->conf.spool, s->cluster, s->job_id);
 	int dfd = js_root_dirfd(dir, 0755, true);
 	if (dfd < 0)
-		slurm_error("joulestep: job %u step %s: spool directory %s: %s (must be root-owned, not group/world-writable); no record written",
+		slurm_error("joulestep: job %u step %s: spool directory %s: %s (must exist or be creatable, root-owned, not group/world-writable)",
 			    s->job_id, s->step_id, dir, strerror(-dfd));
 	return dfd;
+}
+
+/* The user's summary beside the record: rounded, short phases without energy
+ * (docs/security.md, "Threat model: RAPL side channels"). */
+static void write_user_summary(struct js_step *s, int dfd, const char *dir)
+{
+	json_t *u = build_user(s);
+	char *text = u ? json_dumps(u, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENSURE_ASCII) : NULL;
+	json_decref(u);
+	char name[256];
+	snprintf(name, sizeof(name), "%u.%s.%u.%s.summary", s->job_id, s->step_id, s->het, s->node);
+	int urc = text ? write_atomic_owned(dfd, name, text, strlen(text), 0400, s->uid, s->gid)
+		       : -ENOMEM;
+	if (urc)
+		slurm_error("joulestep: job %u step %s: writing the user's summary %s/%s: %s",
+			    s->job_id, s->step_id, dir, name, strerror(-urc));
+	free(text);
 }
 
 int js_record_write(struct js_step *s, int dfd)
 {
 	char dir[JS_PATH_MAX * 2];
-	if (dfd < 0)
-		return dfd;
 	snprintf(dir, sizeof(dir), "%s/%s/%u", s->conf.spool, s->cluster, s->job_id);
 	json_t *root = build(s);
 	char *text = root ? json_dumps(root, JSON_INDENT(1) | JSON_SORT_KEYS | JSON_ENSURE_ASCII) : NULL;
 	json_decref(root);
 	if (!text) {
-		close(dfd);
+		if (dfd >= 0)
+			close(dfd);
 		slurm_error("joulestep: job %u step %s: cannot build the record (out of memory)",
 			    s->job_id, s->step_id);
 		return -ENOMEM;
@@ -446,22 +478,28 @@ int js_record_write(struct js_step *s, int dfd)
 	text[len] = '\n'; /* json_dumps' NUL becomes the final newline */
 	/* root-only: full-resolution energies of every phase (docs/security.md,
 	 * "Threat model: RAPL side channels"); the user gets the summary */
-	int rc = js_write_atomicat(dfd, name, text, len + 1, 0600, false);
-	if (rc)
+	int rc = dfd < 0 ? dfd : js_write_atomicat(dfd, name, text, len + 1, 0600, false);
+	if (rc && dfd >= 0)
 		slurm_error("joulestep: job %u step %s: writing record %s/%s: %s", s->job_id,
 			    s->step_id, dir, name, strerror(-rc));
+	if (rc) { /* full, read-only, gone: the fallback (js_pending.c) */
+		int k = js_pending_keep(s->conf.state, s->cluster, s->job_id, name, text, len + 1, rc);
+		if (k == 0)
+			slurm_error("joulestep: job %u step %s: record %s kept in %s/pending; the node's next job prolog or epilog moves it into the spool once it can be written",
+				    s->job_id, s->step_id, name, s->conf.state);
+		else if (k == 1)
+			slurm_error("joulestep: job %u step %s: record %s LOST (spool and %s/pending not writable); counted as lost (joulestep doctor, report) once the spool can be written",
+				    s->job_id, s->step_id, name, s->conf.state);
+		else
+			slurm_error("joulestep: job %u step %s: record %s LOST and not counted: %s/pending: %s",
+				    s->job_id, s->step_id, name, s->conf.state, strerror(-k));
+	}
 	free(text);
-	json_t *u = build_user(s);
-	text = u ? json_dumps(u, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENSURE_ASCII) : NULL;
-	json_decref(u);
-	snprintf(name, sizeof(name), "%u.%s.%u.%s.summary", s->job_id, s->step_id, s->het, s->node);
-	int urc = text ? write_atomic_owned(dfd, name, text, strlen(text), 0400, s->uid, s->gid)
-		       : -ENOMEM;
-	if (urc)
-		slurm_error("joulestep: job %u step %s: writing the user's summary %s/%s: %s",
-			    s->job_id, s->step_id, dir, name, strerror(-urc));
-	free(text);
-	close(dfd);
+	if (dfd >= 0) {
+		if (!rc)
+			write_user_summary(s, dfd, dir);
+		close(dfd);
+	}
 	return rc;
 }
 
@@ -500,7 +538,7 @@ int js_record_sync_job(const char *spool, const char *cluster, uint32_t job_id)
 		int cfd = openat(sfd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 		if (cfd < 0)
 			continue;
-		if (check_dirfd(cfd) == 0) {
+		if (js_check_dirfd(cfd) == 0) {
 			int e = fsync_dirat(cfd, job);        /* the renames */
 			if (e == 0 && fsync(cfd) < 0)         /* the job directory */
 				e = -errno;

@@ -150,13 +150,18 @@ void js_server_stop(struct js_step *s);     /* bounded drain, join, unlink */
 /* The record's directory <spool>/<cluster>/<job_id> (created; logged on
  * failure): a directory fd or -errno. */
 int js_record_dir(struct js_step *s);
-/* Write the record into dfd (from js_record_dir; closed here; a negative
- * dfd is returned as is): tmp + fsync + rename. */
+/* Write the record into dfd (from js_record_dir; closed here): tmp + fsync
+ * + rename. When that fails (or dfd < 0), the record goes to the fallback
+ * <state>/pending (js_pending.h), or is counted as lost; logged. Returns the
+ * spool's error (0 when written there). */
 int js_record_write(struct js_step *s, int dfd);
 /* Job epilog: fsync <spool>/<cluster>/<job_id> and its parents, making the
  * job's record renames durable (cluster NULL or "": every cluster
  * directory). -ENOENT when the job has no record directory. */
 int js_record_sync_job(const char *spool, const char *cluster, uint32_t job_id);
+/* 0 when fd is a root-owned directory not group/world writable, else
+ * -ENOTDIR/-EPERM/-errno. */
+int js_check_dirfd(int fd);
 /* Create dir (0755, root) when missing; refuse symlinks, non-root owners and
  * group/world-writable modes. */
 int js_root_dir(const char *path, mode_t mode);

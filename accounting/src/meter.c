@@ -27,6 +27,7 @@ struct js_meter {
 	bool have_last[JS_MAX_ZONES];
 	uint64_t last_raw[JS_MAX_ZONES];
 	uint64_t last_mono[JS_MAX_ZONES];
+	uint32_t back[JS_MAX_ZONES]; /* consecutive readings below the last good one */
 	struct js_snapshot cur; /* cumulative state, guarded by mu */
 };
 
@@ -46,6 +47,8 @@ static uint64_t now_ns(clockid_t c)
  * "2500" after "500") and is dropped: the next good reading resumes from the
  * last good value, so no energy is invented. */
 #define JS_WRAP_POWER_FACTOR 4
+/* Consecutive implausible backward readings taken as a counter reset. */
+#define JS_RESET_READINGS 2
 
 static bool wrap_plausible(const struct js_zone_info *z, uint64_t delta_uj, uint64_t elapsed_ns)
 {
@@ -87,12 +90,27 @@ static void sample_locked(struct js_meter *m)
 		}
 		rc = js_wrap_delta_uj(m->last_raw[i], raw[i], zs->zones[i].max_energy_range_uj,
 				      &delta, &wrapped);
-		if (rc == 0 && wrapped && !wrap_plausible(&zs->zones[i], delta, mono - m->last_mono[i]))
+		if (rc == 0 && wrapped && !wrap_plausible(&zs->zones[i], delta, mono - m->last_mono[i])) {
+			/* Below the last good value, and no wrap: once is a
+			 * garbled reading (dropped); twice in a row, the counter
+			 * went back (reset, zone re-registered): the energy
+			 * across is unknown. The zone is marked uncertain and
+			 * followed from here. */
+			if (++m->back[i] >= JS_RESET_READINGS) {
+				m->cur.uncertain[i]++;
+				m->back[i] = 0;
+				m->last_raw[i] = raw[i];
+				m->last_mono[i] = mono;
+				m->cur.err[i] = 0;
+				continue;
+			}
 			rc = -ERANGE;
+		}
 		if (rc < 0) {
 			m->cur.err[i] = rc;
 			continue;
 		}
+		m->back[i] = 0;
 		if (mono - m->last_mono[i] > m->wrap_ns[i])
 			m->cur.uncertain[i]++;
 		m->cur.energy_uj[i] += delta;
@@ -245,15 +263,21 @@ void js_interval_of(const struct js_energy *e, const struct js_snapshot *a,
 	for (i = 0; i < n; i++) {
 		uint64_t d = b->energy_uj[i] >= a->energy_uj[i] ? b->energy_uj[i] - a->energy_uj[i] : 0;
 
+		bool unc = b->uncertain[i] != a->uncertain[i] || a->err[i] || b->err[i] ||
+			   b->energy_uj[i] < a->energy_uj[i];
+
 		out->energy_uj[i] = d;
 		out->wraps[i] = b->wraps[i] - a->wraps[i];
-		if (b->uncertain[i] != a->uncertain[i] || a->err[i] || b->err[i] ||
-		    b->energy_uj[i] < a->energy_uj[i])
+		out->zone_uncertain[i] = unc;
+		if (unc)
 			out->wrap_uncertain = true;
-		if (e->zones.zones[i].kind == JS_ZONE_PACKAGE)
+		if (e->zones.zones[i].kind == JS_ZONE_PACKAGE) {
 			out->energy_cpu_uj += d;
-		else
+			out->cpu_uncertain = out->cpu_uncertain || unc;
+		} else {
 			out->energy_dram_uj += d;
+			out->dram_uncertain = out->dram_uncertain || unc;
+		}
 	}
 	out->energy_total_uj = out->energy_cpu_uj + out->energy_dram_uj;
 }

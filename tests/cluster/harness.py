@@ -614,6 +614,16 @@ PartitionName=debug Nodes={part_nodes} Default=YES MaxTime=INFINITE State=UP
         self._spawn_slurmds()
         self.wait_idle(self.node_timeout)
 
+    def restart_slurmctld(self, down_s: float = 0.0):
+        """Stop slurmctld (SIGTERM: it saves its state), leave it down for down_s
+        seconds, and start it again on that state (no -c: running jobs go on)."""
+        p = self._procs.pop("slurmctld", None)
+        if p:
+            self._terminate(p)
+        time.sleep(down_s)
+        self._spawn("slurmctld", [_which("slurmctld"), "-D", "-i", "-f", str(self.conf)])
+        self._wait_for("slurmctld", self._ctld_up, 30)
+
     @staticmethod
     def _terminate(p: subprocess.Popen, timeout: float = 10.0):
         if p.poll() is not None:

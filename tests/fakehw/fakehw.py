@@ -559,6 +559,59 @@ def near_wrap(root, zone, headroom_uj=1000000):
         raise FakeHwError(f"no zone {zone!r}; zones: {', '.join(z['id'] for z in state['zones'])}")
 
 
+def set_counter(root, zone, value_uj):
+    """Set a zone's counter to value_uj, not counted as energy: a counter
+    reset (a value below the last one that is not a wrap), or a jump."""
+    with _locked(root):
+        state = _load_state(root)
+        for z in state["zones"]:
+            if z["id"] == zone:
+                v = int(value_uj)
+                if not 0 <= v <= z["max_uj"]:
+                    raise FakeHwError(f"value-uj must be in [0, {z['max_uj']}], got {value_uj}")
+                z["counter_uj"] = v
+                write_in_place(os.path.join(root, z["rel"], "energy_uj"), f"{v}\n")
+                _save_state(root, state)
+                return v
+        raise FakeHwError(f"no zone {zone!r}; zones: {', '.join(z['id'] for z in state['zones'])}")
+
+
+def remove_zone(root, zone):
+    """CPU hotplug: the package of zone `zone` (intel-rapl:N) goes offline, as
+    the kernel unregisters its powercap zone. Its CPUs' online files read 0
+    (devices/system/cpu/online lists the rest); the zone and its subzones
+    leave class/powercap and devices/ (moved to .fakehw/removed/, so that a
+    new discovery does not find them), and their energy_uj files, which
+    readers may hold open, read nothing any more (the kernel's -ENODEV after
+    the unregister). The zones leave the state: advance() no longer moves
+    them, and truth() no longer counts them. Returns the removed zone ids."""
+    with _locked(root):
+        state = _load_state(root)
+        gone = [z for z in state["zones"] if z["id"] == zone or z["id"].startswith(zone + ":")]
+        if not gone or zone.count(":") != 1:
+            raise FakeHwError(f"no top-level zone {zone!r}; zones: "
+                              f"{', '.join(z['id'] for z in state['zones'])}")
+        cpus = sorted({c for z in gone for c in z["cpus"]})
+        removed = _state_path(root, "removed")
+        os.makedirs(removed, exist_ok=True)
+        for z in gone:
+            write_in_place(os.path.join(root, z["rel"], "energy_uj"), "")
+            link = os.path.join(root, "class/powercap", z["id"])
+            if os.path.islink(link):
+                os.unlink(link)
+        top = next(z for z in gone if z["id"] == zone)
+        os.rename(os.path.join(root, top["rel"]), os.path.join(removed, zone))
+        for c in cpus:
+            write_in_place(os.path.join(root, f"devices/system/cpu/cpu{c}/online"), "0\n")
+        online = [c for c in range(state["ncpu"]) if c not in cpus]
+        write_in_place(os.path.join(root, "devices/system/cpu/online"),
+                       ",".join(str(c) for c in online) + "\n")
+        state["zones"] = [z for z in state["zones"] if z not in gone]
+        state.setdefault("removed_zones", []).extend(z["id"] for z in gone)
+        _save_state(root, state)
+        return [z["id"] for z in gone]
+
+
 def truth(root):
     """Cumulative ground truth since create (unwrapped uJ), same shape as advance()."""
     with _locked(root):
@@ -1439,6 +1492,13 @@ def main(argv=None):
     n.add_argument("root")
     n.add_argument("--zone", required=True)
     n.add_argument("--headroom-uj", type=int, default=1000000)
+    sc = sub.add_parser("set-counter", help="set a counter (not counted as energy): a reset")
+    sc.add_argument("root")
+    sc.add_argument("--zone", required=True)
+    sc.add_argument("--value-uj", type=int, required=True)
+    rz = sub.add_parser("remove-zone", help="CPU hotplug: a package and its zones go away")
+    rz.add_argument("root")
+    rz.add_argument("--zone", required=True, help="top-level zone, e.g. intel-rapl:1")
     t = sub.add_parser("truth", help="cumulative ground truth per zone")
     t.add_argument("root")
     t.add_argument("--log", action="store_true", help="print the truth log (JSON lines) instead")
@@ -1495,6 +1555,10 @@ def main(argv=None):
             print(json.dumps(advance(args.root, args.seconds, util)))
         elif args.cmd == "near-wrap":
             near_wrap(args.root, args.zone, args.headroom_uj)
+        elif args.cmd == "set-counter":
+            set_counter(args.root, args.zone, args.value_uj)
+        elif args.cmd == "remove-zone":
+            print(" ".join(remove_zone(args.root, args.zone)))
         elif args.cmd == "truth":
             if args.log:
                 for entry in truth_log(args.root):

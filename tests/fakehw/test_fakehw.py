@@ -283,6 +283,38 @@ def test_near_wrap_dram_zone_and_errors(root):
     assert p.returncode == 2
 
 
+def test_set_counter_is_not_energy(root):
+    before = fakehw.truth(root)["zones"]["intel-rapl:0"]["energy_uj"]
+    run("set-counter", root, "--zone", "intel-rapl:0", "--value-uj", "7")
+    assert counter(root, "intel-rapl:0") == 7
+    assert fakehw.truth(root)["zones"]["intel-rapl:0"]["energy_uj"] == before
+    fakehw.advance(root, 1)
+    assert counter(root, "intel-rapl:0") == 7 + 40_000_000
+    assert run("set-counter", root, "--zone", "intel-rapl:0", "--value-uj", "-1",
+               check=False).returncode == 2
+
+
+def test_remove_zone_is_cpu_hotplug(root):
+    hw = pathlib.Path(root)
+    held = os.open(hw / "class/powercap/intel-rapl:1/energy_uj", os.O_RDONLY)
+    try:
+        assert run("remove-zone", root, "--zone", "intel-rapl:1").stdout.split() == [
+            "intel-rapl:1", "intel-rapl:1:0", "intel-rapl:1:1"]
+        assert os.pread(held, 64, 0) == b""            # an open counter reads nothing
+    finally:
+        os.close(held)
+    assert not (hw / "class/powercap/intel-rapl:1").exists()
+    assert not (hw / "class/powercap/intel-rapl:1:0").exists()
+    assert (hw / "class/powercap/intel-rapl:0").exists()
+    ncpu = fakehw._load_state(root)["ncpu"]
+    off = [c for c in range(ncpu) if (hw / f"devices/system/cpu/cpu{c}/online").read_text() == "0\n"]
+    assert off == [2, 3]
+    assert (hw / "devices/system/cpu/online").read_text() == "0,1\n"
+    rep = fakehw.advance(root, 1)
+    assert "intel-rapl:1" not in rep["zones"] and "intel-rapl:0" in rep["zones"]
+    assert run("remove-zone", root, "--zone", "intel-rapl:1", check=False).returncode == 2
+
+
 def test_refuses_double_wrap(root):
     before = fakehw.truth(root)
     counters = {z: counter(root, z) for z in before["zones"]}

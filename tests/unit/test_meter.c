@@ -179,6 +179,86 @@ static void test_torn_read_not_a_wrap(void **state)
 	f->m = NULL;
 }
 
+/* Issue 11, "Counters": a counter that goes back more than once (a reset, a
+ * zone re-registered) is not a torn read: the zone is uncertain for every
+ * interval across it, and followed from the new value on. Before, each low
+ * reading was dropped until the counter passed its old value again, and the
+ * energy in between was silently lost (no uncertainty). */
+static void test_counter_reset_uncertain(void **state)
+{
+	struct fx *f = *state;
+	struct js_meter *m;
+	struct js_snapshot a, mid, b, c;
+	struct js_interval iv;
+
+	assert_int_equal(js_meter_start(f->e, 0, false, &m), 0);
+	f->m = m;
+	tt_set_energy(f->root, 0, -1, 1000000);
+	js_meter_snapshot(m, &a);
+	assert_int_equal(a.energy_uj[0], 1000000);
+	tt_set_energy(f->root, 0, -1, 100);  /* back, once: a garbled reading */
+	js_meter_snapshot(m, &mid);
+	assert_int_equal(mid.err[0], -ERANGE);
+	assert_int_equal(mid.uncertain[0], 0);
+	tt_set_energy(f->root, 0, -1, 200);  /* back again: a reset */
+	js_meter_snapshot(m, &mid);
+	assert_int_equal(mid.uncertain[0], 1);
+	assert_int_equal(mid.err[0], 0);
+	assert_int_equal(mid.wraps[0], 0);
+	tt_set_energy(f->root, 0, -1, 2000000); /* past the old value */
+	js_meter_snapshot(m, &b);
+	assert_int_equal(b.err[0], 0);
+	assert_int_equal(b.energy_uj[0], 1000000 + 2000000 - 200); /* followed from 200 */
+	js_interval_of(f->e, &a, &b, &iv);
+	assert_true(iv.wrap_uncertain);
+	assert_true(iv.zone_uncertain[0]);
+	assert_false(iv.zone_uncertain[1]);  /* the dram zone is exact */
+	assert_true(iv.cpu_uncertain);
+	assert_false(iv.dram_uncertain);
+	/* an interval after the reset is exact again */
+	tt_set_energy(f->root, 0, -1, 2000500);
+	js_meter_snapshot(m, &c);
+	js_interval_of(f->e, &b, &c, &iv);
+	assert_false(iv.wrap_uncertain);
+	assert_int_equal(iv.energy_uj[0], 500);
+	js_meter_stop(m);
+	f->m = NULL;
+}
+
+/* A zone that disappears mid-step (CPU hotplug: its counter reads nothing
+ * any more) is uncertain in every interval ending after it went, and in
+ * the CPU sum; the other zones stay exact. */
+static void test_zone_vanished_uncertain(void **state)
+{
+	struct fx *f = *state;
+	struct js_meter *m;
+	struct js_snapshot a, b;
+	struct js_interval iv;
+	char path[1024];
+
+	tt_zone_file(path, sizeof(path), f->root, 0, -1, "energy_uj");
+	assert_int_equal(js_meter_start(f->e, 0, false, &m), 0);
+	f->m = m;
+	tt_set_energy(f->root, 0, -1, 1000);
+	tt_set_energy(f->root, 0, 0, 1000);
+	js_meter_snapshot(m, &a);
+	tt_set_energy(f->root, 0, -1, 5000);
+	js_meter_snapshot(m, &b);
+	tt_write(path, "");                  /* gone: reads return nothing */
+	tt_set_energy(f->root, 0, 0, 3000);
+	js_meter_snapshot(m, &b);
+	js_meter_snapshot(m, &b);
+	assert_true(b.err[0] < 0);
+	js_interval_of(f->e, &a, &b, &iv);
+	assert_true(iv.zone_uncertain[0]);
+	assert_true(iv.cpu_uncertain);
+	assert_false(iv.zone_uncertain[1]);
+	assert_false(iv.dram_uncertain);
+	assert_int_equal(iv.energy_dram_uj, 2000);
+	js_meter_stop(m);
+	f->m = NULL;
+}
+
 /* A zone that can wrap within 1 ms: a gap longer than that is uncertain. */
 static void test_long_gap_uncertain(void **state)
 {
@@ -209,6 +289,10 @@ static void test_long_gap_uncertain(void **state)
 	assert_int_equal(b.energy_uj[0], 700);
 	js_interval_of(e, &a, &b, &iv);
 	assert_true(iv.wrap_uncertain);
+	assert_true(iv.zone_uncertain[1]);
+	assert_false(iv.zone_uncertain[0]);
+	assert_true(iv.dram_uncertain);
+	assert_false(iv.cpu_uncertain);
 	js_meter_stop(m);
 	js_energy_close(e);
 	tt_rmrf(root);
@@ -312,6 +396,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_bad_readings_resume, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_torn_read_not_a_wrap, setup, teardown),
 		cmocka_unit_test(test_long_gap_uncertain),
+		cmocka_unit_test_setup_teardown(test_counter_reset_uncertain, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_zone_vanished_uncertain, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sampler_thread, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_stop_long_period, setup, teardown),
 	};

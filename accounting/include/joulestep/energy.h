@@ -139,15 +139,20 @@ uint64_t js_meter_period_ns(const struct js_meter *m);
 void js_meter_stop(struct js_meter *m);
 
 /* Interval between two snapshots of one meter: per-zone energy, wraps and
- * whether any zone's value is uncertain (gap longer than its wrap time or a
- * read error in between). */
+ * whether each zone's value is uncertain: a gap longer than its wrap time,
+ * a counter that went back (reset), or a read error at either end (a zone
+ * that disappeared). An uncertain zone's energy_uj is not the energy (a
+ * lower bound at best): callers must not report it, nor the E_CPU/E_DRAM
+ * sum it is part of (cpu_uncertain, dram_uncertain). */
 struct js_interval {
 	size_t nzones;
 	uint64_t energy_uj[JS_MAX_ZONES];
 	uint32_t wraps[JS_MAX_ZONES];
+	bool zone_uncertain[JS_MAX_ZONES];
 	uint64_t energy_cpu_uj, energy_dram_uj, energy_total_uj;
 	uint64_t duration_ns;
-	bool wrap_uncertain;
+	bool wrap_uncertain;                 /* any zone uncertain            */
+	bool cpu_uncertain, dram_uncertain;  /* a package / dram zone is      */
 };
 void js_interval_of(const struct js_energy *e, const struct js_snapshot *a,
 		    const struct js_snapshot *b, struct js_interval *out);

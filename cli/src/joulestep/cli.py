@@ -883,8 +883,9 @@ def export(ctx, tables, efmt, output, since, until, ingest_first, **kw):
 @click.option("--libdir", default="/usr/local/lib/slurm", show_default=True,
               help="Where joulestep.so is installed (for the plugstack line).")
 @format_option
+@db_options
 @click.pass_context
-def doctor(ctx, sysfs, write_test, libdir, fmt):
+def doctor(ctx, sysfs, write_test, libdir, fmt, db=None, config_path=None):
     """Report what this node can measure and control.
 
     RAPL zones found (and which are counted), whether this user can read
@@ -894,10 +895,11 @@ def doctor(ctx, sysfs, write_test, libdir, fmt):
     """
     from . import doctor as dr
     from .output import table, to_csv, to_json
-    c = _merge(ctx, {"fmt": fmt})
+    c = _merge(ctx, {"fmt": fmt, "db": db, "config_path": config_path})
     if not pathlib.Path(sysfs).is_dir():
         raise click.BadParameter(f"{sysfs} is not a directory", param_hint="--sysfs")
     r = dr.diagnose(sysfs, write_test, libdir)
+    r["records_lost"] = dr.records_lost(c)
     if c.fmt == "json":
         emit(to_json(r))
         return
@@ -930,6 +932,8 @@ def doctor(ctx, sysfs, write_test, libdir, fmt):
     if wt:
         click.echo(f"write test: {wt['detail']}"
                    + ("" if wt.get("restored", True) else " (RESTORE FAILED)"))
+    if r["records_lost"] is not None:
+        click.echo(f"records lost (spool and fallback not writable): {r['records_lost']}")
     for p in r["problems"]:
         click.echo(f"problem: {p}")
     click.echo("plugstack.conf:")

@@ -194,3 +194,20 @@ def diagnose(root: str = "/sys", do_write: bool = False,
             "min_wrap_period_s": min(wraps) if wraps else None,
             "cpufreq": cf, "write_test": wt, "problems": problems,
             "plugstack": plugstack_line(r, zl, libdir)}
+
+
+def records_lost(c) -> int | None:
+    """Records the plugin could not write, as ingested into the database
+    (lost.py); None when there is no readable database."""
+    from . import lost, store
+    try:
+        path = c.db_path(False)
+        if not path.exists():
+            return None
+        conn = store.connect(path, write=False, create=False)
+    except Exception:  # noqa: BLE001 - doctor reports the node even without a database
+        return None
+    try:
+        return lost.count(conn)
+    finally:
+        conn.close()

@@ -146,6 +146,7 @@ def report_text(r: dict) -> str:
         f"{t['jobs']} jobs, {t['steps']} steps. Frequency policy adoption: "
         f"{t['policy_steps_pct']:.1f} % of steps,",
         f"{t['policy_energy_pct']:.1f} % of energy",
+        f"Records lost (spool and fallback not writable): {t.get('records_lost', 0)}",
         "",
     ]
     rows = []

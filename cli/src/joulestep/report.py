@@ -620,6 +620,8 @@ def report(conn, settings: Settings, by: str = "user",
         if steps_n else 0.0,
         "policy_energy_pct": 100.0 * sum(r[8] or 0 for r in rows) / grand
         if grand else 0.0})
+    from .lost import count as lost_count  # records the plugin could not write
+    totals["records_lost"] = lost_count(conn, cluster, since_ns, until_ns)
     return {"by": by, "since": _iso(since_ns), "until": _iso(until_ns),
             "cluster": cluster, "currency": settings.currency,
             "scope": settings.scope, "scope_note": settings.scope_note(),

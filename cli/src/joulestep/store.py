@@ -464,9 +464,13 @@ def parse_record(rec) -> Parsed:
         if zid in seen:
             raise RecordError(f"{w}.id: zone {zid!r} appears twice")
         seen.add(zid)
-        zones.append((name, zid, _str(z.get("kind"), f"{w}.kind", null=True),
-                      _int(_get(z, "energy_uj", w), f"{w}.energy_uj", minimum=0),
-                      _int(z.get("wraps", 0), f"{w}.wraps", minimum=0)))
+        kind = _str(z.get("kind"), f"{w}.kind", null=True)
+        # null: the zone's counter went back or vanished (zones[].uncertain):
+        # no step_zones row, rather than a wrong number
+        zuj = _int(_get(z, "energy_uj", w), f"{w}.energy_uj", null=True, minimum=0)
+        wraps = _int(z.get("wraps", 0), f"{w}.wraps", minimum=0)
+        if zuj is not None:
+            zones.append((name, zid, kind, zuj, wraps))
 
     pl = rec.get("phases") or []
     if not isinstance(pl, list):
@@ -972,6 +976,7 @@ class IngestResult:
     files_skipped: int = 0        # unchanged since an earlier ingest
     new_steps: int = 0
     duplicate_steps: int = 0
+    lost_records: int = 0         # new "joulestep-lost" documents (lost.py)
     quarantined: list = dataclasses.field(default_factory=list)  # (src, dst, reason)
     errors: list = dataclasses.field(default_factory=list)       # (path, reason)
 
@@ -981,6 +986,7 @@ class IngestResult:
             "files_skipped_unchanged": self.files_skipped,
             "steps_new": self.new_steps,
             "steps_already_present": self.duplicate_steps,
+            "lost_records_new": self.lost_records,
             "quarantined": [{"file": str(s), "moved_to": (str(d) if d else None),
                              "reason": r} for s, d, r in self.quarantined],
             "errors": [{"file": str(p), "reason": r} for p, r in self.errors],
@@ -1203,15 +1209,19 @@ def ingest_paths(conn, sources: Iterable[os.PathLike],
         bad_later.extend(failed)
 
     bad_later: list = []
+    lost_rows: list = []
     with _no_gc():
         _ingest_loop(progress(todo) if progress else todo, known, res, pending,
-                     bad, commit, batch)
+                     bad, commit, batch, lost_rows)
+    if lost_rows:   # records the plugin could not write (lost.py)
+        from . import lost
+        res.lost_records += lost.insert(conn, lost_rows)
     for path, root, reason in bad_later:
         bad(path, root, reason)
     return res
 
 
-def _ingest_loop(it, known, res, pending, bad, commit, batch):
+def _ingest_loop(it, known, res, pending, bad, commit, batch, lost_rows):
     for path, root in it:
         if not _text_ok(str(path)):  # undecodable bytes, as surrogate escapes
             bad(path, root, "file name is not valid UTF-8 (the plugin never "
@@ -1236,6 +1246,10 @@ def _ingest_loop(it, known, res, pending, bad, commit, batch):
             bad(path, root, f"{what} JSON: {e}")
             continue
         try:
+            if isinstance(rec, dict) and rec.get("format") == "joulestep-lost":
+                from . import lost
+                lost_rows.append(lost.parse(rec))
+                continue
             p = parse_record(rec)
         except RecordError as e:
             bad(path, root, f"invalid record: {e}")
