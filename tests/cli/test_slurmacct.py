@@ -87,6 +87,19 @@ def test_match_recycled_ids_other_clusters_and_uids():
     assert sa.match(rows, "c", 5, 5200 * s, 1002) is None
 
 
+def test_match_skips_slurmdbd_placeholder_rows():
+    """slurmdbd makes a row with uid 0, no partition and QOS Unknown when a short
+    job's end arrives before its start (seen live: tests/cluster/test_slurmdbd.py);
+    it is not used, even for a record without a uid, until it is complete."""
+    ph = sa.parse_sacct(line(jid="5", submit="1000", partition="", qos="Unknown",
+                             uid="0"))[0]
+    assert not ph.complete
+    assert sa.match([ph], "jstest", 5, 1100 * 10**9, None) is None
+    assert sa.match([ph], "jstest", 5, 1100 * 10**9, 1001) is None
+    full = sa.parse_sacct(line(jid="5", submit="1000"))[0]
+    assert sa.match([full], "jstest", 5, 1100 * 10**9, None) is full
+
+
 def test_summary_format_round_trip_and_bounds():
     text = sa.format_summary(51_234_400_000, 48_000_000_000, 3_234_400_000,
                              61_400_000_000, 2, 0, ["tuned", "tuned", None])
@@ -100,8 +113,9 @@ def test_summary_format_round_trip_and_bounds():
     assert t2 == "joulestep:v1 steps=3 unmeasured=3 policy=io-dvfs"
     assert sa.parse_summary(t2)["unmeasured"] == 3
     # a policy name that is not a plain word cannot reach the comment
-    t3 = sa.format_summary(1, 1, None, 1, 1, 0, ["a b=c", "x" * 40, "fixed:0.8"])
-    assert sa.parse_summary(t3)["policy"] == ["fixed:0.8", "other"]
+    t3 = sa.format_summary(1, 1, None, 1, 1, 0, ["a b=c", "x" * 40, "fixed:0.8", "IO-DVFS"])
+    assert sa.parse_summary(t3)["policy"] == ["fixed:0.8", "io-dvfs", "other"]
+    assert t3 == t3.lower()  # sacctmgr lowercases what it stores
     assert len(sa.format_summary(10**15, 10**15, 10**15, 10**15, 10**6, 10**6,
                                  ["io-dvfs", "tuned", "fixed:0.8"])) < 160
 

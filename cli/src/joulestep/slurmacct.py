@@ -64,6 +64,13 @@ class AcctRow:
     admin_comment: str
 
     @property
+    def complete(self) -> bool:
+        """False for the placeholder slurmdbd makes when a job's step or end
+        message arrives before its start message (seen with short jobs: uid 0,
+        no partition, QOS "Unknown" for about a second): not usable yet."""
+        return self.partition is not None
+
+    @property
     def ended(self) -> bool:
         return self.end_s is not None and self.state.split()[0] not in NOT_ENDED
 
@@ -124,21 +131,25 @@ def match(rows: list[AcctRow], cluster: str, job_id: int, first_seen_ns: int,
     """The sacct row of one stored job: same cluster and id, submitted at or
     before the job was first seen on a node (with SUBMIT_SLACK_S for clock
     skew), the latest such (an earlier one is an older job of a recycled id);
-    None when there is none or its uid is not the record's (then the id is
-    another job's, and nothing of it is used)."""
+    None when there is none, when slurmdbd's row is not complete yet
+    (AcctRow.complete; a later ingest fills it), or when its uid is not the
+    record's (then the id is another job's, and nothing of it is used)."""
     limit = first_seen_ns // 10**9 + SUBMIT_SLACK_S
     cands = [r for r in rows if r.cluster == cluster and r.job_id == job_id
              and r.submit_s <= limit]
     if not cands:
         return None
     best = max(cands, key=lambda r: r.submit_s)
+    if not best.complete:
+        return None
     if uid is not None and best.uid is not None and best.uid != uid:
         return None
     return best
 
 
 def _safe_word(s: str) -> str:
-    return s if re.fullmatch(r"[A-Za-z0-9:._/+-]{1,32}", s) else "other"
+    s = s.lower()   # sacctmgr (22.05) lowercases what it stores
+    return s if re.fullmatch(r"[a-z0-9:._/-]{1,32}", s) else "other"
 
 
 def format_summary(energy_uj, cpu_uj, dram_uj, node_ns, steps: int,
@@ -151,7 +162,9 @@ def format_summary(energy_uj, cpu_uj, dram_uj, node_ns, steps: int,
         node_s   node-seconds of the measured steps
         steps    step records (one per step and node)
         unmeasured  steps without an energy (present only when > 0)
-        policy   the steps' policies, sorted, joined with '+' ("none": unset)
+        policy   the steps' policies, lowercase, sorted, joined with '+'
+                 ("none": unset; "other": a name that is not a plain word)
+    All lowercase: Slurm 22.05's sacctmgr lowercases an AdminComment it sets.
     e.g. ``joulestep:v1 e_j=51234 cpu_j=48000 dram_j=3234 node_s=61 steps=2
     policy=tuned``."""
     parts = [COMMENT_PREFIX]
@@ -287,8 +300,9 @@ class AcctResult:
             msgs.append(f"{self.looked_up} job(s) keep the records' fields "
                         f"(submit time and QOS unknown): {self.error}")
         elif self.not_found:
-            msgs.append(f"{self.not_found} of {self.looked_up} job(s) not in sacct: "
-                        "they keep the records' fields (submit time and QOS unknown)")
+            msgs.append(f"{self.not_found} of {self.looked_up} job(s) not (yet) in "
+                        "sacct: they keep the records' fields (submit time and QOS "
+                        "unknown) until a later ingest finds them")
         if self.comments_foreign:
             msgs.append(f"{self.comments_foreign} AdminComment(s) hold another "
                         "tool's text: left alone")
