@@ -25,7 +25,6 @@ are spawned by the cluster (its marker, its log directory, its port-clash retry)
 from __future__ import annotations
 
 import os
-import pathlib
 import secrets
 import shutil
 import subprocess

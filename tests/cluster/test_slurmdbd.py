@@ -24,7 +24,7 @@ import time
 import pytest
 
 import procs
-from harness import Cluster, ensure_user, make_workdir
+from harness import Cluster, make_workdir
 from nodeenv import NodeEnv, USER
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "cli" / "src"))
