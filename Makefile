@@ -26,7 +26,8 @@ DEB_PKGS := build-essential pkg-config libpowercap-dev powercap-utils libpapi-de
             openmpi-bin libopenmpi-dev clang libclang-rt-14-dev \
             debhelper dh-python pybuild-plugin-pyproject python3-setuptools python3-pip rpm \
             python3-click python3-pandas python3-numpy python3-scipy python3-matplotlib \
-            postgresql python3-psycopg
+            postgresql python3-psycopg \
+            slurmdbd mariadb-server
 
 ACCT_SRC := $(wildcard accounting/src/*.c)
 ACCT_OBJ := $(ACCT_SRC:%.c=$(B)/obj/%.o)

@@ -250,7 +250,8 @@ def default_task_plugin(hw_cpus: int) -> str:
 
 class Cluster:
     def __init__(self, workdir, *, plugin_so=None, plugstack_args=None, cpus=None,
-                 node_timeout: float = 40.0, nodes: int = 1, netns: bool = False):
+                 node_timeout: float = 40.0, nodes: int = 1, netns: bool = False,
+                 accounting: bool = False):
         self.workdir = pathlib.Path(workdir).resolve()
         self.plugin_so = plugin_so
         self.plugstack_args = dict(plugstack_args or {})
@@ -284,6 +285,10 @@ class Cluster:
         self._fakehw: list[subprocess.Popen] = []  # serve_fakehw daemons
         self._started = False
         self.env = self._client_env()
+        self.dbd = None  # accounting=True: slurmdbd on a private MariaDB (dbd.py)
+        if accounting:
+            from dbd import SlurmDbd
+            self.dbd = SlurmDbd(self)
 
     # ------------------------------------------------------------------ setup
     def _client_env(self) -> dict:
@@ -363,7 +368,7 @@ class Cluster:
     def _write_conf(self):
         ctld_addr = self.netns.ctld_addr if self.netns else "127.0.0.1"
         node_addr = self.netns.addr if self.netns else {}
-        ctld_port, slurmd_port, *node_ports = _free_ports(2 + (self.nnodes if self.nnodes > 1 else 0))
+        ctld_port, slurmd_port, dbd_port, *node_ports = _free_ports(3 + (self.nnodes if self.nnodes > 1 else 0))
         self.ctld_port, self.slurmd_port = ctld_port, slurmd_port
         w = self.workdir
         layout = " ".join(f"{k}={self._hw[k]}" for k in
@@ -407,7 +412,7 @@ PlugStackConfig={self.plugstack}
 ProctrackType=proctrack/linuxproc
 TaskPlugin={self.task_plugin}
 JobAcctGatherType=jobacct_gather/none
-AccountingStorageType=accounting_storage/none
+{self.dbd.slurm_conf_lines(dbd_port) if self.dbd else "AccountingStorageType=accounting_storage/none"}
 JobCompType=jobcomp/none
 SchedulerType=sched/builtin
 SchedulerParameters=batch_sched_delay=0
@@ -560,6 +565,9 @@ PartitionName=debug Nodes={part_nodes} Default=YES MaxTime=INFINITE State=UP
                                    f"--seed-file={self.munge_dir / 'munged.seed'}",
                                    "--num-threads=4"])
             self._wait_for("the munge socket", self.munge_socket.exists, 15)
+            if self.dbd:
+                self.dbd.start()
+                self.dbd.register("jstest")
             self._spawn("slurmctld", [_which("slurmctld"), "-D", "-c", "-i", "-f", str(self.conf)])
             self._wait_for("slurmctld", self._ctld_up, 20)
             self._spawn_slurmds()
@@ -705,7 +713,7 @@ PartitionName=debug Nodes={part_nodes} Default=YES MaxTime=INFINITE State=UP
                         time.sleep(0.2)
         except (subprocess.SubprocessError, OSError):
             pass
-        for name in (*self._slurmd_procs(), "slurmctld", "munged"):
+        for name in (*self._slurmd_procs(), "slurmctld", "slurmdbd", "mariadbd", "munged"):
             p = self._procs.pop(name, None)
             if p:
                 self._terminate(p)

@@ -167,10 +167,20 @@ def _do_ingest(c: Ctx, spools, quarantine_dir, quiet=False, batch=None,
               type=click.FloatRange(0, config.MAX_JOB_GAP_HOURS),
               help="Records of one job ID less than this far apart are one job "
                    "(default: config [site] job_gap_hours, else 24).")
+@click.option("--sacct", "sacct_mode", type=click.Choice(("auto", "on", "off")),
+              default="auto", show_default=True,
+              help="Take submit time, account, partition and QOS from Slurm's "
+                   "accounting (sacct); auto: when slurm.conf uses slurmdbd.")
+@click.option("--sacct-days", type=click.FloatRange(0, 3650), default=2.0,
+              show_default=True, help="Look up jobs last seen this many days ago or later.")
+@click.option("--admin-comment", is_flag=True,
+              help="Write each ended job's energy summary into its Slurm "
+                   "AdminComment (sacctmgr; a Slurm admin only).")
 @db_options
 @format_option
 @click.pass_context
-def ingest(ctx, spool, quarantine_dir, batch, gap_hours, **kw):
+def ingest(ctx, spool, quarantine_dir, batch, gap_hours, sacct_mode, sacct_days,
+           admin_comment, **kw):
     """Load spool records (files or directories) into the database.
 
     With no SPOOL, reads the configured spool (default /var/spool/joulestep).
@@ -184,9 +194,10 @@ def ingest(ctx, spool, quarantine_dir, batch, gap_hours, **kw):
     """
     c = _merge(ctx, kw)
     res = _do_ingest(c, spool, quarantine_dir, batch=batch, gap_hours=gap_hours)
+    acct = _slurm_acct(c, sacct_mode, sacct_days, admin_comment)
     from .output import to_csv, to_json
     if c.fmt == "json":
-        emit(to_json(res.as_dict()))
+        emit(to_json({**res.as_dict(), "slurm_accounting": acct.as_dict()}))
     elif c.fmt == "csv":
         rows = [{"file": q["file"], "status": "quarantined", "detail": q["reason"],
                  "moved_to": q["moved_to"]} for q in res.as_dict()["quarantined"]]
@@ -204,6 +215,25 @@ def ingest(ctx, spool, quarantine_dir, batch, gap_hours, **kw):
             click.echo(f"error {p}: {reason}", err=True)
     if res.quarantined or res.errors:
         ctx.exit(1)
+
+
+def _slurm_acct(c: Ctx, mode: str, days: float, admin_comment: bool):
+    """ingest's sacct pass (slurmacct.py); says once what it could not fill."""
+    from . import slurmacct
+    if admin_comment and mode == "off":
+        raise click.UsageError("--admin-comment needs sacct (not --sacct off)")
+    if slurmacct.resolve_mode(mode, admin_comment) == "off":
+        return slurmacct.AcctResult()
+    conn = c.connect(write=True)
+    try:
+        acct = slurmacct.sync(conn, mode, admin_comment, days)
+    except store.sqlite3.OperationalError as e:
+        raise click.ClickException(f"database error during the sacct pass: {e}") from None
+    finally:
+        conn.close()
+    if acct.note():
+        click.echo(acct.note(), err=True)
+    return acct
 
 
 # ---------------------------------------------------------------- job

@@ -1,5 +1,5 @@
 """Records the plugin could not write: "joulestep-lost" files and the
-lost_records table (migration 004; docs/reliability.md "Faults: records and
+lost_records table (migration 005; docs/reliability.md "Faults: records and
 counters").
 
 When neither the spool nor the node's fallback ``<state>/pending`` could
