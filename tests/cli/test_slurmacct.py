@@ -3,12 +3,12 @@ parser, the job matcher, the AdminComment format, and ingest without sacct.
 The round trip against a real slurmdbd is tests/cluster/test_slurmdbd.py."""
 import json
 import os
-import sqlite3
 
 import pytest
 
 import recgen
 from joulestep import slurmacct as sa
+from joulestep import store
 
 D = sa.DELIM
 
@@ -156,7 +156,7 @@ def test_summaries_from_the_store(run, db, tmp_path):
     for r in recs:
         recgen.write(spool, r)
     run("ingest", spool)
-    conn = sqlite3.connect(db)
+    conn = store.connect(db)
     texts = sa.summaries(conn, 0)
     assert len(texts) == 1
     got = sa.parse_summary(next(iter(texts.values())))
@@ -176,11 +176,11 @@ def test_ingest_without_sacct_keeps_record_fields(run, db, spool, monkeypatch, t
     assert out["steps_new"] > 0
     assert acct["mode"] == "on" and acct["filled"] == 0
     assert "sacct not found on PATH" in acct["error"]
-    n_jobs = sqlite3.connect(db).execute("SELECT count(*) FROM jobs").fetchone()[0]
+    n_jobs = store.connect(db).execute("SELECT count(*) FROM jobs").fetchone()[0]
     assert acct["looked_up"] == n_jobs
     assert res.stderr.count("joulestep: ingest: slurm accounting:") == 1
     assert f"{n_jobs} job(s) keep the records' fields" in res.stderr
-    rows = sqlite3.connect(db).execute(
+    rows = store.connect(db).execute(
         "SELECT account, qos, sacct_ns FROM jobs WHERE job_id = 43").fetchall()
     assert rows == [("chem", None, None)]
 
@@ -199,6 +199,5 @@ def test_ingest_sacct_off_and_auto_without_slurmdbd(run, spool, monkeypatch, tmp
 
 def test_migration_adds_columns(run, db, spool):
     run("ingest", spool)
-    cols = {r[1] for r in sqlite3.connect(db).execute("PRAGMA table_info(jobs)")}
+    cols = {name for name, _ in store.connect(db).columns("jobs")}
     assert {"qos", "sacct_ns", "admin_comment"} <= cols
-    assert os.path.exists(db)
