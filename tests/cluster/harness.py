@@ -582,14 +582,23 @@ PartitionName=debug Nodes={part_nodes} Default=YES MaxTime=INFINITE State=UP
         what = f"node {self.node}" if self.nnodes == 1 else f"nodes {','.join(self.nodes)}"
         self._wait_for(f"{what} to be idle", lambda: all([idle(n) for n in self.nodes]), timeout)
 
-    def restart_slurmd(self):
-        """Restart slurmd (e.g. after changing plugstack.conf for the slurmd context)."""
+    def restart_slurmd(self, wait_idle: bool = True):
+        """Restart slurmd (e.g. after changing plugstack.conf for the slurmd context).
+        wait_idle=False (jobs running): wait only until every node responds again."""
+        def started():
+            return [re.search(r"\bSlurmdStartTime=(\S+)", self.run(
+                ["scontrol", "show", "node", "-o", n], timeout=15).stdout) for n in self.nodes]
+        before = [m and m.group(1) for m in started()]
         for name in self._slurmd_procs():
             p = self._procs.pop(name, None)
             if p:
                 self._terminate(p)
         self._spawn_slurmds()
-        self.wait_idle(self.node_timeout)
+        if wait_idle:
+            self.wait_idle(self.node_timeout)
+        else:  # each slurmd registered anew (SlurmdStartTime has 1 s steps: at most 1 s more)
+            self._wait_for("slurmd to register", lambda: all(
+                m and m.group(1) != b for m, b in zip(started(), before)), self.node_timeout)
 
     @staticmethod
     def _terminate(p: subprocess.Popen, timeout: float = 10.0):
