@@ -43,6 +43,11 @@ class FaultEnv(FreqEnv):
         self.restore_bin = build / "bin" / "joulestep-restore"
         self.d = cluster.user_dir(USER)
 
+    def use(self, hw, **extra):
+        # the records' cluster from plugstack, not from the job prolog's cache (the
+        # first job after a slurmd restart was once seen without one)
+        super().use(hw, cluster="jstest", **extra)
+
     def fresh(self, **kw):
         """A new tree and its truth."""
         hw = self.tree(**kw)
