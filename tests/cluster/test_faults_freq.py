@@ -18,6 +18,7 @@ import os
 import pathlib
 import signal
 import subprocess
+import time
 
 import pytest
 
@@ -259,7 +260,9 @@ echo "SRUN $?"
             fe.c.scancel(job)
             state = "CANCELLED"
         elif fault == "timelimit":
-            res = fe.c.run(["scontrol", "update", f"JobId={job}", "TimeLimit=0:01"], timeout=30)
+            # the job's end time now (TimeLimit has minutes: 0:01 still waits for 1 min)
+            res = fe.c.run(["scontrol", "update", f"JobId={job}",
+                            "EndTime=" + time.strftime("%Y-%m-%dT%H:%M:%S")], timeout=30)
             assert res.returncode == 0, res.stderr
             state = "TIMEOUT"
         elif fault == "drain":
