@@ -555,14 +555,15 @@ static void resolve_policy(spank_t sp, struct js_step *s)
 		js_step_error(s, "tags: --energy-tag refused: %s", err);
 }
 
-/* The original clock, as the record's base_freq_khz: the first controlled
- * policy's saved scaling_max_freq (the journal's backup: true even when a
- * killed step left the CPU lowered), else the first step CPU's, read at step
- * start (a step that controls nothing never changed it). Not fixed:R's
+/* The original clock, as the record's base_freq_khz: the first step CPU's
+ * scaling_max_freq, read at step start (a step that controls nothing never
+ * changed it); setup_freq then puts the first controlled policy's saved
+ * scaling_max_freq in its place (the journal's backup: true even when a
+ * killed step, or an enclosing step, has the CPU lowered). Not fixed:R's
  * clock: that is fixed_khz. */
 static void set_base_khz(struct js_step *s)
 {
-	s->base_khz = s->nctl ? s->ctl[0].orig_khz[JS_FREQ_MAX] : s->ncpus ? s->cf[0].scaling_max_khz : 0;
+	s->base_khz = s->ncpus ? s->cf[0].scaling_max_khz : 0;
 }
 
 /* Slurm's own --cpu-freq for this step: srun exports it to the step as
@@ -608,6 +609,7 @@ static void setup_freq(spank_t sp, struct js_step *s)
 	}
 	struct js_cpuset seen; /* policies handled (by policy number) */
 	js_cpuset_zero(&seen);
+	uint32_t base_khz = 0;
 	for (int i = 0; i < s->ncpus; i++) {
 		const struct js_cpufreq *f = &s->cf[i];
 		int pol = f->policy >= 0 ? f->policy : f->cpu;
@@ -618,26 +620,38 @@ static void setup_freq(spank_t sp, struct js_step *s)
 			js_step_error(s, "freq: policy %d shared with CPUs outside the step", pol);
 			continue;
 		}
-		struct js_freq_saved orig;
-		rc = js_freq_acquire_saved(s->conf.state, s->conf.sysfs, s->cpu_list[i], s->owner, 0,
-					   &orig);
+		/* orig: the journal's backup (the record's base clock, what the
+		 * last owner restores); entry: what is in force now, which this
+		 * step returns to at a phase end and at its end: the original
+		 * unless an enclosing step (the batch step of an srun step) holds
+		 * the CPU changed, whose setting this step must not undo. */
+		struct js_freq_saved orig, entry;
+		rc = js_freq_acquire_entry(s->conf.state, s->conf.sysfs, s->cpu_list[i], s->owner, 0,
+					   &orig, &entry);
 		if (rc < 0) {
 			js_step_error(s, "freq: cpu%d: save state: %s; clock left alone", s->cpu_list[i],
 				      strerror(-rc));
 			continue;
 		}
 		s->acquired[i] = true; /* released (and restored) at step end */
-		rc = js_freq_ctl_open(s->conf.sysfs, f, orig.min_khz, orig.max_khz, &s->ctl[s->nctl]);
+		struct js_cpufreq now = *f;
+		now.scaling_min_khz = entry.min_khz;
+		now.scaling_max_khz = entry.max_khz;
+		rc = js_freq_ctl_open(s->conf.sysfs, &now, entry.min_khz, entry.max_khz,
+				      &s->ctl[s->nctl]);
 		if (rc < 0) {
 			js_step_error(s, "freq: cpu%d: open cpufreq for writing: %s; clock left alone",
 				      s->cpu_list[i], strerror(-rc));
 			continue;
 		}
-		s->nctl++;
+		if (s->nctl++ == 0)
+			base_khz = orig.max_khz;
 	}
 	if (s->nctl)
 		s->freq_mode = "joulestep";
 	set_base_khz(s);
+	if (s->nctl)
+		s->base_khz = base_khz; /* the journal's original, not an enclosing step's cap */
 	if (s->nctl && s->policy.type == JS_POL_FIXED) {
 		uint32_t khz = 0;
 		uint64_t took;
@@ -1007,8 +1021,9 @@ static void remote_exit(struct js_step *s)
 	if (s->phases)
 		js_phases_close_all(s->phases, end_mono);
 	/* Clocks back first, through the step's own descriptors (even if the
-	 * journal below fails), then the journal: the last owner restores
-	 * everything it saved and drops the backup. */
+	 * journal below fails) to what was in force when the step started
+	 * (an enclosing step's setting stays), then the journal: the last
+	 * live owner restores the original and drops the backup. */
 	for (int i = 0; i < s->nctl; i++) {
 		int rc = js_freq_ctl_restore(&s->ctl[i]);
 		if (rc < 0)

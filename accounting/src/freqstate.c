@@ -497,6 +497,13 @@ int js_freq_acquire(const char *state_dir, const char *sysfs_root, int cpu,
 int js_freq_acquire_saved(const char *state_dir, const char *sysfs_root, int cpu,
 			  const char *owner, int pid, struct js_freq_saved *saved)
 {
+	return js_freq_acquire_entry(state_dir, sysfs_root, cpu, owner, pid, saved, NULL);
+}
+
+int js_freq_acquire_entry(const char *state_dir, const char *sysfs_root, int cpu,
+			  const char *owner, int pid, struct js_freq_saved *saved,
+			  struct js_freq_saved *entry)
+{
 	struct js_cpufreq f;
 	struct js_freq_saved s;
 	unsigned long long st;
@@ -529,6 +536,8 @@ int js_freq_acquire_saved(const char *state_dir, const char *sysfs_root, int cpu
 	rc = js_freq_saved_format(&s, buf, sizeof(buf));
 	if (rc < 0)
 		goto out;
+	if (entry)
+		*entry = s; /* what is in force now, read under the lock */
 	js_fmt(name, sizeof(name), "cpu%d.orig", cpu);
 	rc = write_atomic(dfd, name, buf, true);
 	if (rc == -EEXIST)
@@ -575,7 +584,9 @@ int js_freq_release(const char *state_dir, const char *sysfs_root, int cpu,
 		close(odfd);
 		goto out;
 	}
-	n = count_owners(odfd, false, false);
+	/* owners whose process died (a killed slurmstepd) do not hold the CPU:
+	 * the last live owner restores it */
+	n = count_owners(odfd, true, false);
 	close(odfd);
 	if (n < 0) {
 		rc = n;

@@ -613,14 +613,27 @@ PartitionName=debug Nodes={part_nodes} Default=YES MaxTime=INFINITE State=UP
         what = f"node {self.node}" if self.nnodes == 1 else f"nodes {','.join(self.nodes)}"
         self._wait_for(f"{what} to be idle", lambda: all([idle(n) for n in self.nodes]), timeout)
 
-    def restart_slurmd(self):
-        """Restart slurmd (e.g. after changing plugstack.conf for the slurmd context)."""
+    def restart_slurmd(self, wait_idle: bool = True):
+        """Restart slurmd (e.g. after changing plugstack.conf for the slurmd context), and
+        wait until every new slurmd has registered with slurmctld (its SlurmdStartTime
+        changed: the node's IDLE state alone may still be the old slurmd's, and a second
+        restart then killed the new one in its start-up, after which jobs ran without the
+        plugin's job prolog), then, unless jobs run (wait_idle=False), until idle."""
+        def started():
+            return [m.group(1) if (m := re.search(r"\bSlurmdStartTime=(\S+)", self.run(
+                ["scontrol", "show", "node", "-o", n], timeout=15).stdout)) else None
+                for n in self.nodes]
+        before = started()
         for name in self._slurmd_procs():
             p = self._procs.pop(name, None)
             if p:
                 self._terminate(p)
+        time.sleep(1.1)  # SlurmdStartTime has 1 s steps: the new one must differ
         self._spawn_slurmds()
-        self.wait_idle(self.node_timeout)
+        self._wait_for("slurmd to register", lambda: all(
+            now and now != b for now, b in zip(started(), before)), self.node_timeout)
+        if wait_idle:
+            self.wait_idle(self.node_timeout)
 
     def restart_slurmctld(self, down_s: float = 0.0):
         """Stop slurmctld (SIGTERM: it saves its state), leave it down for down_s

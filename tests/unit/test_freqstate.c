@@ -268,6 +268,43 @@ static void test_crash_then_recover(void **state)
 	assert_int_equal(js_freq_release(f->state, f->sys, 1, "live", &restored), -ENOENT);
 }
 
+/* An enclosing owner (a batch step) lowered the CPU, then died without
+ * releasing it (its slurmstepd killed) while an inner owner (its srun step)
+ * runs. The inner one registered at the lowered settings (entry), keeps the
+ * true original as the backup, and, being the last live owner, restores the
+ * original at its release: the dead owner does not hold the CPU. */
+static void test_entry_and_dead_enclosing_owner(void **state)
+{
+	struct fx *f = *state;
+	struct js_freq_saved saved, entry;
+	pid_t pid;
+	int st;
+	bool restored = false;
+
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		struct js_cpufreq c;
+		uint32_t rb;
+		bool ign;
+
+		if (js_freq_acquire(f->state, f->sys, 2, "job8.batch", 0) ||
+		    js_cpufreq_read(f->sys, 2, &c) || js_freq_apply(f->sys, &c, 1200000, &rb, &ign))
+			_exit(1);
+		_exit(0); /* killed: no release */
+	}
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	assert_int_equal(js_freq_acquire_entry(f->state, f->sys, 2, "job8.0", 0, &saved, &entry), 0);
+	assert_int_equal(saved.max_khz, 2400000);
+	assert_int_equal(entry.max_khz, 1200000);
+	assert_string_equal(entry.governor, "powersave");
+	assert_int_equal(js_freq_release(f->state, f->sys, 2, "job8.0", &restored), 0);
+	assert_true(restored);
+	expect_cpu(f, 2, "powersave", "800000", "2400000");
+	assert_false(exists(f->state, "cpu2.orig"));
+}
+
 /* An owner that died but was never reaped (a zombie: what a SIGKILLed
  * slurmstepd becomes under an init that does not reap) owns nothing. */
 static void test_zombie_owner_is_dead(void **state)
@@ -374,6 +411,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_restore_pstate, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_restore_userspace_setspeed, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_two_owners, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_entry_and_dead_enclosing_owner, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_never_overwrite, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_crash_then_recover, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_pid_reuse, setup, teardown),

@@ -166,8 +166,18 @@ int js_freq_acquire(const char *state_dir, const char *sysfs_root, int cpu,
  * releasing the CPU will restore (an older backup when one exists). */
 int js_freq_acquire_saved(const char *state_dir, const char *sysfs_root, int cpu,
 			  const char *owner, int pid, struct js_freq_saved *saved);
-/* Drop owner; when it was the last one, restore (max before min, then
- * governor/setspeed) and delete the backup. *restored tells which. */
+/* The same, and *entry (optional) gets the settings in force at this
+ * registration (read under the journal's lock): the original settings for
+ * the CPU's first owner, another live owner's changed ones for a later
+ * owner (a step inside a step that lowered the clock). A step returns to
+ * its entry settings at a phase end and at its end; the last owner's
+ * release restores the backup. */
+int js_freq_acquire_entry(const char *state_dir, const char *sysfs_root, int cpu,
+			  const char *owner, int pid, struct js_freq_saved *saved,
+			  struct js_freq_saved *entry);
+/* Drop owner, and owners whose process is gone; when no live owner is
+ * left, restore (max before min, then governor/setspeed) and delete the
+ * backup. *restored tells which. */
 int js_freq_release(const char *state_dir, const char *sysfs_root, int cpu,
 		    const char *owner, bool *restored);
 /* After a crash: drop backups of another boot (without restoring them),
