@@ -44,7 +44,7 @@ def spool(tmp_path):
 
 ENGINES = ("sqlite", "postgresql")
 TABLES = ("nodes", "jobs", "steps", "step_tags", "step_zones", "phases",
-          "phase_ranks", "power_models", "spool_files")
+          "phase_ranks", "power_models", "spool_files", "lost_records")
 
 
 @pytest.fixture(scope="session")

@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 import recgen
-from conftest import dump_tables
+from conftest import dump_tables, empty_db
 from joulestep import db, store
 from joulestep.cli import cli
 
@@ -41,7 +41,6 @@ def test_three_ingesters_at_once_on_overlapping_spools(pg_url, tmp_path):
     spools that overlap (every record is in two of them) into one
     PostgreSQL database: every record lands exactly once, every job is one
     row (the nodes of one job ingest concurrently), and nesting is kept."""
-    from conftest import empty_db
     empty_db(pg_url)
     nodes = ("n1", "n2", "n3")
     recs = {n: node_records(n, range(1, 61)) for n in nodes}
@@ -104,7 +103,6 @@ def test_same_answers_and_quarantine_on_both_engines(pg_url, tmp_path):
     """One spool (the fixture records plus broken ones) ingested into a
     SQLite file and into PostgreSQL: the same files quarantined with the
     same reasons, and byte-identical output of every query command."""
-    from conftest import empty_db
     empty_db(pg_url)
     base = tmp_path / "base"
     for r in recgen.fixture_records():
