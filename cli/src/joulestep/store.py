@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import functools
 import gc
 import json
 import operator
@@ -355,7 +354,189 @@ _STEP_ID = re.compile(r"^(\d+|batch|extern|interactive|[A-Za-z0-9_.+-]{1,64})$")
 
 
 def parse_record(rec) -> Parsed:
-    """Validate a decoded v1 record; raise RecordError naming the bad field."""
+    """Validate a decoded v1 record; raise RecordError naming the bad field.
+
+    Two paths, one result: :func:`_parse_fast` checks a well-formed record
+    in bulk and returns its rows; anything it does not accept (a bad field,
+    or merely a rare shape: null energies, ranks, non-ASCII text, ...) goes
+    to :func:`_parse_checked`, which checks field by field and names the
+    first bad field.  The fast path accepts only records the checked path
+    accepts, with the same rows (tests/fuzz/test_parse_paths.py)."""
+    try:
+        p = _parse_fast(rec)
+    except Exception:   # an odd shape (e.g. a missing key): the checked path names it
+        p = None
+    return _parse_checked(rec) if p is None else p
+
+
+# ---- the fast path: field specs checked per type signature
+#: what each value may be, in _parse_fast's value list (None: checked there)
+_I0, _I0N, _I1N, _IN, _S, _SN, _B, _BN, _NN = (
+    "int>=0", "int>=0|null", "int>=1|null", "int|null", "str", "str|null",
+    "bool", "bool|null", "number|null")
+_JOB_F = ("job_id", "submit_time_ns", "first_seen_ns", "start_time_ns", "name",
+          "user", "uid", "gid", "account", "partition", "tags")
+_STEP_F = ("step_id", "het_component", "node", "node_model", "ntasks", "nnodes",
+           "cpus", "ncpus", "exclusive", "policy", "base_freq_khz",
+           "freq_min_ratio", "start_ns", "end_ns", "duration_ns", "energy_cpu_uj",
+           "energy_dram_uj", "energy_total_uj", "exit_code", "nominal_freq_khz",
+           "fixed_freq_khz")
+_PROV_F = ("backend", "wrap_uncertain", "sample_period_ns", "errors",
+           "plugin_version", "job_source", "freq_control", "min_phase_ns",
+           "energy_resolution_uj")
+# cluster, job, step, provenance values (stricter than _parse_checked where
+# that is simpler: a missing het_component, duration_ns or wrap_uncertain,
+# a null energy_cpu_uj go the checked way)
+_FAST_SPEC = (
+    (_S,)
+    + (_I0, _I0N, _I0N, _IN, _SN, _SN, _I0N, _I0N, _SN, _SN, None)
+    + (None, _I0, _S, _SN, _I0N, _I0N, _SN, _I0N, _BN, _SN, _I1N, _NN, _I0, _I0,
+       _I0, _I0, _I0N, _I0N, _IN, _I1N, _I1N)
+    + (_SN, _B, _I0N, None, _SN, _SN, _SN, _I0N, _I1N))
+_NONE_T = type(None)
+_FAST_TYPES = {_I0: {int}, _I0N: {int, _NONE_T}, _I1N: {int, _NONE_T},
+               _IN: {int, _NONE_T}, _S: {str}, _SN: {str, _NONE_T}, _B: {bool},
+               _BN: {bool, _NONE_T}, _NN: {int, float, _NONE_T}}
+#: type signature of the value list -> its checks (False: not for the fast path)
+_FAST_SIGS: dict = {}
+_FAST_SIGS_MAX = 4096
+_REC_GET = operator.itemgetter("format", "version", "cluster", "job", "step")
+_ZONE_GET = operator.itemgetter("name", "id", "kind", "energy_uj", "wraps")
+_EMPTY: dict = {}
+_LO64, _HI64 = -(1 << 63), 1 << 63
+
+
+def _fast_checks(sig: tuple):
+    """Getters of the values a type signature needs checked: (strings,
+    ints, ints >= 0, ints >= 1), each with sentinels ("" and 1, the two
+    last values) so every getter returns a tuple; False when a type is not
+    one the field may have."""
+    strs, ints, nonneg, pos = [], [], [], []
+    for i, (t, kind) in enumerate(zip(sig, _FAST_SPEC)):
+        if kind is None:
+            continue
+        if t not in _FAST_TYPES[kind]:
+            return False
+        if t is str:
+            strs.append(i)
+        elif t is int:
+            ints.append(i)
+            if kind in (_I0, _I0N):
+                nonneg.append(i)
+            elif kind == _I1N:
+                pos.append(i)
+    s, n = len(_FAST_SPEC), len(_FAST_SPEC) + 1
+    return (operator.itemgetter(s, s, *strs), operator.itemgetter(n, n, *ints),
+            operator.itemgetter(n, n, *nonneg), operator.itemgetter(n, n, *pos))
+
+
+def _parse_fast(rec):
+    """A well-formed record's rows, checked in bulk; None for anything
+    else (parse_record then asks _parse_checked, which names the fault)."""
+    if type(rec) is not dict:
+        return None
+    fmt, ver, cluster, job, step = _REC_GET(rec)
+    if fmt != RECORD_FORMAT or ver != RECORD_VERSION or type(job) is not dict \
+            or type(step) is not dict:
+        return None
+    prov = rec.get("provenance") or _EMPTY
+    if type(prov) is not dict:
+        return None
+    vals = [cluster, *map(job.get, _JOB_F), *map(step.get, _STEP_F),
+            *map(prov.get, _PROV_F), "", 1]
+    sig = tuple(map(type, vals))
+    checks = _FAST_SIGS.get(sig)
+    if checks is None:
+        checks = _fast_checks(sig)
+        if len(_FAST_SIGS) < _FAST_SIGS_MAX:
+            _FAST_SIGS[sig] = checks
+    if not checks:
+        return None
+    g_str, g_int, g_nonneg, g_pos = checks
+    if not "".join(g_str(vals)).isascii():
+        return None
+    ints = g_int(vals)
+    if min(ints) < _LO64 or max(ints) >= _HI64 or min(g_nonneg(vals)) < 0 \
+            or min(g_pos(vals)) < 1:
+        return None
+    (cluster, job_id, submit, first, jstart, name, user, uid, gid, account,
+     partition, tags_obj,
+     step_id, het, node, node_model, ntasks, nnodes, cpus, ncpus, exclusive,
+     policy, base_freq, fmin, start, end, dur, cpu, dram, total, exit_code,
+     nominal, fixed,
+     backend, wrap, sample, errors, plugin_version, _job_source, freq_control,
+     min_phase, eres, _, _) = vals
+    if not cluster or not node or end < start:
+        return None
+    if total is None:
+        total = cpu + (dram or 0)
+        if total >= _HI64:
+            return None
+    if type(step_id) is int:
+        step_id = str(step_id)
+    elif type(step_id) is not str:
+        return None
+    if not _STEP_ID.match(step_id):
+        return None
+    if first is None:
+        if submit is None:
+            return None
+        first = submit
+    if not tags_obj:
+        tags = []
+    elif type(tags_obj) is dict:
+        keys, tvals = tuple(tags_obj), tuple(tags_obj.values())
+        if set(map(type, tvals)) != _STRS or not all(keys) or \
+                not "".join(keys + tvals).isascii():
+            return None
+        tags = list(tags_obj.items())
+    else:
+        return None
+    if not errors:
+        errors_json = "[]"
+    elif type(errors) is list and set(map(type, errors)) == _STRS:
+        errors_json = json.dumps(errors)
+    else:
+        return None
+    zl = rec.get("zones") or []
+    if type(zl) is not list:
+        return None
+    if zl:
+        if set(map(type, zl)) != _DICTS:
+            return None
+        zones = list(map(_ZONE_GET, zl))
+        names, ids, kinds, en, wr = zip(*zones)
+        txt = names + ids
+        nums = en + wr
+        if set(map(type, txt)) != _STRS or not all(txt) or \
+                not set(map(type, kinds)) <= _NSTRS or \
+                not "".join(txt + tuple(filter(None, kinds))).isascii() or \
+                set(map(type, nums)) != _INTS or min(nums) < 0 or \
+                max(nums) >= _HI64 or len(set(ids)) != len(ids):
+            return None
+    else:
+        zones = []
+    pl = rec.get("phases") or []
+    if type(pl) is not list:
+        return None
+    phases = _phases_fast(pl)
+    if phases is None:
+        return None
+    job_row = (cluster, job_id, min(first, start), end, submit, jstart, name, user,
+               uid, gid, account, partition)
+    step_row = (
+        step_id, het, node_model, ntasks, nnodes, cpus, ncpus,
+        None if exclusive is None else int(exclusive),
+        policy, int(policy is not None and policy not in INACTIVE_POLICIES),
+        base_freq, None if fmin is None else float(fmin),
+        start, end, dur, cpu, dram, total, exit_code, backend, int(wrap), sample,
+        errors_json, plugin_version, cpu, dram, total, dur, nominal, fixed,
+        freq_control, min_phase, eres)
+    return Parsed(cluster, job_row, tags, node, step_row, zones, phases, [])
+
+
+def _parse_checked(rec) -> Parsed:
+    """parse_record field by field: names the first bad field."""
     if not isinstance(rec, dict):
         raise RecordError("record: expected a JSON object")
     if rec.get("format") != RECORD_FORMAT:
@@ -553,16 +734,12 @@ def parse_record(rec) -> Parsed:
 
 
 _INT64 = (-(1 << 63), (1 << 63) - 1)
-_notnone = functools.partial(operator.is_not, None)
 _NONE = type(None)
 _INTS, _NINTS = {int}, {int, _NONE}
 _STRS, _NSTRS = {str}, {str, _NONE}
+_DICTS = {dict}
+_PHASE_LEN = {len(_PHASE_GET.__reduce__()[1])}
 _get_ranks = operator.methodcaller("get", "ranks")
-
-
-def _in64(vals, lo: int) -> bool:
-    """Every value in [lo, 2**63)."""
-    return not vals or (min(vals) >= lo and max(vals) <= _INT64[1])
 
 
 def _phases_fast(pl: list):
@@ -573,25 +750,30 @@ def _phases_fast(pl: list):
     if not pl:
         return []
     try:
-        if set(map(type, pl)) != {dict} or any(map(_get_ranks, pl)):
-            return None
         try:        # the plugin writes every key: no defaults to merge
             rows = list(map(_PHASE_GET, pl))
+            # every phase key and no other: no ranks
+            exact = set(map(len, pl)) == _PHASE_LEN
         except KeyError:
             rows = list(map(_PHASE_GET, map(_PHASE_DEFAULTS.__or__, pl)))
-    except KeyError:
+            exact = False
+        if set(map(type, pl)) != _DICTS or (not exact and any(map(_get_ranks, pl))):
+            return None
+    except (KeyError, TypeError):
         return None
     (seq, kind, label, depth, parent, pst, pend, pdur, freq, fch, pcpu, pdram,
      pbytes, nranks) = zip(*rows)
-    ints = seq + depth + pst + pend + pdur
-    if set(map(type, ints)) != _INTS or not _in64(ints, 0):
+    req = seq + depth + pst + pend + pdur           # ints >= 0
+    nn0 = pcpu + pdram + pbytes + freq              # ints >= 0 (freq >= 1) or null
+    sgn = parent + fch + nranks                     # ints or null
+    if set(map(type, req)) != _INTS or not set(map(type, nn0 + sgn)) <= _NINTS \
+            or min(req) < 0 or max(req) > _INT64[1]:
         return None
-    nn = parent + freq + fch + pcpu + pdram + pbytes + nranks
-    if not set(map(type, nn)) <= _NINTS:
+    nz = tuple(filter(None, nn0))                   # filter(None): 0 goes too
+    if nz and (min(nz) < 0 or max(nz) > _INT64[1]) or 0 in freq:
         return None
-    if not (_in64(list(filter(_notnone, pcpu + pdram + pbytes)), 0)
-            and _in64(list(filter(_notnone, freq)), 1)
-            and _in64(list(filter(_notnone, parent + fch + nranks)), _INT64[0])):
+    nz = tuple(filter(None, sgn))
+    if nz and (min(nz) < _INT64[0] or max(nz) > _INT64[1]):
         return None
     if not all(map(operator.ge, pend, pst)):
         return None
@@ -599,10 +781,11 @@ def _phases_fast(pl: list):
             not "".join(kind).isascii():
         return None
     if not set(map(type, label)) <= _NSTRS or \
-            not "".join(filter(_notnone, label)).isascii():
+            not "".join(filter(None, label)).isascii():
         return None
-    seqs = set(seq)
-    if len(seqs) != len(seq) or not set(filter(_notnone, parent)) <= seqs:
+    seqs, parents = set(seq), set(parent)
+    parents.discard(None)
+    if len(seqs) != len(seq) or not parents <= seqs:
         return None
     return rows
 
