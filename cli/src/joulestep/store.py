@@ -897,17 +897,6 @@ def _no_gc():
             gc.enable()
 
 
-def _pick(a, b):
-    """Merge one job attribute of two records: the known one, and when both
-    are known and differ (they should not), the smaller, so the result never
-    depends on the order records arrive in."""
-    if a is None:
-        return b
-    if b is None or a <= b:
-        return a
-    return b
-
-
 class Ingester:
     """Insert parsed records; the caller owns the transaction.
 
@@ -980,8 +969,44 @@ class Ingester:
 
     # ---------------------------------------------------------------- jobs
 
+    def _load_nodes(self, keys) -> None:
+        """node_pk of these (cluster, name) keys, inserting the new ones: a
+        few statements per batch, not two per node."""
+        by_cluster: dict = {}
+        for c, n in keys:
+            by_cluster.setdefault(c, []).append(n)
+        missing = self._select_nodes(sorted(by_cluster.items()))
+        if missing:     # sorted: concurrent PostgreSQL ingesters lock alike
+            self.conn.executemany("INSERT INTO nodes (cluster, name) VALUES (?, ?) "
+                                  "ON CONFLICT (cluster, name) DO NOTHING", missing)
+            by_cluster = {}
+            for c, n in missing:
+                by_cluster.setdefault(c, []).append(n)
+            self._select_nodes(by_cluster.items())
+
+    def _select_nodes(self, by_cluster) -> list:
+        """Cache the stored nodes among (cluster, [names]); the others."""
+        missing = []
+        for c, names in by_cluster:
+            names.sort()
+            for i in range(0, len(names), IN_CHUNK):
+                part = names[i:i + IN_CHUNK]
+                got = dict(self.conn.execute(
+                    f"SELECT name, node_pk FROM nodes WHERE cluster = ? AND name IN "
+                    f"({', '.join('?' * len(part))})", [c, *part]).fetchall())
+                for n in part:
+                    pk = got.get(n)
+                    if pk is None:
+                        missing.append((c, n))
+                    else:
+                        self.nodes[(c, n)] = pk
+        return missing
+
     def prepare(self, parsed) -> None:
         """Lock and load the jobs of these records (and their steps' keys)."""
+        nodes = {(p.cluster, p.node) for p in parsed} - self.nodes.keys()
+        if nodes:
+            self._load_nodes(nodes)
         keys = {p.job_key for p in parsed} - self.jobs.keys()
         if not keys:
             return
@@ -1006,18 +1031,18 @@ class Ingester:
 
     def _job(self, p: Parsed) -> int:
         """job_pk of the record's job: joined, new, or merged."""
-        rows = self.jobs.get(p.job_key)
+        job = p.job
+        rows = self.jobs.get(job[:2])
         if rows is None:
             self.prepare([p])
-            rows = self.jobs[p.job_key]
-        lo, hi = p.window_ns
-        g = self.gap_ns
-        hits = [r for r in rows if r[1] <= hi + g and r[2] >= lo - g]
+            rows = self.jobs[job[:2]]
+        lo, hi = job[2] - self.gap_ns, job[3] + self.gap_ns
+        hits = [r for r in rows if r[1] <= hi and r[2] >= lo]
         if not hits:
             pk = self._id("jobs", "job_pk")
-            row = [pk, *p.job[2:]]
+            row = [pk, *job[2:]]
             rows.append(row)
-            self.new_jobs[pk] = (row, p.job[0], p.job[1])
+            self.new_jobs[pk] = (row, job[0], job[1])
             return pk
         if len(hits) > 1:
             hits.sort(key=lambda r: r[1])
@@ -1027,14 +1052,21 @@ class Ingester:
                 rows.remove(other)
         else:
             keep = hits[0]
-        self._widen(keep, p.job[2:])
+        self._widen(keep, job[2:])
         return keep[0]
 
     def _widen(self, row: list, more) -> None:
         """Fold another window and attributes (jobs columns from
         first_seen_ns on) into a cached row; mark it for write-back."""
+        attrs = row[3:]
+        if more[0] >= row[1] and more[1] <= row[2] and attrs == list(more[2:]):
+            return              # inside the window, same attributes
         new = [min(row[1], more[0]), max(row[2], more[1])]
-        new += [_pick(a, b) for a, b in zip(row[3:], more[2:])]
+        # each attribute: the known one, and when both are known and differ
+        # (they should not), the smaller, so the result never depends on the
+        # order records arrive in
+        new += [b if a is None else a if b is None or a <= b else b
+                for a, b in zip(attrs, more[2:])]
         if new != row[1:]:
             row[1:] = new
             if row[0] not in self.new_jobs:
@@ -1071,7 +1103,7 @@ class Ingester:
         """Insert one record; False when its step was already stored (same
         natural key) with an earlier or equal window."""
         job_pk = self._job(p)
-        node_pk = self._node(p.cluster, p.node)
+        node_pk = self.nodes.get((p.cluster, p.node)) or self._node(p.cluster, p.node)
         step = p.step
         key = (job_pk, node_pk, step[0], step[1])
         old = self.step_keys.get(key)
