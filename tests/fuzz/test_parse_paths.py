@@ -138,3 +138,12 @@ def test_both_paths_were_exercised():
     if not STATS["fast"] + STATS["checked"]:
         pytest.skip("run with the property tests above")
     assert STATS["fast"] >= 20 and STATS["checked"] >= 20, STATS
+
+
+def test_huge_ratio_is_refused_not_a_crash():
+    """An integer past a double's range where a number is expected:
+    OverflowError out of parse_record (ingest stopped) before the fix."""
+    rec = recgen.record()
+    rec["step"]["freq_min_ratio"] = 10 ** 400
+    with pytest.raises(store.RecordError, match=r"step\.freq_min_ratio"):
+        store.parse_record(rec)

@@ -310,7 +310,10 @@ def _num(v, where: str, *, null: bool = True):
         return None
     if type(v) not in (int, float):
         raise RecordError(f"{where}: expected a number, got {json.dumps(v)[:40]}")
-    return float(v)
+    try:
+        return float(v)
+    except OverflowError:
+        raise RecordError(f"{where}: {str(v)[:20]}... is out of range") from None
 
 
 def _bool(v, where: str, *, null: bool = True):
