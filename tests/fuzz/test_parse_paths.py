@@ -1,0 +1,149 @@
+"""The two paths of store.parse_record give one result (docs/design.md,
+"Ingest speed").
+
+parse_record first tries store._parse_fast, which checks a well-formed
+record in bulk, and falls back to store._parse_checked, which checks field by
+field and names the first bad field.  The fast path may decline any record
+(it then costs only time), but when it accepts one, the checked path must
+accept it too, with the same rows: else ingest would store a record the
+checked path refuses, or store different rows.  Property, over mutants of
+valid records (tests/fuzz/test_ingest_fuzz.py's mutations) and over valid
+records with varied optional fields:
+
+- _parse_fast returns None, or exactly what _parse_checked returns;
+- parse_record raises what _parse_checked raises (the quarantine reason).
+"""
+from __future__ import annotations
+
+import json
+import pathlib
+import sys
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "cli"))
+import recgen  # noqa: E402
+import test_ingest_fuzz as tif  # noqa: E402
+
+from joulestep import store  # noqa: E402
+
+EXAMPLES = tif.EXAMPLES * 4
+STATS = {"fast": 0, "checked": 0}
+
+
+def outcome(fn, rec):
+    try:
+        return ("ok", fn(rec))
+    except store.RecordError as e:
+        return ("refused", str(e))
+
+
+def fast_path(rec):
+    """_parse_fast as parse_record calls it: an exception means "not me"."""
+    try:
+        return store._parse_fast(rec)
+    except Exception:
+        return None
+
+
+def check(rec) -> None:
+    want = outcome(store._parse_checked, rec)
+    fast = fast_path(rec)
+    if fast is not None:
+        STATS["fast"] += 1
+        assert want == ("ok", fast), (want, fast)
+    else:
+        STATS["checked"] += 1
+    assert outcome(store.parse_record, rec) == want
+
+
+@settings(max_examples=EXAMPLES, derandomize=True, deadline=None, database=None,
+          suppress_health_check=list(HealthCheck))
+@given(tif.mutant())
+def test_fast_path_agrees_on_mutants(data):
+    try:
+        rec = json.loads(data)
+    except (ValueError, RecursionError):
+        return      # not JSON: parse_record never sees it
+    check(rec)
+
+
+NULLABLE_STEP = ["node_model", "ntasks", "nnodes", "cpus", "ncpus", "exclusive",
+                 "policy", "base_freq_khz", "freq_min_ratio", "energy_dram_uj",
+                 "energy_total_uj", "exit_code", "nominal_freq_khz", "fixed_freq_khz"]
+NULLABLE_JOB = ["submit_time_ns", "start_time_ns", "name", "user", "uid", "gid",
+                "account", "partition"]
+NULLABLE_PROV = ["backend", "sample_period_ns", "plugin_version", "job_source",
+                 "freq_control", "min_phase_ns", "energy_resolution_uj"]
+small = st.one_of(st.none(), st.sampled_from([0, 1, 7, (1 << 63) - 1, 1 << 63, -1,
+                                              0.5, True, "", "x", "é", "1\n"]))
+
+
+@st.composite
+def varied(draw):
+    """A valid record (every key the plugin writes), then nullable fields
+    nulled, dropped or set to edge values; phases with and without the
+    optional fields."""
+    n = draw(st.integers(0, 5))
+    phases = [recgen.phase(k, draw(st.sampled_from(["compute", "checkpoint"] * 4 + ["é"])),
+                           k, 1, 2, 1, label=draw(st.sampled_from([None, "", "l"])),
+                           freq_khz=draw(st.sampled_from([None, 1, 1_200_000] * 4 + [0])),
+                           nbytes=draw(st.sampled_from([None, 0, 5])),
+                           parent=(k - 1 if k and draw(st.booleans()) else None),
+                           depth=draw(st.sampled_from([0, 1])),
+                           nranks=draw(st.sampled_from([None, 2, -3])))
+              for k in range(n)]
+    rec = recgen.record(7, draw(st.sampled_from(["0", "batch", 3] * 4 + ["x y", "1\n"])),
+                        "n1", phases=phases, first_seen_s=draw(st.sampled_from([None, 0])),
+                        tags=draw(st.sampled_from([{}, {"a": "b"}] * 4 + [{"a": 1}, {"": "x"}])),
+                        errors=draw(st.sampled_from([[], ["rapl: gone"]] * 4 + [["é"]])))
+    rec["step"].update(nominal_freq_khz=2_000_000, fixed_freq_khz=None)
+    rec["provenance"].update(freq_control="plugin", min_phase_ns=0,
+                             energy_resolution_uj=61)
+    for obj, keys in ((rec["step"], NULLABLE_STEP), (rec["job"], NULLABLE_JOB),
+                      (rec["provenance"], NULLABLE_PROV)):
+        for k in draw(st.lists(st.sampled_from(keys), max_size=2)):
+            if draw(st.booleans()):
+                obj.pop(k, None)
+            else:
+                obj[k] = draw(small)
+    return rec
+
+
+@settings(max_examples=EXAMPLES, derandomize=True, deadline=None, database=None,
+          suppress_health_check=list(HealthCheck))
+@given(varied())
+def test_fast_path_agrees_on_varied_records(rec):
+    check(rec)
+
+
+@pytest.mark.parametrize("rec", [
+    recgen.record(),
+    recgen.record(first_seen_s=0, phases=[
+        recgen.phase(0, "compute", 1, 2, 3, 1),
+        recgen.phase(1, "checkpoint", 2, 1, 1, 1, label="c", freq_khz=1_200_000,
+                     nbytes=10, depth=1, parent=0, nranks=4)]),
+], ids=["plain", "phases"])
+def test_fast_path_takes_what_the_plugin_writes(rec):
+    """The common record goes the fast way (else ingest is slow, silently)."""
+    assert fast_path(rec) is not None
+    check(rec)
+
+
+def test_both_paths_were_exercised():
+    """The properties above are vacuous unless both paths ran (file order)."""
+    if not STATS["fast"] + STATS["checked"]:
+        pytest.skip("run with the property tests above")
+    assert STATS["fast"] >= 20 and STATS["checked"] >= 20, STATS
+
+
+def test_huge_ratio_is_refused_not_a_crash():
+    """An integer past a double's range where a number is expected:
+    OverflowError out of parse_record (ingest stopped) before the fix."""
+    rec = recgen.record()
+    rec["step"]["freq_min_ratio"] = 10 ** 400
+    with pytest.raises(store.RecordError, match=r"step\.freq_min_ratio"):
+        store.parse_record(rec)
