@@ -25,7 +25,8 @@ DEB_PKGS := build-essential pkg-config libpowercap-dev powercap-utils libpapi-de
             libslurm-dev munge sqlite3 python3-venv python3-dev util-linux procps strace \
             openmpi-bin libopenmpi-dev clang libclang-rt-14-dev \
             debhelper dh-python pybuild-plugin-pyproject python3-setuptools python3-pip rpm \
-            python3-click python3-pandas python3-numpy python3-scipy python3-matplotlib
+            python3-click python3-pandas python3-numpy python3-scipy python3-matplotlib \
+            python3-prometheus-client prometheus
 
 ACCT_SRC := $(wildcard accounting/src/*.c)
 ACCT_OBJ := $(ACCT_SRC:%.c=$(B)/obj/%.o)

@@ -260,6 +260,23 @@ def _job_rows(conn, job_id, cluster, first_seen_ns) -> list:
     return rows
 
 
+# The step and phase rows step_savings and job_summary read (by position),
+# also read by the exporter (exporter.py) for its saving estimate
+STEP_COLS = (
+    "s.step_pk, s.step_id, s.het_component, n.name, s.node_model, "
+    "s.ntasks, s.ncpus, s.exclusive, s.policy, s.base_freq_khz, s.start_ns, "
+    "s.end_ns, s.duration_ns, s.energy_cpu_uj, s.energy_dram_uj, "
+    "s.energy_total_uj, s.exit_code, s.wrap_uncertain, s.errors_json, "
+    "s.backend, s.inside_step_pk, s.counted_cpu_uj, s.counted_dram_uj, "
+    "s.counted_total_uj, s.nominal_freq_khz, s.fixed_freq_khz, s.freq_control, "
+    "s.freq_min_ratio, s.counted_duration_ns")
+STEPS_FROM = "steps s JOIN nodes n ON n.node_pk = s.node_pk"
+PHASE_COLS = (
+    "p.step_pk, p.seq, p.kind, p.label, p.depth, p.parent_seq, "
+    "p.duration_ns, p.freq_khz, p.energy_cpu_uj, p.energy_dram_uj, p.bytes, "
+    "p.nranks")
+
+
 def job_summary(conn: sqlite3.Connection, job_id: int, settings: Settings,
                 cluster: str | None = None,
                 first_seen_ns: int | None = None, tuned: dict | None = None) -> dict:
@@ -281,22 +298,10 @@ def job_summary(conn: sqlite3.Connection, job_id: int, settings: Settings,
         (job_pk,)))
     models = load_models(conn)
 
-    steps_sql = (
-        "SELECT s.step_pk, s.step_id, s.het_component, n.name, s.node_model, "
-        "s.ntasks, s.ncpus, s.exclusive, s.policy, s.base_freq_khz, s.start_ns, "
-        "s.end_ns, s.duration_ns, s.energy_cpu_uj, s.energy_dram_uj, "
-        "s.energy_total_uj, s.exit_code, s.wrap_uncertain, s.errors_json, "
-        "s.backend, s.inside_step_pk, s.counted_cpu_uj, s.counted_dram_uj, "
-        "s.counted_total_uj, s.nominal_freq_khz, s.fixed_freq_khz, s.freq_control, "
-        "s.freq_min_ratio, s.counted_duration_ns FROM steps s "
-        "JOIN nodes n ON n.node_pk = s.node_pk WHERE s.job_pk = ?")
-    phases_sql = (
-        "SELECT p.step_pk, p.seq, p.kind, p.label, p.depth, p.parent_seq, "
-        "p.duration_ns, p.freq_khz, p.energy_cpu_uj, p.energy_dram_uj, p.bytes, "
-        "p.nranks FROM phases p JOIN steps s ON s.step_pk = p.step_pk "
-        "WHERE s.job_pk = ? ORDER BY p.step_pk, p.seq")
     phases_by_step: dict = {}
-    for r in conn.execute(phases_sql, (job_pk,)):
+    for r in conn.execute(f"SELECT {PHASE_COLS} FROM phases p JOIN steps s ON "
+                          "s.step_pk = p.step_pk WHERE s.job_pk = ? ORDER BY "
+                          "p.step_pk, p.seq", (job_pk,)):
         phases_by_step.setdefault(r[0], []).append(r)
 
     steps, caveats = [], []
@@ -306,7 +311,8 @@ def job_summary(conn: sqlite3.Connection, job_id: int, settings: Settings,
     have_dram = False
     not_est = 0
     bases, refs = set(), set()
-    rows = sorted(conn.execute(steps_sql, (job_pk,)).fetchall(),
+    rows = sorted(conn.execute(f"SELECT {STEP_COLS} FROM {STEPS_FROM} WHERE "
+                               "s.job_pk = ?", (job_pk,)).fetchall(),
                   key=lambda r: (r[2], _step_order(r[1]), r[3]))
     names = {r[0]: r[1] if not r[2] else f"{r[1]}+{r[2]}" for r in rows}
     inner: dict = {}
