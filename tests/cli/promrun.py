@@ -23,6 +23,7 @@ import urllib.request
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "cluster"))
 from harness import _free_ports  # noqa: E402
 
+REPO = pathlib.Path(__file__).resolve().parents[2]
 PROMETHEUS = shutil.which("prometheus") or "/usr/bin/prometheus"
 PROMTOOL = shutil.which("promtool") or "/usr/bin/promtool"
 VENV_BIN = pathlib.Path(sys.executable).parent

@@ -46,28 +46,36 @@ def power(f_khz):
     return MODEL["a"] * (f_khz / 1e6) ** MODEL["b"] + MODEL["c"]
 
 
-def truth(records, with_model=False):
-    """Per (cluster, user, account, partition, policy): energy J, seconds,
-    steps; per (cluster, policy): saving J -- from the records.  A batch
-    step counts its own figures minus those of the step on its node inside
-    it (nesting rule); a write phase lowered from BASE_KHZ to LOW_KHZ saves
-    E x (P(base)/P(low) - 1) (no slowdown term in MODEL)."""
-    energy, secs, steps, saving = {}, {}, {}, {}
+def counted(records):
+    """(record, counted energy uJ, counted duration ns) of each record: a
+    batch step counts its own figures minus those of the steps of its job
+    and node (they run inside it in these records: nesting rule)."""
     inner = {}
     for r in records:
         if r["step"]["step_id"] != "batch":
             k = (r["cluster"], r["job"]["job_id"], r["step"]["node"])
             inner.setdefault(k, []).append(r["step"])
     for r in records:
-        j, s = r["job"], r["step"]
-        key = (r["cluster"], j["user"], j["account"], j["partition"],
-               s["policy"] or "(none)")
+        s = r["step"]
         e = s["energy_cpu_uj"] + s["energy_dram_uj"]
         d = s["duration_ns"]
         if s["step_id"] == "batch":
-            for i in inner.get((r["cluster"], j["job_id"], s["node"]), []):
+            for i in inner.get((r["cluster"], r["job"]["job_id"], s["node"]), []):
                 e -= i["energy_cpu_uj"] + i["energy_dram_uj"]
                 d -= i["duration_ns"]
+        yield r, e, d
+
+
+def truth(records, with_model=False):
+    """Per (cluster, user, account, partition, policy): energy J, seconds,
+    steps; per (cluster, policy): saving J -- from the records (counted);
+    a write phase lowered from BASE_KHZ to LOW_KHZ saves
+    E x (P(base)/P(low) - 1) (no slowdown term in MODEL)."""
+    energy, secs, steps, saving = {}, {}, {}, {}
+    for r, e, d in counted(records):
+        j, s = r["job"], r["step"]
+        key = (r["cluster"], j["user"], j["account"], j["partition"],
+               s["policy"] or "(none)")
         energy[key] = energy.get(key, 0) + e / J
         secs[key] = secs.get(key, 0) + d / S
         steps[key] = steps.get(key, 0) + 1

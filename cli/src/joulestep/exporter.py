@@ -77,6 +77,9 @@ class _Reread(Exception):
     """The incremental refresh cannot account for a change: read it all."""
 
 
+LOST = "joulestep_records_lost"   # exposed only once records_lost() is connected
+
+
 def records_lost(conn) -> int | None:
     """HOOK (lead, issue 12): the store's count of records lost on their way
     to it (another helper adds that figure to the store).  Return it here
@@ -350,7 +353,7 @@ def families(view: StoreView, labels=LABELS) -> list:
     q.add_metric([], s.quarantined)
     out.append(q)
     if s.lost is not None:
-        lost = CounterMetricFamily("joulestep_records_lost", "Records lost "
+        lost = CounterMetricFamily(LOST, "Records lost "
                                    "before they reached the store")
         lost.add_metric([], s.lost)
         out.append(lost)
