@@ -3,6 +3,7 @@ records ingested, its incremental view against a fresh read of the store,
 its exposition against promtool and the OpenMetrics parser."""
 import json
 import random
+import sqlite3
 import re
 
 import pytest
@@ -303,3 +304,40 @@ def test_incremental_view_equals_a_fresh_read(db, conn, settle_hours):
             assert s.totals[k] == pytest.approx(fresh.totals[k], rel=1e-12)
     if settle_hours > 100:    # nothing folded: no late step forces a full read
         assert v.full_reads == 1
+
+
+class Flaky:
+    """A store connection whose first phases query fails (locked)."""
+
+    failed = False
+
+    def __init__(self, conn):
+        object.__setattr__(self, "conn", conn)
+
+    def execute(self, sql, *args):
+        if "FROM phases" in sql and not Flaky.failed:
+            Flaky.failed = True
+            raise sqlite3.OperationalError("database is locked")
+        return self.conn.execute(sql, *args)
+
+    def __getattr__(self, name):
+        return getattr(self.conn, name)
+
+    def __setattr__(self, name, value):
+        setattr(self.conn, name, value)
+
+
+def test_a_failed_read_keeps_the_figures_and_reads_all_next(db, conn):
+    store.ingest_records(conn, RECORDS)
+    v = view_of(db)
+    before = v.refresh()
+    conn.execute("DELETE FROM jobs WHERE job_id = 3")   # a full read is due
+    Flaky.failed = False
+    real = v.connect
+    v.connect = lambda: Flaky(real())
+    with pytest.raises(sqlite3.OperationalError):
+        v.refresh()                 # fails in the middle of the full read
+    assert v.snapshot is before and Flaky.failed
+    s = v.refresh()
+    energy, *_ = truth([r for r in RECORDS if r["job"]["job_id"] != 3])
+    assert {k: t[ex.TOTAL] / J for k, t in s.totals.items()} == approx(energy)

@@ -185,6 +185,20 @@ class StoreView:
 
     def refresh(self) -> Snapshot:
         t0 = time.monotonic()
+        try:
+            self._read()
+        except BaseException:
+            self._loaded_at = None      # state half-updated: read it all next
+            raise
+        totals = {k: list(v) for k, v in self.frozen.items()}
+        for _, parts in self.recent.values():
+            _add(totals, parts)
+        self.snapshot = Snapshot(totals, count_quarantined(self.quarantine_dir),
+                                 self._lost, self.nsteps, time.monotonic() - t0,
+                                 time.time())
+        return self.snapshot
+
+    def _read(self) -> None:
         conn = self.connect()
         try:
             conn.execute("BEGIN")       # one consistent view of the store
@@ -201,18 +215,11 @@ class StoreView:
                 if full:
                     self._read_all(conn, models)
                     self._models = fp
-                lost = records_lost(conn)
+                self._lost = records_lost(conn)
             finally:
                 conn.execute("COMMIT")
         finally:
             conn.close()
-        totals = {k: list(v) for k, v in self.frozen.items()}
-        for _, parts in self.recent.values():
-            _add(totals, parts)
-        self.snapshot = Snapshot(totals, count_quarantined(self.quarantine_dir),
-                                 lost, self.nsteps, time.monotonic() - t0,
-                                 time.time())
-        return self.snapshot
 
     def _marks(self, conn) -> tuple:
         """What the incremental refresh checks the store against: counts,
