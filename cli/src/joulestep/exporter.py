@@ -143,7 +143,8 @@ def _contributions(conn, settings, models, where: str, args) -> dict:
         vec[DUR] += cdur or 0
         if ctotal is not None:
             vec[NODE] += cdur or 0
-        _, sav = rep.step_savings(r[:n], phases.get(r[0], ()), models, settings)
+        _, sav = rep.step_savings(r[:n], phases.get(r[0], ()), models, settings,
+                                  detail=False)
         if sav["saving_status"] == "estimated":
             vec[SAVING] += sav["saving_j"]
         elif sav["saving_status"] == "not estimated":

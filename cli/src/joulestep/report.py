@@ -155,18 +155,24 @@ def _j(uj):
     return None if uj is None else uj / 1e6
 
 
+def _phase_clock(pr, clk: dict) -> tuple:
+    """(the clock a phase row ran at, whether it is below the reference)."""
+    f = pr[7] if pr[7] is not None else clk["run_khz"]
+    ref = clk["ref_khz"]
+    return f, f is not None and ref is not None and f < ref
+
+
 def _phase_row(pr, c, clk: dict, node_model, models, settings) -> dict:
     """One phase of job_summary; c: its nesting.Counted.  Its saving is
     that of its own part (the counted energy: the phases inside it carry
     theirs), so the phases' savings add up to the step's."""
     (_, seq, kind, label, depth, parent, pdur, freq, pcpu, pdram, pbytes,
      nranks) = pr
-    f = freq if freq is not None else clk["run_khz"]
+    f, lowered = _phase_clock(pr, clk)
     ref = clk["ref_khz"]
     pd = {"seq": seq, "kind": kind, "label": label, "depth": depth,
           "parent_seq": parent, "nranks": nranks,
-          "freq_mhz": f / 1000 if f else None,
-          "freq_lowered": f is not None and ref is not None and f < ref}
+          "freq_mhz": f / 1000 if f else None, "freq_lowered": lowered}
     pd.update(derive(pcpu, pdram, pdur, pbytes, settings))
     pd.update({"inside_phase": c.inside, "counted_energy_cpu_j": _j(c.cpu_uj),
                "counted_energy_dram_j": _j(c.dram_uj),
@@ -178,19 +184,24 @@ def _phase_row(pr, c, clk: dict, node_model, models, settings) -> dict:
     return pd
 
 
-def step_savings(r, phase_rows, models, settings) -> tuple[list, dict]:
+def step_savings(r, phase_rows, models, settings,
+                 detail: bool = True) -> tuple[list, dict]:
     """A job_summary step row's phases and its saving against its reference
     clock (reference_clock), every joule counted once (nesting.py).  A step
     held at a lower clock (fixed:R) is estimated as a whole (power model of
     kind "step", `model dvfs --level steps`) on the energy the step counts
     (a step inside it counts its own); otherwise the lowered phases' own
-    parts are added (phase_counts)."""
+    parts are added (phase_counts).  detail=False: the saving alone (no
+    phase dicts; the phases are counted only when one was lowered)."""
     node_model, policy, base, ccpu, cdram = r[4], r[8], r[9], r[21], r[22]
     clk = reference_clock(policy, base, *r[24:27])
+    lowered = [(pr, f) for pr in phase_rows
+               for f, low in (_phase_clock(pr, clk),) if low]
     counts = phase_counts([nesting.Phase(pr[1], pr[1], pr[5], pr[2], pr[6],
-                                         pr[8], pr[9]) for pr in phase_rows])
+                                         pr[8], pr[9]) for pr in phase_rows]) \
+        if detail or lowered else {}
     phases = [_phase_row(pr, counts[pr[1]], clk, node_model, models, settings)
-              for pr in phase_rows]
+              for pr in phase_rows] if detail else []
     run = clk["run_khz"]
     out = {"freq_mhz": run / 1000 if run else None, "saving_status": "base clock",
            "saving_j": None, "saving_basis": None, "saving_vs": None,
@@ -202,8 +213,10 @@ def step_savings(r, phase_rows, models, settings) -> tuple[list, dict]:
     if run is not None and ref is not None and run < ref:
         parts = [estimate_saving(ccpu, cdram, run, ref, node_model, "step",
                                  models)]
-    else:
-        parts = [p for p in phases if p["freq_lowered"]]
+    else:       # the lowered phases' own parts, as _phase_row estimates them
+        parts = [estimate_saving(counts[pr[1]].cpu_uj, counts[pr[1]].dram_uj,
+                                 f, ref, node_model, pr[2], models)
+                 for pr, f in lowered]
     if not parts:
         return phases, out
     if any(p["saving_j"] is None for p in parts):
