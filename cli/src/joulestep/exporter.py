@@ -236,12 +236,10 @@ class StoreView:
             "job_pk DESC LIMIT 1").fetchone()
         return nsteps, njobs, tuple(last_step or ()), tuple(last_job or ())
 
-    def _newest_end(self, conn) -> int:
-        return conn.execute("SELECT max(end_ns) FROM steps").fetchone()[0] or 0
-
     def _read_all(self, conn, models) -> None:
         self.nsteps, self.njobs, self.last_step, self.last_job = self._marks(conn)
-        self.newest_end = self._newest_end(conn)
+        self.newest_end = conn.execute(
+            "SELECT max(end_ns) FROM steps").fetchone()[0] or 0
         cutoff = self.newest_end - self.settle_ns
         recent_jobs = {r[0] for r in conn.execute(
             "SELECT DISTINCT job_pk FROM steps WHERE end_ns >= ?", (cutoff,))}
@@ -292,12 +290,11 @@ class StoreView:
             for j in part:
                 if j in got:
                     self.recent[j] = got[j]
+                    self.newest_end = max(self.newest_end, got[j][0])
                 else:       # cannot be: it has a new step; be safe
                     raise _Reread("a job lost its steps")
         self.nsteps, self.njobs = nsteps, njobs
         self.last_step, self.last_job = last_step, last_job
-        if touched:
-            self.newest_end = max(self.newest_end, self._newest_end(conn))
         cutoff = self.newest_end - self.settle_ns
         for j in [j for j, (end, _) in self.recent.items() if end < cutoff]:
             _add(self.frozen, self.recent.pop(j)[1])
