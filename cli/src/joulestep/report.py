@@ -566,12 +566,15 @@ def report(conn: sqlite3.Connection, settings: Settings, by: str = "user",
     """
     gexpr, joins, args = group_clause(by)
     where, wargs = window_conditions(since_ns, until_ns, cluster)
+    # every aggregate costs time per step: the node-seconds of measured
+    # steps only count with node_overhead_w (Settings.scoped_j)
+    node_ns = ("sum(CASE WHEN s.counted_total_uj IS NOT NULL THEN "
+               "s.counted_duration_ns END)" if settings.node_overhead_w is not None
+               else "NULL")
     sql = (f"SELECT {gexpr} AS g, count(DISTINCT s.job_pk), count(*), "
            "sum(s.counted_cpu_uj), sum(s.counted_dram_uj), sum(s.counted_total_uj), "
            "sum(s.counted_duration_ns), sum(s.policy_active), "
-           "sum(s.counted_total_uj * s.policy_active), "
-           "sum(CASE WHEN s.counted_total_uj IS NOT NULL "
-           "THEN s.counted_duration_ns END) "
+           f"sum(s.counted_total_uj * s.policy_active), {node_ns} "
            f"FROM steps s {joins} "
            + (f"WHERE {' AND '.join(where)} " if where else "")
            + "GROUP BY g")
