@@ -178,4 +178,5 @@ class _CallableModule(types.ModuleType):
         return self.phase(*args, **kwargs)
 
 
-sys.modules[__name__].__class__ = _CallableModule
+if __name__ in sys.modules:     # not when loaded from its file alone
+    sys.modules[__name__].__class__ = _CallableModule
