@@ -27,7 +27,8 @@ DEB_PKGS := build-essential pkg-config libpowercap-dev powercap-utils libpapi-de
             debhelper dh-python pybuild-plugin-pyproject python3-setuptools python3-pip rpm \
             python3-click python3-pandas python3-numpy python3-scipy python3-matplotlib \
             postgresql python3-psycopg \
-            slurmdbd mariadb-server
+            slurmdbd mariadb-server \
+            python3-prometheus-client prometheus
 
 ACCT_SRC := $(wildcard accounting/src/*.c)
 ACCT_OBJ := $(ACCT_SRC:%.c=$(B)/obj/%.o)

@@ -6,19 +6,16 @@
     import joulestep
     with joulestep.phase("checkpoint", "ckpt-3", nbytes=n):
         write_checkpoint()
-"""
-import types as _types
 
-from . import phase as _phase_module
+It is imported on first use (it loads socket and threading, which the
+`joulestep` command does not need: `joulestep job` starts faster).
+"""
+import importlib as _importlib
 
 __version__ = "0.1.0"
 
 
-class _CallableModule(_types.ModuleType):
-    """Lets ``joulestep.phase(...)`` call ``joulestep.phase.phase(...)``."""
-
-    def __call__(self, *args, **kwargs):
-        return self.phase(*args, **kwargs)
-
-
-_phase_module.__class__ = _CallableModule
+def __getattr__(name):
+    if name == "phase":     # binds joulestep.phase as a side effect
+        return _importlib.import_module(__name__ + ".phase")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -19,8 +19,10 @@ import itertools
 import os
 import re
 import socket
+import sys
 import threading
 import time
+import types
 
 __all__ = ["phase", "begin", "end", "ping", "PhaseError", "NOT_IN_STEP"]
 
@@ -167,3 +169,14 @@ def phase(kind: str, label: str | None = None, *, nbytes: int | None = None,
         yield info
     finally:
         end(info["nbytes"], sync=sync)
+
+
+class _CallableModule(types.ModuleType):
+    """Lets ``joulestep.phase(...)`` call ``joulestep.phase.phase(...)``."""
+
+    def __call__(self, *args, **kwargs):
+        return self.phase(*args, **kwargs)
+
+
+if __name__ in sys.modules:     # not when loaded from its file alone
+    sys.modules[__name__].__class__ = _CallableModule

@@ -152,18 +152,24 @@ def _j(uj):
     return None if uj is None else uj / 1e6
 
 
+def _phase_clock(pr, clk: dict) -> tuple:
+    """(the clock a phase row ran at, whether it is below the reference)."""
+    f = pr[7] if pr[7] is not None else clk["run_khz"]
+    ref = clk["ref_khz"]
+    return f, f is not None and ref is not None and f < ref
+
+
 def _phase_row(pr, c, clk: dict, node_model, models, settings) -> dict:
     """One phase of job_summary; c: its nesting.Counted.  Its saving is
     that of its own part (the counted energy: the phases inside it carry
     theirs), so the phases' savings add up to the step's."""
     (_, seq, kind, label, depth, parent, pdur, freq, pcpu, pdram, pbytes,
      nranks) = pr
-    f = freq if freq is not None else clk["run_khz"]
+    f, lowered = _phase_clock(pr, clk)
     ref = clk["ref_khz"]
     pd = {"seq": seq, "kind": kind, "label": label, "depth": depth,
           "parent_seq": parent, "nranks": nranks,
-          "freq_mhz": f / 1000 if f else None,
-          "freq_lowered": f is not None and ref is not None and f < ref}
+          "freq_mhz": f / 1000 if f else None, "freq_lowered": lowered}
     pd.update(derive(pcpu, pdram, pdur, pbytes, settings))
     pd.update({"inside_phase": c.inside, "counted_energy_cpu_j": _j(c.cpu_uj),
                "counted_energy_dram_j": _j(c.dram_uj),
@@ -175,19 +181,24 @@ def _phase_row(pr, c, clk: dict, node_model, models, settings) -> dict:
     return pd
 
 
-def step_savings(r, phase_rows, models, settings) -> tuple[list, dict]:
+def step_savings(r, phase_rows, models, settings,
+                 detail: bool = True) -> tuple[list, dict]:
     """A job_summary step row's phases and its saving against its reference
     clock (reference_clock), every joule counted once (nesting.py).  A step
     held at a lower clock (fixed:R) is estimated as a whole (power model of
     kind "step", `model dvfs --level steps`) on the energy the step counts
     (a step inside it counts its own); otherwise the lowered phases' own
-    parts are added (phase_counts)."""
+    parts are added (phase_counts).  detail=False: the saving alone (no
+    phase dicts; the phases are counted only when one was lowered)."""
     node_model, policy, base, ccpu, cdram = r[4], r[8], r[9], r[21], r[22]
     clk = reference_clock(policy, base, *r[24:27])
+    lowered = [(pr, f) for pr in phase_rows
+               for f, low in (_phase_clock(pr, clk),) if low]
     counts = phase_counts([nesting.Phase(pr[1], pr[1], pr[5], pr[2], pr[6],
-                                         pr[8], pr[9]) for pr in phase_rows])
+                                         pr[8], pr[9]) for pr in phase_rows]) \
+        if detail or lowered else {}
     phases = [_phase_row(pr, counts[pr[1]], clk, node_model, models, settings)
-              for pr in phase_rows]
+              for pr in phase_rows] if detail else []
     run = clk["run_khz"]
     out = {"freq_mhz": run / 1000 if run else None, "saving_status": "base clock",
            "saving_j": None, "saving_basis": None, "saving_vs": None,
@@ -199,8 +210,10 @@ def step_savings(r, phase_rows, models, settings) -> tuple[list, dict]:
     if run is not None and ref is not None and run < ref:
         parts = [estimate_saving(ccpu, cdram, run, ref, node_model, "step",
                                  models)]
-    else:
-        parts = [p for p in phases if p["freq_lowered"]]
+    else:       # the lowered phases' own parts, as _phase_row estimates them
+        parts = [estimate_saving(counts[pr[1]].cpu_uj, counts[pr[1]].dram_uj,
+                                 f, ref, node_model, pr[2], models)
+                 for pr, f in lowered]
     if not parts:
         return phases, out
     if any(p["saving_j"] is None for p in parts):
@@ -257,6 +270,23 @@ def _job_rows(conn, job_id, cluster, first_seen_ns) -> list:
     return rows
 
 
+# The step and phase rows step_savings and job_summary read (by position),
+# also read by the exporter (exporter.py) for its saving estimate
+STEP_COLS = (
+    "s.step_pk, s.step_id, s.het_component, n.name, s.node_model, "
+    "s.ntasks, s.ncpus, s.exclusive, s.policy, s.base_freq_khz, s.start_ns, "
+    "s.end_ns, s.duration_ns, s.energy_cpu_uj, s.energy_dram_uj, "
+    "s.energy_total_uj, s.exit_code, s.wrap_uncertain, s.errors_json, "
+    "s.backend, s.inside_step_pk, s.counted_cpu_uj, s.counted_dram_uj, "
+    "s.counted_total_uj, s.nominal_freq_khz, s.fixed_freq_khz, s.freq_control, "
+    "s.freq_min_ratio, s.counted_duration_ns, s.min_phase_ns, s.energy_resolution_uj")
+STEPS_FROM = "steps s JOIN nodes n ON n.node_pk = s.node_pk"
+PHASE_COLS = (
+    "p.step_pk, p.seq, p.kind, p.label, p.depth, p.parent_seq, "
+    "p.duration_ns, p.freq_khz, p.energy_cpu_uj, p.energy_dram_uj, p.bytes, "
+    "p.nranks")
+
+
 def job_summary(conn, job_id: int, settings: Settings,
                 cluster: str | None = None,
                 first_seen_ns: int | None = None, tuned: dict | None = None,
@@ -281,23 +311,10 @@ def job_summary(conn, job_id: int, settings: Settings,
         (job_pk,)))
     models = load_models(conn)
 
-    steps_sql = (
-        "SELECT s.step_pk, s.step_id, s.het_component, n.name, s.node_model, "
-        "s.ntasks, s.ncpus, s.exclusive, s.policy, s.base_freq_khz, s.start_ns, "
-        "s.end_ns, s.duration_ns, s.energy_cpu_uj, s.energy_dram_uj, "
-        "s.energy_total_uj, s.exit_code, s.wrap_uncertain, s.errors_json, "
-        "s.backend, s.inside_step_pk, s.counted_cpu_uj, s.counted_dram_uj, "
-        "s.counted_total_uj, s.nominal_freq_khz, s.fixed_freq_khz, s.freq_control, "
-        "s.freq_min_ratio, s.counted_duration_ns, s.min_phase_ns, "
-        "s.energy_resolution_uj FROM steps s "
-        "JOIN nodes n ON n.node_pk = s.node_pk WHERE s.job_pk = ?")
-    phases_sql = (
-        "SELECT p.step_pk, p.seq, p.kind, p.label, p.depth, p.parent_seq, "
-        "p.duration_ns, p.freq_khz, p.energy_cpu_uj, p.energy_dram_uj, p.bytes, "
-        "p.nranks FROM phases p JOIN steps s ON s.step_pk = p.step_pk "
-        "WHERE s.job_pk = ? ORDER BY p.step_pk, p.seq")
     phases_by_step: dict = {}
-    for r in conn.execute(phases_sql, (job_pk,)):
+    for r in conn.execute(f"SELECT {PHASE_COLS} FROM phases p JOIN steps s ON "
+                          "s.step_pk = p.step_pk WHERE s.job_pk = ? ORDER BY "
+                          "p.step_pk, p.seq", (job_pk,)):
         phases_by_step.setdefault(r[0], []).append(r)
 
     steps, caveats = [], []
@@ -307,7 +324,8 @@ def job_summary(conn, job_id: int, settings: Settings,
     have_dram = False
     not_est = 0
     bases, refs = set(), set()
-    rows = sorted(conn.execute(steps_sql, (job_pk,)).fetchall(),
+    rows = sorted(conn.execute(f"SELECT {STEP_COLS} FROM {STEPS_FROM} WHERE "
+                               "s.job_pk = ?", (job_pk,)).fetchall(),
                   key=lambda r: (r[2], _step_order(r[1]), r[3]))
     hidden: set = set()          # (step_pk, seq) of phases shown without energy
     if user_view:
@@ -573,12 +591,15 @@ def report(conn, settings: Settings, by: str = "user",
     """
     gexpr, joins, args = group_clause(by)
     where, wargs = window_conditions(since_ns, until_ns, cluster)
+    # every aggregate costs time per step: the node-seconds of measured
+    # steps only count with node_overhead_w (Settings.scoped_j)
+    node_ns = ("sum(CASE WHEN s.counted_total_uj IS NOT NULL THEN "
+               "s.counted_duration_ns END)" if settings.node_overhead_w is not None
+               else "NULL")
     sql = (f"SELECT {gexpr} AS g, count(DISTINCT s.job_pk), count(*), "
            "sum(s.counted_cpu_uj), sum(s.counted_dram_uj), sum(s.counted_total_uj), "
            "sum(s.counted_duration_ns), sum(s.policy_active), "
-           "sum(s.counted_total_uj * s.policy_active), "
-           "sum(CASE WHEN s.counted_total_uj IS NOT NULL "
-           "THEN s.counted_duration_ns END) "
+           f"sum(s.counted_total_uj * s.policy_active), {node_ns} "
            f"FROM steps s {joins} "
            + (f"WHERE {' AND '.join(where)} " if where else "")
            + "GROUP BY g")

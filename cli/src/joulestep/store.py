@@ -18,7 +18,6 @@ import os
 import pathlib
 import re
 import random
-import shutil
 import sqlite3
 import stat
 import time
@@ -1329,6 +1328,7 @@ def quarantine(path: pathlib.Path, spool_root: pathlib.Path,
     except OSError as e:
         if e.errno != 18:  # EXDEV: another file system
             raise
+        import shutil   # here: `joulestep job` does not need it
         shutil.move(str(path), str(cand))
     with open(cand.with_name(cand.name + ".reason"), "w", encoding="utf-8",
               errors="backslashreplace") as fh:

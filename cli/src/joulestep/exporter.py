@@ -1,0 +1,484 @@
+"""`joulestep exporter`: the store's totals as metrics for Prometheus.
+
+Counters, totals over every step in the store (docs/admin-guide.md,
+"Prometheus and Grafana"):
+
+- joulestep_energy_joules_total: CPU + DRAM (RAPL) energy, each step's
+  counted energy (a step inside another counts once: nesting.py), as
+  `joulestep report` sums it;
+- joulestep_step_seconds_total: step time (node-seconds, counted the same way);
+- joulestep_cost_total: the cost of that energy at the site's price, with
+  the site's scope (`report`'s derive: CPU + DRAM, or a node estimate);
+- joulestep_steps_total: steps;
+  all four labelled cluster, user, account, partition and policy (or the
+  subset --labels names);
+- joulestep_saving_joules_total{cluster, policy}: the estimated saving of the
+  steps whose clock a policy lowered, against their original clock: the
+  estimate `joulestep job` shows (report.step_savings, on the same rows);
+  joulestep_saving_not_estimated_steps_total counts the steps it could not
+  estimate (no power model);
+- joulestep_records_quarantined (gauge): records in the quarantine directory;
+- joulestep_records_lost_total: records the plugin could not write (lost.py).
+
+No label names a job: the series are bounded by the (cluster, user, account,
+partition, policy) tuples that occur, and --labels drops labels a large site
+does not want.  Top jobs come from the store itself (etc/grafana).
+
+Reading the store costs time (step_savings for every step: about a minute
+for a million steps), so the exporter keeps a view of the store in memory
+and serves every scrape from it; a scrape never touches the database.  The
+view is brought up to date every --refresh seconds, incrementally:
+
+- a job's figures change only when ingest gives it a new step (its steps'
+  counted figures, its attributes and job merges all happen then), so a
+  refresh reads the steps added since the last one (step_pk above the last
+  seen) and recomputes the jobs they belong to, whole;
+- jobs whose last step ended more than --settle-hours before the newest step
+  in the store are folded into fixed per-label totals and forgotten, so the
+  memory held is that of the recent jobs only;
+- anything else -- a step added to a folded job (a late record), steps or
+  jobs deleted or merged, the power models changed, --reload-hours elapsed
+  -- makes the next refresh read the whole store again (counted in
+  joulestep_exporter_full_reads_total).
+
+The queries are plain SQL with ? placeholders (store.py's engines).
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import pathlib
+import signal
+import sys
+import threading
+import time
+
+from . import report as rep
+
+LABELS = ("cluster", "user", "account", "partition", "policy")
+SAVING_LABELS = ("cluster", "policy")
+NONE = "(none)"              # a NULL attribute, as `joulestep report` shows it
+DEFAULT_PORT = 9817
+DEFAULT_SETTLE_HOURS = 48.0  # twice the default job gap (store.JOB_GAP_HOURS)
+DEFAULT_RELOAD_HOURS = 24.0
+RANGE_STEPS = 20_000         # steps per query when reading the whole store
+CHUNK_JOBS = 500             # job keys per IN (...) list
+
+# the sums kept per label tuple
+STEPS, CPU, DRAM, DRAM_N, TOTAL, DUR, NODE, SAVING, NOT_EST = range(9)
+WIDTH = 9
+
+
+class ExporterError(Exception):
+    """The exporter cannot start (message says why)."""
+
+
+class _Reread(Exception):
+    """The incremental refresh cannot account for a change: read it all."""
+
+
+LOST = "joulestep_records_lost"
+
+
+def records_lost(conn) -> int | None:
+    """The store's count of records the plugin could not write (lost.py,
+    lost_records): joulestep_records_lost_total."""
+    from . import lost
+    return lost.count(conn)
+
+
+def count_quarantined(qdir) -> int:
+    """Records in a quarantine directory (store.quarantine writes one
+    <name>.reason beside each record it moves there)."""
+    n = 0
+    if qdir is None:
+        return 0
+    for _, _, files in os.walk(qdir):
+        n += sum(1 for f in files if f.endswith(".reason"))
+    return n
+
+
+def _add(into: dict, parts: dict) -> None:
+    for key, vec in parts.items():
+        acc = into.get(key)
+        if acc is None:
+            into[key] = list(vec)
+        else:
+            for i in range(WIDTH):
+                acc[i] += vec[i]
+
+
+def _contributions(conn, settings, models, where: str, args) -> dict:
+    """{job_pk: [max end_ns, {label tuple: sums}]} of the steps `where`
+    selects (a condition on steps s): what each adds, by the rules of
+    `report` (counted_* figures) and `job` (step_savings)."""
+    phases: dict = {}
+    for r in conn.execute(f"SELECT {rep.PHASE_COLS} FROM phases p JOIN steps s "
+                          f"ON s.step_pk = p.step_pk WHERE {where} "
+                          "ORDER BY p.step_pk, p.seq", args):
+        phases.setdefault(r[0], []).append(r)
+    out: dict = {}
+    for r in conn.execute(f"SELECT {rep.STEP_COLS}, s.job_pk, j.cluster, "
+                          "j.user_name, j.account, j.partition FROM "
+                          f"{rep.STEPS_FROM} JOIN jobs j ON j.job_pk = s.job_pk "
+                          f"WHERE {where}", args):
+        n = len(r) - 5
+        job_pk = r[n]
+        key = tuple(NONE if v is None else str(v) for v in (*r[n + 1:], r[8]))
+        job = out.get(job_pk)
+        if job is None:
+            job = out[job_pk] = [r[11], {}]
+        job[0] = max(job[0], r[11])
+        vec = job[1].get(key)
+        if vec is None:
+            vec = job[1][key] = [0] * WIDTH
+        ccpu, cdram, ctotal, cdur = r[21], r[22], r[23], r[28]
+        vec[STEPS] += 1
+        vec[CPU] += ccpu or 0
+        if cdram is not None:
+            vec[DRAM] += cdram
+            vec[DRAM_N] += 1
+        vec[TOTAL] += ctotal or 0
+        vec[DUR] += cdur or 0
+        if ctotal is not None:
+            vec[NODE] += cdur or 0
+        _, sav = rep.step_savings(r[:n], phases.get(r[0], ()), models, settings,
+                                  detail=False)
+        if sav["saving_status"] == "estimated":
+            vec[SAVING] += sav["saving_j"]
+        elif sav["saving_status"] == "not estimated":
+            vec[NOT_EST] += 1
+    return out
+
+
+@dataclasses.dataclass
+class Snapshot:
+    """What a scrape shows: per label tuple (LABELS order) the sums."""
+    totals: dict
+    quarantined: int
+    lost: int | None
+    steps: int
+    read_s: float
+    read_at: float
+
+
+class StoreView:
+    """The store's totals, kept up to date incrementally (module doc).
+
+    connect(): a new read connection to the store.  refresh() reads
+    what changed since the last call (or everything) and publishes a new
+    Snapshot in .snapshot; it raises what the store raises."""
+
+    def __init__(self, connect, settings, settle_hours=DEFAULT_SETTLE_HOURS,
+                 reload_hours=DEFAULT_RELOAD_HOURS, quarantine_dir=None):
+        self.connect, self.settings = connect, settings
+        self.settle_ns = int(settle_hours * 3600e9)
+        self.reload_s = reload_hours * 3600.0
+        self.quarantine_dir = quarantine_dir
+        self.snapshot: Snapshot | None = None
+        self.full_reads = 0
+        self.errors = 0
+        self._loaded_at = None      # monotonic time of the last full read
+        self._models = None
+
+    # ------------------------------------------------------------ reading
+
+    def refresh(self) -> Snapshot:
+        t0 = time.monotonic()
+        try:
+            self._read()
+        except BaseException:
+            self._loaded_at = None      # state half-updated: read it all next
+            raise
+        totals = {k: list(v) for k, v in self.frozen.items()}
+        for _, parts in self.recent.values():
+            _add(totals, parts)
+        self.snapshot = Snapshot(totals, count_quarantined(self.quarantine_dir),
+                                 self._lost, self.nsteps, time.monotonic() - t0,
+                                 time.time())
+        return self.snapshot
+
+    def _read(self) -> None:
+        conn = self.connect()
+        try:
+            conn.execute("BEGIN")       # one consistent view of the store
+            try:
+                models = rep.load_models(conn)
+                fp = sorted((k, tuple(sorted(v.items()))) for k, v in models.items())
+                full = (self._loaded_at is None or fp != self._models or
+                        time.monotonic() - self._loaded_at >= self.reload_s)
+                if not full:
+                    try:
+                        self._incremental(conn, models)
+                    except _Reread:
+                        full = True
+                if full:
+                    self._read_all(conn, models)
+                    self._models = fp
+                self._lost = records_lost(conn)
+            finally:
+                conn.execute("COMMIT")
+        finally:
+            conn.close()
+
+    def _marks(self, conn) -> tuple:
+        """What the incremental refresh checks the store against: counts,
+        and the newest step and job as they were (a key reused after a
+        delete)."""
+        nsteps = conn.execute("SELECT count(*) FROM steps").fetchone()[0]
+        njobs = conn.execute("SELECT count(*) FROM jobs").fetchone()[0]
+        last_step = conn.execute(
+            "SELECT step_pk, job_pk, node_pk, step_id, start_ns, end_ns FROM "
+            "steps ORDER BY step_pk DESC LIMIT 1").fetchone()
+        last_job = conn.execute(
+            "SELECT job_pk, cluster, job_id, first_seen_ns FROM jobs ORDER BY "
+            "job_pk DESC LIMIT 1").fetchone()
+        return nsteps, njobs, tuple(last_step or ()), tuple(last_job or ())
+
+    def _read_all(self, conn, models) -> None:
+        self.nsteps, self.njobs, self.last_step, self.last_job = self._marks(conn)
+        self.newest_end = conn.execute(
+            "SELECT max(end_ns) FROM steps").fetchone()[0] or 0
+        cutoff = self.newest_end - self.settle_ns
+        recent_jobs = {r[0] for r in conn.execute(
+            "SELECT DISTINCT job_pk FROM steps WHERE end_ns >= ?", (cutoff,))}
+        self.frozen: dict = {}
+        self.recent: dict = {}
+        top = self.last_step[0] if self.last_step else 0
+        for lo in range(0, top, RANGE_STEPS):
+            got = _contributions(conn, self.settings, models,
+                                 "s.step_pk > ? AND s.step_pk <= ?",
+                                 (lo, lo + RANGE_STEPS))
+            for job_pk, (end, parts) in got.items():
+                if job_pk in recent_jobs:
+                    job = self.recent.setdefault(job_pk, [end, {}])
+                    job[0] = max(job[0], end)
+                    _add(job[1], parts)
+                else:
+                    _add(self.frozen, parts)
+        self.full_reads += 1
+        self._loaded_at = time.monotonic()
+
+    def _incremental(self, conn, models) -> None:
+        old_top = self.last_step[0] if self.last_step else 0
+        old_job = self.last_job[0] if self.last_job else 0
+        if self.last_step and conn.execute(
+                "SELECT step_pk, job_pk, node_pk, step_id, start_ns, end_ns "
+                "FROM steps WHERE step_pk = ?", (old_top,)).fetchone() != \
+                tuple(self.last_step):
+            raise _Reread("the newest step changed")
+        if self.last_job and conn.execute(
+                "SELECT job_pk, cluster, job_id, first_seen_ns FROM jobs WHERE "
+                "job_pk = ?", (old_job,)).fetchone() != tuple(self.last_job):
+            raise _Reread("the newest job changed")
+        new = conn.execute("SELECT job_pk FROM steps WHERE step_pk > ?",
+                           (old_top,)).fetchall()
+        new_jobs = conn.execute("SELECT count(*) FROM jobs WHERE job_pk > ?",
+                                (old_job,)).fetchone()[0]
+        nsteps, njobs, last_step, last_job = self._marks(conn)
+        if nsteps != self.nsteps + len(new) or njobs != self.njobs + new_jobs:
+            raise _Reread("steps or jobs were deleted or merged")
+        touched = sorted({r[0] for r in new})
+        if any(j <= old_job and j not in self.recent for j in touched):
+            raise _Reread("a step joined a settled job")
+        for i in range(0, len(touched), CHUNK_JOBS):
+            part = touched[i:i + CHUNK_JOBS]
+            got = _contributions(conn, self.settings, models,
+                                 f"s.job_pk IN ({','.join('?' * len(part))})",
+                                 part)
+            for j in part:
+                if j in got:
+                    self.recent[j] = got[j]
+                    self.newest_end = max(self.newest_end, got[j][0])
+                else:       # cannot be: it has a new step; be safe
+                    raise _Reread("a job lost its steps")
+        self.nsteps, self.njobs = nsteps, njobs
+        self.last_step, self.last_job = last_step, last_job
+        cutoff = self.newest_end - self.settle_ns
+        for j in [j for j, (end, _) in self.recent.items() if end < cutoff]:
+            _add(self.frozen, self.recent.pop(j)[1])
+
+
+# --------------------------------------------------------------------------
+# metrics
+
+def _project(totals: dict, labels) -> dict:
+    """The totals summed over the labels not kept."""
+    idx = [LABELS.index(x) for x in labels]
+    out: dict = {}
+    for key, vec in totals.items():
+        _add(out, {tuple(key[i] for i in idx): vec})
+    return out
+
+
+def families(view: StoreView, labels=LABELS) -> list:
+    """The metric families of the view's snapshot (prometheus_client)."""
+    from prometheus_client.core import (CounterMetricFamily, GaugeMetricFamily,
+                                        InfoMetricFamily)
+    s, st = view.snapshot, view.settings
+    labels = list(labels)
+    energy = CounterMetricFamily(
+        "joulestep_energy_joules", "CPU + DRAM (RAPL) energy of the steps in "
+        "the store, each counted once (steps inside others: nesting rule)",
+        labels=labels, unit="joules")
+    seconds = CounterMetricFamily(
+        "joulestep_step_seconds", "Step time (node-seconds) of the steps in "
+        "the store, counted as their energy", labels=labels, unit="seconds")
+    cost = CounterMetricFamily(
+        "joulestep_cost", "Cost of that energy at the site's price_per_kwh, "
+        "in the site's currency and scope (joulestep_site_info)",
+        labels=labels + ["currency"])
+    steps = CounterMetricFamily("joulestep_steps", "Steps in the store",
+                                labels=labels)
+    for key, v in sorted(_project(s.totals, labels).items()):
+        d = rep.derive(v[CPU], v[DRAM] if v[DRAM_N] else None, v[DUR], None,
+                       st, v[NODE])
+        energy.add_metric(key, v[TOTAL] / 1e6)
+        seconds.add_metric(key, v[DUR] / 1e9)
+        cost.add_metric(list(key) + [st.currency], d["cost"] or 0.0)
+        steps.add_metric(key, v[STEPS])
+    slabels = [x for x in SAVING_LABELS if x in labels]
+    saving = CounterMetricFamily(
+        "joulestep_saving_joules", "Estimated energy saved by the policies "
+        "that lowered clocks, against the steps' original clock (as "
+        "`joulestep job` estimates it, from the fitted power models)",
+        labels=slabels, unit="joules")
+    not_est = CounterMetricFamily(
+        "joulestep_saving_not_estimated_steps", "Steps whose lowered clock "
+        "saved an amount not estimated (no power model: `joulestep model "
+        "dvfs --save`)", labels=slabels)
+    for key, v in sorted(_project(s.totals, slabels).items()):
+        saving.add_metric(key, v[SAVING])
+        not_est.add_metric(key, v[NOT_EST])
+    out = [energy, seconds, cost, steps, saving, not_est]
+    q = GaugeMetricFamily("joulestep_records_quarantined", "Records in the "
+                          "quarantine directory (invalid; see their .reason "
+                          "files)")
+    q.add_metric([], s.quarantined)
+    out.append(q)
+    if s.lost is not None:
+        lost = CounterMetricFamily(LOST, "Records lost "
+                                   "before they reached the store")
+        lost.add_metric([], s.lost)
+        out.append(lost)
+    info = InfoMetricFamily("joulestep_site", "What cost covers")
+    info.add_metric([], {"scope": st.scope, "currency": st.currency,
+                         "price_per_kwh": f"{st.price_per_kwh:g}"})
+    out.append(info)
+    g = GaugeMetricFamily("joulestep_exporter_store_steps",
+                          "Steps in the store at the last read")
+    g.add_metric([], s.steps)
+    out.append(g)
+    g = GaugeMetricFamily("joulestep_exporter_read_seconds", "Time the last "
+                          "read of the store took", unit="seconds")
+    g.add_metric([], s.read_s)
+    out.append(g)
+    g = GaugeMetricFamily("joulestep_exporter_last_read_timestamp_seconds",
+                          "When the store was last read", unit="seconds")
+    g.add_metric([], s.read_at)
+    out.append(g)
+    c = CounterMetricFamily("joulestep_exporter_full_reads", "Reads of the "
+                            "whole store (at start, after changes the "
+                            "incremental read cannot follow, every "
+                            "--reload-hours)")
+    c.add_metric([], view.full_reads)
+    out.append(c)
+    c = CounterMetricFamily("joulestep_exporter_read_errors", "Reads of the "
+                            "store that failed (the last good figures stay)")
+    c.add_metric([], view.errors)
+    out.append(c)
+    return out
+
+
+class Collector:
+    """prometheus_client collector over a StoreView (serves its snapshot)."""
+
+    def __init__(self, view: StoreView, labels=LABELS):
+        self.view, self.labels = view, tuple(labels)
+
+    def collect(self):
+        return families(self.view, self.labels)
+
+
+def registry(view: StoreView, labels=LABELS):
+    from prometheus_client import CollectorRegistry
+    reg = CollectorRegistry(auto_describe=False)
+    reg.register(Collector(view, labels))
+    return reg
+
+
+def text(view: StoreView, labels=LABELS, openmetrics=False) -> bytes:
+    """The exposition of the view's snapshot (Prometheus text format, or
+    OpenMetrics)."""
+    if openmetrics:
+        from prometheus_client.openmetrics.exposition import generate_latest
+    else:
+        from prometheus_client.exposition import generate_latest
+    return generate_latest(registry(view, labels))
+
+
+def parse_labels(spec: str) -> tuple:
+    """--labels: a comma-separated subset of LABELS, kept in LABELS order."""
+    got = [x.strip() for x in spec.split(",") if x.strip()]
+    bad = [x for x in got if x not in LABELS]
+    if bad:
+        raise ExporterError(f"--labels: unknown label(s) {', '.join(bad)}; "
+                            f"choose from {', '.join(LABELS)}")
+    return tuple(x for x in LABELS if x in got)
+
+
+# --------------------------------------------------------------------------
+# serving
+
+def make_server(view: StoreView, labels, host: str, port: int):
+    """A threading HTTP server (not started) answering /metrics (and /)
+    with the view's snapshot, OpenMetrics when the client asks for it."""
+    import socket
+    from socketserver import ThreadingMixIn
+    from wsgiref.simple_server import WSGIRequestHandler, WSGIServer
+    from wsgiref.simple_server import make_server as wsgi_server
+
+    from prometheus_client import make_wsgi_app
+
+    class Server(ThreadingMixIn, WSGIServer):
+        daemon_threads = True
+        address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
+
+    class Quiet(WSGIRequestHandler):
+        def log_message(self, *args):
+            pass
+
+    try:
+        return wsgi_server(host, port, make_wsgi_app(registry(view, labels)),
+                           server_class=Server, handler_class=Quiet)
+    except OSError as e:
+        raise ExporterError(f"cannot listen on {host} port {port}: "
+                            f"{e.strerror or e}") from None
+
+
+def serve(view: StoreView, labels, host: str, port: int, refresh_s: float,
+          log=None) -> None:
+    """Serve until SIGTERM or SIGINT, reading the store every refresh_s."""
+    log = log or (lambda m: print(m, file=sys.stderr, flush=True))
+    httpd = make_server(view, labels, host, port)
+    h, p = httpd.server_address[:2]
+    url_host = f"[{h}]" if ":" in h else h
+    s = view.snapshot
+    log(f"joulestep: exporter: listening on http://{url_host}:{p}/metrics "
+        f"({s.steps} steps read in {s.read_s:.2f} s)")
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    t = threading.Thread(target=httpd.serve_forever, daemon=True)
+    t.start()
+    try:
+        while not stop.wait(refresh_s):
+            try:
+                view.refresh()
+            except Exception as e:      # keep serving the last good figures
+                view.errors += 1
+                log(f"joulestep: exporter: reading the store failed: {e}")
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        t.join()
