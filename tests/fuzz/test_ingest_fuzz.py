@@ -146,7 +146,10 @@ def rows_of(rec: dict) -> dict:
     tags = rec["job"].get("tags") or {}
     return {"steps": 1, "phases": len(phases),
             "phase_ranks": sum(len(seq(p.get("ranks") or [])) for p in phases),
-            "step_zones": len(seq(rec.get("zones") or [])),
+            # a zone whose counter went back or vanished (energy_uj null) has
+            # no row (docs/record-format.md, zones[].uncertain)
+            "step_zones": sum(1 for z in seq(rec.get("zones") or [])
+                              if isinstance(z, dict) and z.get("energy_uj") is not None),
             "step_tags": len(tags) if isinstance(tags, dict) else 0,
             "spool_files": 1}
 
