@@ -354,3 +354,19 @@ def test_records_lost_come_from_the_store(db, conn, run):
     lost.insert(conn, rows[:2])
     m = parse(run("exporter", "--once").stdout)
     assert m["joulestep_records_lost_total"] == {(): 3.0}
+
+
+def test_policy_label_is_the_family_not_the_ratio(db, conn, run):
+    """fixed:R and phase:... with any ratio a user writes: one series per
+    family, so the label's cardinality stays bounded; the energies add up."""
+    recs = (job(11, 0, policy="fixed:0.6", cpu=10) + job(12, 30, policy="fixed:0.75", cpu=20)
+            + job(13, 60, policy="phase:write=0.5", cpu=40) + job(14, 90, policy="monitor", cpu=80))
+    store.ingest_records(conn, recs)
+    energy, *_ = truth(recs)
+    want = {}
+    for (cl, u, a, p, pol), e in energy.items():
+        k = (cl, u, a, p, pol.split(":")[0])
+        want[k] = want.get(k, 0) + e
+    got = by_labels(parse(run("exporter", "--once").stdout)["joulestep_energy_joules_total"])
+    assert {k[4] for k in got} == {"fixed", "phase", "monitor"}
+    assert got == approx(want)

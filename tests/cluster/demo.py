@@ -290,6 +290,17 @@ class Demo:
         self.cli("report", "--by", "user")
         self.cli("report", "--by", "tag:exp")
         self.cli("report", "--what-if", "io-dvfs", "--by", "user")
+        header("What Prometheus would scrape (joulestep exporter; energy and lost records)")
+        argv = [str(CLI), "--db", str(self.db), "exporter", "--once"]
+        res = subprocess.run(argv, capture_output=True, text=True, stdin=subprocess.DEVNULL,
+                             timeout=300)
+        keep = [ln for ln in res.stdout.splitlines()
+                if ln.startswith(("joulestep_energy_joules_total", "joulestep_saving_joules_total",
+                                  "joulestep_records_lost_total", "joulestep_records_quarantined"))]
+        show(subprocess.CompletedProcess(argv, res.returncode, "\n".join(keep), res.stderr),
+             "joulestep exporter --once | grep energy/saving/lost", tail=24)
+        if res.returncode != 0:
+            self.failed.append("joulestep exporter --once")
 
     def plot(self):
         header(f"Plots in {self.plots}")

@@ -21,7 +21,9 @@ Counters, totals over every step in the store (docs/admin-guide.md,
 - joulestep_records_lost_total: records the plugin could not write (lost.py).
 
 No label names a job: the series are bounded by the (cluster, user, account,
-partition, policy) tuples that occur, and --labels drops labels a large site
+partition, policy) tuples that occur, the policy label being the policy's
+family (`fixed`, not `fixed:0.6`; `phase`, not `phase:write=0.5`: a user may
+write any ratio, and each would be a series of its own), and --labels drops labels a large site
 does not want.  Top jobs come from the store itself (etc/grafana).
 
 Reading the store costs time (step_savings for every step: about a minute
@@ -80,6 +82,12 @@ class _Reread(Exception):
 LOST = "joulestep_records_lost"
 
 
+def policy_label(policy) -> str | None:
+    """The policy's family: monitor, io-dvfs, ckpt-dvfs, tuned, fixed, phase
+    (the part before a ':'); the ratios stay in the store."""
+    return policy.split(":", 1)[0] if isinstance(policy, str) else policy
+
+
 def records_lost(conn) -> int | None:
     """The store's count of records the plugin could not write (lost.py,
     lost_records): joulestep_records_lost_total."""
@@ -124,7 +132,7 @@ def _contributions(conn, settings, models, where: str, args) -> dict:
                           f"WHERE {where}", args):
         n = len(r) - 5
         job_pk = r[n]
-        key = tuple(NONE if v is None else str(v) for v in (*r[n + 1:], r[8]))
+        key = tuple(NONE if v is None else str(v) for v in (*r[n + 1:], policy_label(r[8])))
         job = out.get(job_pk)
         if job is None:
             job = out[job_pk] = [r[11], {}]
