@@ -12,6 +12,14 @@ records with varied optional fields:
 
 - _parse_fast returns None, or exactly what _parse_checked returns;
 - parse_record raises what _parse_checked raises (the quarantine reason).
+
+The batch path (store._parse_batch, which store.parse_batch tries first on a
+whole batch and ingest_records uses) checks a field across all records at
+once; over batches of such records:
+
+- _parse_batch returns None, or exactly [_parse_fast(r) for r in batch]
+  (so, by the above, what _parse_checked returns for each);
+- store.parse_batch gives, per record, what parse_record gives or raises.
 """
 from __future__ import annotations
 
@@ -31,7 +39,7 @@ import test_ingest_fuzz as tif  # noqa: E402
 from joulestep import store  # noqa: E402
 
 EXAMPLES = tif.EXAMPLES * 4
-STATS = {"fast": 0, "checked": 0}
+STATS = {"fast": 0, "checked": 0, "batch": 0, "unbatched": 0}
 
 
 def outcome(fn, rec):
@@ -58,6 +66,27 @@ def check(rec) -> None:
     else:
         STATS["checked"] += 1
     assert outcome(store.parse_record, rec) == want
+
+
+def batch_path(recs):
+    """_parse_batch as parse_batch calls it: an exception means "not us"."""
+    try:
+        return store._parse_batch(recs)
+    except Exception:
+        return None
+
+
+def check_batch(recs) -> None:
+    got = batch_path(recs)
+    if got is not None:
+        STATS["batch"] += 1
+        assert got == [fast_path(r) for r in recs]
+        assert None not in got
+    else:
+        STATS["unbatched"] += 1
+    want = [outcome(store.parse_record, r) for r in recs]
+    assert [("refused", str(p)) if isinstance(p, store.RecordError) else ("ok", p)
+            for p in store.parse_batch(recs)] == want
 
 
 @settings(max_examples=EXAMPLES, derandomize=True, deadline=None, database=None,
@@ -133,11 +162,62 @@ def test_fast_path_takes_what_the_plugin_writes(rec):
     check(rec)
 
 
+@settings(max_examples=EXAMPLES, derandomize=True, deadline=None, database=None,
+          suppress_health_check=list(HealthCheck))
+@given(st.lists(varied(), min_size=1, max_size=4))
+def test_batch_path_agrees_on_varied_batches(recs):
+    check_batch(recs)
+
+
+@settings(max_examples=EXAMPLES, derandomize=True, deadline=None, database=None,
+          suppress_health_check=list(HealthCheck))
+@given(tif.mutant(), st.integers(0, 2))
+def test_batch_path_agrees_with_a_mutant_among_valid(data, where):
+    """One mutant among valid records: the batch check across records must
+    fail over to the per-record paths, or accept the mutant's own rows."""
+    try:
+        rec = json.loads(data)
+    except (ValueError, RecursionError):
+        return
+    recs = [recgen.record(1, "0", "n1", phases=PLUGIN_PHASES),
+            recgen.record(2, "batch", "n2", phases=PLUGIN_PHASES)]
+    recs.insert(where, rec)
+    check_batch(recs)
+
+
+PLUGIN_PHASES = [recgen.phase(0, "compute", 1, 2, 3, 1),
+                 recgen.phase(1, "checkpoint", 2, 1, 1, 1, label="c", freq_khz=1_200_000,
+                              nbytes=10, depth=1, parent=0, nranks=4)]
+
+
+def test_batch_path_takes_what_the_plugin_writes():
+    """A batch of common records goes the batch way (else ingest is slow)."""
+    recs = [recgen.record(j, s, f"n{j}", phases=PLUGIN_PHASES if j % 2 else [])
+            for j in range(5) for s in ("0", "batch", 3)]
+    assert batch_path(recs) is not None
+    check_batch(recs)
+
+
+def test_batch_path_checks_seq_and_parent_per_record():
+    """seq unique and parent_seq one of them within each record, not
+    across the batch: a parent naming a seq of another record is refused."""
+    a = recgen.record(1, "0", "n1", phases=[recgen.phase(0, "compute", 1, 2, 3, 1),
+                                             recgen.phase(5, "compute", 1, 2, 3, 1)])
+    b = recgen.record(2, "0", "n1", phases=[recgen.phase(0, "compute", 1, 2, 3, 1,
+                                                         parent=5, depth=1)])
+    c = recgen.record(3, "0", "n1", phases=[recgen.phase(5, "compute", 1, 2, 3, 1)])
+    assert batch_path([a, c]) is not None         # seq 5 twice, not in one record
+    assert batch_path([a, b]) is None
+    check_batch([a, b, c])
+    assert isinstance(store.parse_batch([a, b, c])[1], store.RecordError)
+
+
 def test_both_paths_were_exercised():
     """The properties above are vacuous unless both paths ran (file order)."""
     if not STATS["fast"] + STATS["checked"]:
         pytest.skip("run with the property tests above")
     assert STATS["fast"] >= 20 and STATS["checked"] >= 20, STATS
+    assert STATS["batch"] >= 20 and STATS["unbatched"] >= 20, STATS
 
 
 def test_huge_ratio_is_refused_not_a_crash():

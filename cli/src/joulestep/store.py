@@ -21,6 +21,7 @@ import random
 import sqlite3
 import stat
 import time
+from itertools import accumulate, chain, islice, repeat
 from typing import Callable, Iterable, Iterator
 
 from . import db, nesting
@@ -537,6 +538,219 @@ def _parse_fast(rec):
     return Parsed(cluster, job_row, tags, node, step_row, zones, phases, [])
 
 
+# ---- the batch path: a whole batch checked a field at a time
+def parse_batch(recs: list) -> list:
+    """parse_record over a batch: per record, its Parsed or the RecordError
+    parse_record raises (returned, not raised).  A batch of well-formed
+    records of the common shape is checked one field at a time across the
+    batch (:func:`_parse_batch`: one builtin pass per field per batch, not
+    per record); when any check fails, record by record (the same result)."""
+    try:
+        out = _parse_batch(recs)
+    except Exception:   # an odd shape: the per-record paths sort it out
+        out = None
+    if out is not None:
+        return out
+    out = []
+    for rec in recs:
+        try:
+            out.append(parse_record(rec))
+        except RecordError as e:
+            out.append(e)
+    return out
+
+
+_get_prov = operator.methodcaller("get", "provenance")
+_EXCLUSIVE = {True: 1, False: 0, None: None}
+#: step ids _STEP_ID accepted (a handful at a site: 0, 1, ..., batch, extern)
+_GOOD_STEP_IDS: set = set()
+_GOOD_STEP_IDS_MAX = 4096
+_VERSIONS, _FORMATS = {RECORD_VERSION}, {RECORD_FORMAT}
+_LISTS, _NULLS = {list}, {type(None)}
+_STEP_ID_TYPES = {int, str}
+
+
+def _column_ok(col: tuple, kind: str) -> bool:
+    """One field of _parse_fast's value list over a batch holds only what
+    its kind allows (what _fast_checks checks per record)."""
+    ts = set(map(type, col))
+    if not ts <= _FAST_TYPES[kind]:
+        return False
+    if str in ts:   # an empty cluster or node (_S): _parse_fast says no
+        return "".join(filter(None, col)).isascii() and (kind != _S or all(col))
+    if int not in ts:
+        return True                     # bools, nulls, floats: no range
+    if kind == _I1N and 0 in col:       # (None == 0 is False; no bools here)
+        return False
+    if float in ts:
+        col = tuple(v for v in col if type(v) is int)
+    elif _NONE_T in ts:
+        col = tuple(filter(None, col))  # 0 goes too: 0 is in every range left
+        if not col:
+            return True
+    return min(col) >= (_LO64 if kind in (_IN, _NN) else 0) and max(col) < _HI64
+
+
+def _tags_batch(objs: tuple):
+    """Each record's job.tags as rows, or None (as _parse_fast checks)."""
+    if set(map(type, objs)) != _DICTS:
+        objs = tuple(t or _EMPTY for t in objs)
+        if set(map(type, objs)) != _DICTS:
+            return None
+    keys = tuple(chain.from_iterable(objs))
+    if keys:
+        vals = tuple(chain.from_iterable(map(dict.values, objs)))
+        if set(map(type, vals)) != _STRS or not all(keys) or \
+                not "".join(keys + vals).isascii():
+            return None
+    return list(map(list, map(dict.items, objs)))
+
+
+def _record_index(lens: list) -> tuple:
+    """For children flattened over a batch: the index of each one's record."""
+    return tuple(chain.from_iterable(map(repeat, range(len(lens)), lens)))
+
+
+def _zone_rows(flat: list, lens: list):
+    """Rows of a batch's zones (flattened), checked as _parse_fast does."""
+    if set(map(type, flat)) != _DICTS:
+        return None
+    rows = list(map(_ZONE_GET, flat))
+    names, ids, kinds, en, wr = zip(*rows)
+    txt = names + ids
+    nums = en + wr
+    if set(map(type, txt)) != _STRS or not all(txt) or \
+            not set(map(type, kinds)) <= _NSTRS or \
+            not "".join(txt + tuple(filter(None, kinds))).isascii() or \
+            set(map(type, nums)) != _INTS or min(nums) < 0 or \
+            max(nums) >= _HI64 or len(set(zip(_record_index(lens), ids))) != len(ids):
+        return None
+    return rows
+
+
+def _phase_rows(flat: list, lens: list):
+    """Rows of a batch's phases (flattened), checked as _phases_fast does:
+    seq unique and parent_seq one of them within each record."""
+    got = _phase_columns(flat)
+    if got is None:
+        return None
+    rows, seq, parent = got
+    pairs = None
+    if seq != tuple(chain.from_iterable(map(range, lens))):    # 0, 1, ...: unique
+        pairs = set(zip(_record_index(lens), seq))
+        if len(pairs) != len(seq):
+            return None
+    if set(parent) != _NULLS:
+        idx = _record_index(lens)
+        if pairs is None:
+            pairs = set(zip(idx, seq))
+        if not {(i, p) for i, p in zip(idx, parent) if p is not None} <= pairs:
+            return None
+    return rows
+
+
+def _children_batch(recs: list, key: str, rows_of):
+    """Each record's rows of a list field (zones, phases), checked over the
+    whole batch at once by rows_of; None when a check fails."""
+    lists = [r.get(key) or [] for r in recs]
+    if set(map(type, lists)) != _LISTS:
+        return None
+    lens = list(map(len, lists))
+    flat = list(chain.from_iterable(lists))
+    if not flat:
+        return list(map(list, repeat((), len(recs))))
+    rows = rows_of(flat, lens)
+    if rows is None:
+        return None
+    ends = list(accumulate(lens))
+    return list(map(rows.__getitem__, map(slice, [0] + ends[:-1], ends)))
+
+
+def _parse_batch(recs: list):
+    """[_parse_fast(r) for r in recs] when it holds no None (every record
+    well formed and of the common shape), each check made one field at a
+    time over the batch; None otherwise (tests/fuzz/test_parse_paths.py)."""
+    n = len(recs)
+    if not n or set(map(type, recs)) != _DICTS:
+        return None
+    fmt, ver, cluster, job, step = zip(*map(_REC_GET, recs))
+    if set(fmt) != _FORMATS or set(ver) != _VERSIONS or \
+            set(map(type, job)) != _DICTS or set(map(type, step)) != _DICTS:
+        return None
+    prov = tuple(map(_get_prov, recs))
+    if set(map(type, prov)) != _DICTS:
+        prov = tuple(p or _EMPTY for p in prov)
+        if set(map(type, prov)) != _DICTS:
+            return None
+    cols = [cluster]
+    for objs, keys in ((job, _JOB_F), (step, _STEP_F), (prov, _PROV_F)):
+        cols += [tuple(map(dict.get, objs, repeat(k))) for k in keys]
+    for col, kind in zip(cols, _FAST_SPEC):
+        if kind is not None and not _column_ok(col, kind):
+            return None
+    (cluster, job_id, submit, first, jstart, name, user, uid, gid, account,
+     partition, tags_obj,
+     step_id, het, node, node_model, ntasks, nnodes, cpus, ncpus, exclusive,
+     policy, base_freq, fmin, start, end, dur, cpu, dram, total, exit_code,
+     nominal, fixed,
+     backend, wrap, sample, errors, plugin_version, _job_source, freq_control,
+     min_phase, eres) = cols
+    if not all(map(operator.ge, end, start)):
+        return None
+    if None in total:
+        total = tuple(c + (d or 0) if t is None else t
+                      for c, d, t in zip(cpu, dram, total))
+        if max(total) >= _HI64:
+            return None
+    if set(map(type, step_id)) != _STRS:
+        if not set(map(type, step_id)) <= _STEP_ID_TYPES:
+            return None
+        step_id = tuple(str(s) if type(s) is int else s for s in step_id)
+    new_ids = set(step_id) - _GOOD_STEP_IDS
+    if new_ids:
+        if not all(map(_STEP_ID.match, new_ids)):
+            return None
+        if len(_GOOD_STEP_IDS) + len(new_ids) <= _GOOD_STEP_IDS_MAX:
+            _GOOD_STEP_IDS.update(new_ids)
+    if None in first:
+        first = tuple(s if f is None else f for s, f in zip(submit, first))
+        if None in first:
+            return None
+    tags = _tags_batch(tags_obj)
+    if tags is None:
+        return None
+    if any(errors):
+        errors_json = []
+        for e in errors:
+            if not e:
+                errors_json.append("[]")
+            elif type(e) is list and set(map(type, e)) == _STRS:
+                errors_json.append(json.dumps(e))
+            else:
+                return None
+    else:
+        errors_json = repeat("[]")
+    zones = _children_batch(recs, "zones", _zone_rows)
+    if zones is None:
+        return None
+    phases = _children_batch(recs, "phases", _phase_rows)
+    if phases is None:
+        return None
+    active = {p: int(p is not None and p not in INACTIVE_POLICIES) for p in set(policy)}
+    if set(map(type, fmin)) != _NULLS:
+        fmin = tuple(None if f is None else float(f) for f in fmin)
+    job_rows = zip(cluster, job_id, map(min, first, start), end, submit, jstart,
+                   name, user, uid, gid, account, partition)
+    step_rows = zip(step_id, het, node_model, ntasks, nnodes, cpus, ncpus,
+                    map(_EXCLUSIVE.__getitem__, exclusive), policy,
+                    map(active.__getitem__, policy), base_freq, fmin, start, end,
+                    dur, cpu, dram, total, exit_code, backend, map(int, wrap),
+                    sample, errors_json, plugin_version, cpu, dram, total, dur,
+                    nominal, fixed, freq_control, min_phase, eres)
+    return list(map(Parsed, cluster, job_rows, tags, node, step_rows, zones, phases,
+                    map(list, repeat((), n))))
+
+
 def _parse_checked(rec) -> Parsed:
     """parse_record field by field: names the first bad field."""
     if not isinstance(rec, dict):
@@ -755,6 +969,21 @@ def _phases_fast(pl: list):
     the field-by-field path then finds (and names) what is wrong."""
     if not pl:
         return []
+    got = _phase_columns(pl)
+    if got is None:
+        return None
+    rows, seq, parent = got
+    seqs, parents = set(seq), set(parent)
+    parents.discard(None)
+    if len(seqs) != len(seq) or not parents <= seqs:
+        return None
+    return rows
+
+
+def _phase_columns(pl: list):
+    """(rows, seq column, parent_seq column) of a list of phases when every
+    value is what its field allows (all but the checks across a record's
+    phases: unique seq, parent_seq naming one of them); else None."""
     try:
         try:        # the plugin writes every key: no defaults to merge
             rows = list(map(_PHASE_GET, pl))
@@ -789,11 +1018,7 @@ def _phases_fast(pl: list):
     if not set(map(type, label)) <= _NSTRS or \
             not "".join(filter(None, label)).isascii():
         return None
-    seqs, parents = set(seq), set(parent)
-    parents.discard(None)
-    if len(seqs) != len(seq) or not parents <= seqs:
-        return None
-    return rows
+    return rows, seq, parent
 
 
 def _job_row(cluster: str, job: dict, start_ns: int, end_ns: int) -> tuple:
@@ -1255,16 +1480,22 @@ def ingest_records(conn, records: Iterable, batch: int = BATCH_RECORDS,
         res.new_steps += new
         res.duplicate_steps += len(items) - new
 
+    it = iter(records)
     with _no_gc():
-        for i, rec in enumerate(records):
-            res.files_seen += 1
-            try:
-                buf.append((i, parse_record(rec)))
-            except RecordError as e:
-                res.errors.append((f"record {i}", str(e)))
-            if len(buf) >= batch:
-                run(buf)
-                buf = []
+        while True:
+            first = res.files_seen
+            chunk = list(islice(it, batch))
+            if not chunk:
+                break
+            res.files_seen += len(chunk)
+            for i, p in enumerate(parse_batch(chunk), first):
+                if type(p) is RecordError:
+                    res.errors.append((f"record {i}", str(p)))
+                else:
+                    buf.append((i, p))
+            while len(buf) >= batch:
+                run(buf[:batch])
+                del buf[:batch]
         if buf:
             run(buf)
     return res
