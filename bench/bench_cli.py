@@ -22,11 +22,16 @@ same run):
    through `joulestep ingest` (read, json.loads, validate, insert), beside
    a baseline that only reads and decodes the same files.
 3. `joulestep job ID` latency on the big database: a fresh process
-   (console script, interpreter start-up included) and in-process.
+   (console script, interpreter start-up included; JOULESTEP_BENCH_JOB_RUNS,
+   default 40, interleaved with `python -c pass` and `python -c "import
+   click"`, the floors any click command has) and in-process.
    Goal <= 50 ms (issue 12).
 4. `report --by user` over one month (the big database spans 30 days) vs
    the same aggregate as one bare SQL statement (the sum of
-   steps.counted_total_uj per user: the same counting rule).  Goal <= 1.5x.
+   steps.counted_total_uj per user: the same counting rule, period and
+   rows).  Goal <= 1.5x.  Also beside the report's own aggregate (its eight
+   figures per user) run bare.  On SQLite (the big database) and on the
+   PostgreSQL database of figure 1 (JOULESTEP_BENCH_PG_STEPS steps).
 5. `joulestep exporter` on the big database: an HTTP scrape of /metrics
    (goal <= 200 ms) beside a bare HTTP GET of the same bytes from a static
    server on the same host; also the exporter's first (whole) read of the
@@ -200,11 +205,12 @@ def bare_name(conn) -> str:
 
 
 def bench_ingest(n: int, segments: int, workdir: pathlib.Path,
-                 keep: pathlib.Path | None, pg=None) -> list[tuple[int, float, float]]:
+                 keep, pg=None) -> list[tuple[int, float, float]]:
     """Ingest n steps in `segments` consecutive runs into one growing
     database (joulestep) and one baseline database.  Returns per run
     (steps, joulestep seconds, baseline seconds); the joulestep database is
-    moved to `keep` for the query figures."""
+    moved to `keep` (a path) for the query figures, or on PostgreSQL its
+    URL appended to `keep` (a list)."""
     ours_db, base_db = workdir / "ours.db", workdir / "base.db"
     for p in (ours_db, base_db):
         if p.exists():
@@ -258,6 +264,9 @@ def bench_ingest(n: int, segments: int, workdir: pathlib.Path,
     if pg is None:
         base_db.unlink()
         shutil.move(str(ours_db), str(keep))
+    else:
+        pg.drop_db(base_db)
+        keep.append(ours_db)
     return out
 
 
@@ -286,9 +295,10 @@ def bench_spool(nfiles: int, workdir: pathlib.Path, runs: int) -> tuple[list, li
     return ours, base
 
 
-def pg_ingest(n: int, runs: int, work: pathlib.Path) -> None:
+def pg_ingest(n: int, runs: int, work: pathlib.Path, qruns: int) -> None:
     """Figure 1 on PostgreSQL: a private cluster (tests/pgharness.py),
-    joulestep's ingest beside a bare COPY of the same rows."""
+    joulestep's ingest beside a bare COPY of the same rows; then figure 4
+    on that database."""
     sys.path.insert(0, str(REPO / "tests"))
     import pgharness
     if not pgharness.available():
@@ -296,12 +306,14 @@ def pg_ingest(n: int, runs: int, work: pathlib.Path) -> None:
         return
     with pgharness.PgCluster() as pg:
         print(f"-- PostgreSQL ({n:,} steps, private cluster, fsync off for both)")
-        segs = bench_ingest(n, runs, work, None, pg)
-    ro = median([k / o for k, o, _ in segs])
-    rb = median([k / b for k, _, b in segs])
-    print(f"PG ingest core: {ro:10,.0f} steps/s  baseline COPY {rb:10,.0f} steps/s  "
-          f"ratio {median([b / o for _, o, b in segs]):.2f}x (worst run "
-          f"{min(b / o for _, o, b in segs):.2f}x)  (goal >= 0.5x)")
+        keep: list = []
+        segs = bench_ingest(n, runs, work, keep, pg)
+        ro = median([k / o for k, o, _ in segs])
+        rb = median([k / b for k, _, b in segs])
+        print(f"PG ingest core: {ro:10,.0f} steps/s  baseline COPY {rb:10,.0f} steps/s  "
+              f"ratio {median([b / o for _, o, b in segs]):.2f}x (worst run "
+              f"{min(b / o for _, o, b in segs):.2f}x)  (goal >= 0.5x)")
+        bench_report(keep[0], n, qruns, "PG ")
 
 
 def median(xs):
@@ -391,11 +403,50 @@ def bench_exporter(big: pathlib.Path, n: int, runs: int, env: dict) -> None:
           f"{view.snapshot.read_s * 1e3:6.1f} ms")
 
 
+def bench_report(target, n: int, qruns: int, engine: str) -> None:
+    """Figure 4 on one store (a SQLite path or a PostgreSQL URL):
+    report.report beside two bare statements run through the same
+    connection, alternating which goes first: the issue's baseline (the
+    sum of steps.counted_total_uj per user, the same counting rule, period
+    and rows) and the report's own aggregate (report.report_query: the
+    eight figures per user it shows) run bare, which measures what
+    joulestep adds on top of its SQL."""
+    settings = config.Settings()
+    since, until = T0, T0 + MONTH_S * S
+    conn = store.connect(target, write=False)
+    sql = ("SELECT j.user_name, sum(s.counted_total_uj) FROM steps s JOIN jobs j "
+           "ON j.job_pk = s.job_pk WHERE s.start_ns >= ? AND s.start_ns < ? "
+           "GROUP BY j.user_name")
+    same, same_args = report.report_query(settings, "user", since, until, None)
+    ro_, rb_, rs_ = [], [], []
+    for i in range(qruns):
+        order = ((0, 1, 2), (1, 2, 0), (2, 0, 1))[i % 3]
+        for which in order:
+            t = time.perf_counter()
+            if which == 1:
+                r = report.report(conn, settings, "user", since, until)
+                ro_.append(time.perf_counter() - t)
+            elif which == 0:
+                b = conn.execute(sql, (since, until)).fetchall()
+                rb_.append(time.perf_counter() - t)
+            else:
+                conn.execute(same, same_args).fetchall()
+                rs_.append(time.perf_counter() - t)
+    assert len(r["groups"]) == len(b) == min(USERS, n // STEPS_PER_JOB or 1)
+    assert abs(sum(g["energy_total_j"] for g in r["groups"])
+               - sum(x[1] for x in b) / 1e6) < 1e-3
+    conn.close()
+    print(f"{engine}report --by user (month): {ms(ro_)}  bare SQL {ms(rb_)}  ratio "
+          f"{median(ro_) / median(rb_):.2f}x  (goal <= 1.5x);  the report's own "
+          f"SQL bare {ms(rs_)}  ratio {median(ro_) / median(rs_):.2f}x")
+
+
 def main() -> int:
     n = int(os.environ.get("JOULESTEP_BENCH_STEPS", "1000000"))
     nfiles = int(os.environ.get("JOULESTEP_BENCH_FILES", "5000"))
     runs = int(os.environ.get("JOULESTEP_BENCH_RUNS", "5"))
     qruns = 7
+    jruns = int(os.environ.get("JOULESTEP_BENCH_JOB_RUNS", "40"))
     work = pathlib.Path(tempfile.mkdtemp(prefix="joulestep-bench-", dir=os.environ.get(
         "JOULESTEP_BENCH_DIR", "/var/tmp")))
     big = work / "big.db"
@@ -411,7 +462,7 @@ def main() -> int:
               f"{min(b / o for _, o, b in segs):.2f}x)  (goal >= 0.8x)")
 
         pg_ingest(min(n, int(os.environ.get("JOULESTEP_BENCH_PG_STEPS", "200000"))),
-                  runs, work)
+                  runs, work, qruns)
 
         so, sb = bench_spool(nfiles, work, 3)
         print(f"spool ingest  : {nfiles / median(so):12,.0f} files/s"
@@ -429,17 +480,21 @@ def main() -> int:
                    PYTHONPYCACHEPREFIX=str(work / "pycache"))
         env.pop("PYTHONDONTWRITEBYTECODE", None)
         subprocess.run([exe, "job", str(jid)], env=env, capture_output=True)  # warm
-        proc = []
-        for _ in range(qruns):
+        # new processes, interleaved with the two floors: the interpreter's
+        # start (`python -c pass`) and importing click (what any click
+        # command pays)
+        proc, start, click_ = [], [], []
+        floors = ((start, [sys.executable, "-c", "pass"]),
+                  (click_, [sys.executable, "-c", "import click"]))
+        for _ in range(jruns):
             t = time.perf_counter()
             p = subprocess.run([exe, "job", str(jid)], env=env, capture_output=True)
             proc.append(time.perf_counter() - t)
             assert p.returncode == 0, p.stderr
-        start = []
-        for _ in range(qruns):
-            t = time.perf_counter()
-            subprocess.run([sys.executable, "-c", "pass"], capture_output=True, env=env)
-            start.append(time.perf_counter() - t)
+            for xs, cmd in floors:
+                t = time.perf_counter()
+                subprocess.run(cmd, capture_output=True, env=env, check=True)
+                xs.append(time.perf_counter() - t)
         from click.testing import CliRunner
         from joulestep.cli import cli
         inproc = []
@@ -450,34 +505,11 @@ def main() -> int:
                                     str(jid)])
             inproc.append(time.perf_counter() - t)
             assert r.exit_code == 0, r.output
-        print(f"job latency   : {ms(proc)} (new process)  {ms(inproc)} "
-              f"(in-process)  baseline: bare `python -c pass` {ms(start)}"
-              f"  (goal <= 50 ms)")
+        print(f"job latency   : {ms(proc)} (new process, {jruns} runs)  {ms(inproc)} "
+              f"(in-process)  baseline: bare `python -c pass` {ms(start)}, "
+              f"`python -c 'import click'` {ms(click_)}  (goal <= 50 ms)")
 
-        # ---- report --by user over a month
-        settings = config.Settings()
-        since, until = T0, T0 + MONTH_S * S
-        conn = store.connect(big, write=False)
-        # the same rule as report: sum what each step counts (nesting.py)
-        sql = ("SELECT j.user_name, sum(s.counted_total_uj) FROM steps s JOIN jobs j "
-               "ON j.job_pk = s.job_pk WHERE s.start_ns >= ? AND s.start_ns < ? "
-               "GROUP BY j.user_name")
-        ro_, rb_ = [], []
-        for i in range(qruns):
-            for which in ((0, 1) if i % 2 else (1, 0)):
-                t = time.perf_counter()
-                if which:
-                    r = report.report(conn, settings, "user", since, until)
-                    ro_.append(time.perf_counter() - t)
-                else:
-                    b = conn.execute(sql, (since, until)).fetchall()
-                    rb_.append(time.perf_counter() - t)
-        assert len(r["groups"]) == len(b) == min(USERS, n // STEPS_PER_JOB or 1)
-        assert abs(sum(g["energy_total_j"] for g in r["groups"])
-                   - sum(x[1] for x in b) / 1e6) < 1e-3
-        conn.close()
-        print(f"report --by user (month): {ms(ro_)}  bare SQL {ms(rb_)}  ratio "
-              f"{median(ro_) / median(rb_):.2f}x  (goal <= 1.5x)")
+        bench_report(big, n, qruns, "")
 
         # ---- exporter (last: it adds steps to the big database)
         bench_exporter(big, n, qruns * 5, env)

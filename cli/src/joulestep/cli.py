@@ -8,14 +8,25 @@ User errors are click.ClickException: one line on stderr, exit status 1.
 """
 from __future__ import annotations
 
-import functools
-import os
-import pathlib
-import sys
+import gc
 
-import click
+# Start-up (docs/cli.md, "Benchmarks"): importing click and defining the
+# commands creates tens of thousands of objects that live as long as the
+# process, and almost no garbage; the cyclic collector would run some 30
+# times over them meanwhile, and once more at exit.  It is paused while
+# this module loads; at its end those objects are frozen (gc.freeze: never
+# scanned again, also not at exit) and it is resumed.
+_GC_WAS_ENABLED = gc.isenabled()
+gc.disable()
 
-from . import __version__, config, store
+import functools  # noqa: E402
+import os  # noqa: E402
+import pathlib  # noqa: E402
+import sys  # noqa: E402
+
+import click  # noqa: E402
+
+from . import __version__, config, store  # noqa: E402
 
 FORMATS = ("table", "json", "csv")
 
@@ -1109,6 +1120,11 @@ def phase_end(nbytes):
 def main(argv=None):
     """Console-script entry point."""
     return cli.main(args=argv, prog_name="joulestep")
+
+
+gc.freeze()
+if _GC_WAS_ENABLED:
+    gc.enable()
 
 
 if __name__ == "__main__":

@@ -579,16 +579,10 @@ def group_clause(by: str) -> tuple[str, str, list]:
     return GROUPS[by], joins, args
 
 
-def report(conn, settings: Settings, by: str = "user",
-           since_ns: int | None = None, until_ns: int | None = None,
-           cluster: str | None = None, top: int = 10) -> dict:
-    """Totals, shares, top consumers and policy adoption over a period.
-
-    One scan of the steps in the period grouped by the key; a step belongs to
-    the period when it started in [since, until).  Energies and step
-    seconds are the steps' counted_* figures (nesting.py): a step inside
-    another (srun inside batch on one node) is not counted twice.
-    """
+def report_query(settings: Settings, by: str, since_ns, until_ns,
+                 cluster) -> tuple[str, list]:
+    """(SQL, arguments) of report's one aggregate: a scan of the steps in
+    the period, grouped by the key (also run bare by bench/bench_cli.py)."""
     gexpr, joins, args = group_clause(by)
     where, wargs = window_conditions(since_ns, until_ns, cluster)
     # every aggregate costs time per step: the node-seconds of measured
@@ -603,7 +597,23 @@ def report(conn, settings: Settings, by: str = "user",
            f"FROM steps s {joins} "
            + (f"WHERE {' AND '.join(where)} " if where else "")
            + "GROUP BY g")
-    rows = conn.execute(sql, args + wargs).fetchall()
+    return sql, args + wargs
+
+
+def report(conn, settings: Settings, by: str = "user",
+           since_ns: int | None = None, until_ns: int | None = None,
+           cluster: str | None = None, top: int = 10) -> dict:
+    """Totals, shares, top consumers and policy adoption over a period.
+
+    One scan of the steps in the period grouped by the key; a step belongs to
+    the period when it started in [since, until).  Energies and step
+    seconds are the steps' counted_* figures (nesting.py): a step inside
+    another (srun inside batch on one node) is not counted twice.
+    """
+    sql, qargs = report_query(settings, by, since_ns, until_ns, cluster)
+    rows = conn.execute(sql, qargs).fetchall()
+    _, joins, args = group_clause(by)
+    where, wargs = window_conditions(since_ns, until_ns, cluster)
     grand = sum(r[5] or 0 for r in rows)
     groups = []
     for g, jobs, steps, cpu, dram, tot, dur, pol_steps, pol_uj, node_ns in rows:
