@@ -183,7 +183,7 @@ def test_report_period_and_groupings(loaded):
 
 def test_report_bad_input(loaded):
     r = loaded("report", "--by", "colour", ok=False)
-    assert "use user, account, partition, node, policy or tag:KEY" in r.output
+    assert "use user, account, partition, qos, node, policy or tag:KEY" in r.output
     r = loaded("report", "--since", "last tuesday", ok=False)
     assert "ISO date" in r.output
 

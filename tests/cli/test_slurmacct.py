@@ -201,3 +201,26 @@ def test_migration_adds_columns(run, db, spool):
     run("ingest", spool)
     cols = {name for name, _ in store.connect(db).columns("jobs")}
     assert {"qos", "sacct_ns", "admin_comment"} <= cols
+
+
+def test_report_by_qos_and_job_show_the_qos_from_sacct(run, db, tmp_path):
+    """The QOS sacct gave (here set as ingest's sacct sync stores it) groups
+    `report --by qos` and is shown by `job`; jobs without one are (none)."""
+    spool = tmp_path / "sp"
+    recs = [recgen.record(60, "0", "n1", cpu_j=100, dram_j=20, dur_s=10),
+            recgen.record(61, "0", "n1", start_s=100, cpu_j=30, dram_j=5, dur_s=4),
+            recgen.record(62, "0", "n1", start_s=200, cpu_j=7, dram_j=1, dur_s=2)]
+    for r in recs:
+        recgen.write(spool, r)
+    run("ingest", spool)
+    with store.connect(db) as conn:
+        conn.execute("UPDATE jobs SET qos = ? WHERE job_id IN (60, 61)", ("high",))
+    out = json.loads(run("--format", "json", "report", "--by", "qos").stdout)
+    groups = {g["key"]: g for g in out["groups"]}
+    assert set(groups) == {"high", "(none)"}
+    assert groups["high"]["energy_total_j"] == pytest.approx(100 + 20 + 30 + 5)
+    assert groups["(none)"]["energy_total_j"] == pytest.approx(7 + 1)
+    job = json.loads(run("--format", "json", "job", "60").stdout)["job"]
+    assert job["qos"] == "high"
+    assert ", qos high" in run("job", "60").stdout
+    assert "qos" not in run("job", "62").stdout.splitlines()[0]

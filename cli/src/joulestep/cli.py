@@ -347,7 +347,7 @@ def _first_seen(first_seen_ns, submit_ns):
                               "(default: everything).")
 @click.option("--until", help="End (exclusive): ISO date/time, 'now' or an age.")
 @click.option("--by", default="user", show_default=True,
-              help="Group by user, account, partition, node, policy or tag:KEY.")
+              help="Group by user, account, partition, qos, node, policy or tag:KEY.")
 @click.option("--top", type=click.IntRange(1), default=10, show_default=True,
               help="Groups listed in the table; the rest are summed.")
 @click.option("--cluster", help="Only this cluster (default: config, else all).")

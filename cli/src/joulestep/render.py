@@ -28,7 +28,7 @@ def job_text(s: dict) -> str:
     lines = [
         f"Job {j['job_id']} ({j['name'] or '-'}) on {j['cluster']}: user "
         f"{j['user'] or '-'}, account {j['account'] or '-'}, partition "
-        f"{j['partition'] or '-'}",
+        f"{j['partition'] or '-'}" + (f", qos {j['qos']}" if j.get("qos") else ""),
         (f"Submitted {j['submit_time']}" if j["submit_time"] else
          f"First seen {j['first_seen']}") + (f"; tags: {tags}" if tags else ""),
         "",

@@ -241,11 +241,11 @@ def _iso(ns):
 
 _JOB_SELECT = (
     "SELECT job_pk, cluster, job_id, submit_time_ns, start_time_ns, name, "
-    "user_name, uid, gid, account, partition, first_seen_ns, last_seen_ns "
+    "user_name, uid, gid, account, partition, first_seen_ns, last_seen_ns, qos "
     "FROM jobs WHERE job_id = ?")
 _JOB_FIELDS = ["job_pk", "cluster", "job_id", "submit_time_ns", "start_time_ns",
                "name", "user", "uid", "gid", "account", "partition",
-               "first_seen_ns", "last_seen_ns"]
+               "first_seen_ns", "last_seen_ns", "qos"]
 _FIRST = _JOB_FIELDS.index("first_seen_ns")
 
 
@@ -539,6 +539,7 @@ GROUPS = {
     "user": "j.user_name",
     "account": "j.account",
     "partition": "j.partition",
+    "qos": "j.qos",        # from sacct at ingest (slurmacct.py); NULL without slurmdbd
     "node": "n.name",
     "policy": "s.policy",
 }
@@ -562,7 +563,7 @@ def window_conditions(since_ns, until_ns, cluster):
 
 def group_clause(by: str) -> tuple[str, str, list]:
     """(group expression, joins from steps s, their arguments) of a report
-    grouping: user, account, partition, node, policy or tag:KEY."""
+    grouping: user, account, partition, qos, node, policy or tag:KEY."""
     joins = "JOIN jobs j ON j.job_pk = s.job_pk"
     args: list = []
     if by.startswith("tag:"):
@@ -573,7 +574,7 @@ def group_clause(by: str) -> tuple[str, str, list]:
         return "t.value", joins, [key]
     if by not in GROUPS:
         raise QueryError(f"cannot group by {by!r}: use user, account, partition,"
-                         " node, policy or tag:KEY")
+                         " qos, node, policy or tag:KEY")
     if by == "node":
         joins += " JOIN nodes n ON n.node_pk = s.node_pk"
     return GROUPS[by], joins, args
