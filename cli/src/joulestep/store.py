@@ -504,21 +504,9 @@ def _parse_fast(rec):
     zl = rec.get("zones") or []
     if type(zl) is not list:
         return None
-    if zl:
-        if set(map(type, zl)) != _DICTS:
-            return None
-        zones = list(map(_ZONE_GET, zl))
-        names, ids, kinds, en, wr = zip(*zones)
-        txt = names + ids
-        nums = en + wr
-        if set(map(type, txt)) != _STRS or not all(txt) or \
-                not set(map(type, kinds)) <= _NSTRS or \
-                not "".join(txt + tuple(filter(None, kinds))).isascii() or \
-                set(map(type, nums)) != _INTS or min(nums) < 0 or \
-                max(nums) >= _HI64 or len(set(ids)) != len(ids):
-            return None
-    else:
-        zones = []
+    zones = _zone_rows(zl, [len(zl)]) if zl else []
+    if zones is None:
+        return None
     pl = rec.get("phases") or []
     if type(pl) is not list:
         return None
