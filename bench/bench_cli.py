@@ -38,6 +38,9 @@ same run):
    store, and one incremental refresh after 1,000 more steps are ingested.
 
 The big database is built once by figure 1's ingest and reused by 3 and 4.
+JOULESTEP_BENCH_ONLY (a comma-separated subset of ingest, pg, spool, job,
+report, exporter; default all) runs only those figures; the big database's
+ingest always runs, since the others read it.
 The default run takes about 5 minutes on 2 cores and needs ~4 GB of disk
 under JOULESTEP_BENCH_DIR (default /var/tmp); JOULESTEP_BENCH_STEPS=200000
 gives the same figures in about a minute.
@@ -450,6 +453,8 @@ def main() -> int:
     work = pathlib.Path(tempfile.mkdtemp(prefix="joulestep-bench-", dir=os.environ.get(
         "JOULESTEP_BENCH_DIR", "/var/tmp")))
     big = work / "big.db"
+    only = set(filter(None, os.environ.get("JOULESTEP_BENCH_ONLY", "").split(","))) or \
+        {"ingest", "pg", "spool", "job", "report", "exporter"}
     try:
         print(f"== joulestep CLI bench: {n:,} steps x {PHASES} phases, ingested in "
               f"{runs} runs (JOULESTEP_BENCH_STEPS / _RUNS to change)")
@@ -461,62 +466,76 @@ def main() -> int:
               f"  baseline {rb:10,.0f} steps/s  ratio {ratio:.2f}x (worst run "
               f"{min(b / o for _, o, b in segs):.2f}x)  (goal >= 0.8x)")
 
-        pg_ingest(min(n, int(os.environ.get("JOULESTEP_BENCH_PG_STEPS", "200000"))),
-                  runs, work, qruns)
-
-        so, sb = bench_spool(nfiles, work, 3)
-        print(f"spool ingest  : {nfiles / median(so):12,.0f} files/s"
-              f"  baseline read+json.loads {nfiles / median(sb):,.0f} files/s"
-              f"  ({nfiles} files)")
-
-        # ---- job latency
-        conn = sqlite3.connect(big)
-        jid = conn.execute("SELECT job_id FROM jobs ORDER BY job_pk LIMIT 1 OFFSET "
-                           "(SELECT count(*) / 2 FROM jobs)").fetchone()[0]
-        conn.close()
-        exe = shutil.which("joulestep") or str(REPO / ".venv" / "bin" / "joulestep")
-        # as installed: bytecode cached (kept out of the source tree)
-        env = dict(os.environ, JOULESTEP_DB=str(big), JOULESTEP_CONFIG="/dev/null",
-                   PYTHONPYCACHEPREFIX=str(work / "pycache"))
-        env.pop("PYTHONDONTWRITEBYTECODE", None)
-        subprocess.run([exe, "job", str(jid)], env=env, capture_output=True)  # warm
-        # new processes, interleaved with the two floors: the interpreter's
-        # start (`python -c pass`) and importing click (what any click
-        # command pays)
-        proc, start, click_ = [], [], []
-        floors = ((start, [sys.executable, "-c", "pass"]),
-                  (click_, [sys.executable, "-c", "import click"]))
-        for _ in range(jruns):
-            t = time.perf_counter()
-            p = subprocess.run([exe, "job", str(jid)], env=env, capture_output=True)
-            proc.append(time.perf_counter() - t)
-            assert p.returncode == 0, p.stderr
-            for xs, cmd in floors:
-                t = time.perf_counter()
-                subprocess.run(cmd, capture_output=True, env=env, check=True)
-                xs.append(time.perf_counter() - t)
-        from click.testing import CliRunner
-        from joulestep.cli import cli
-        inproc = []
-        runner = CliRunner()
-        for _ in range(qruns):
-            t = time.perf_counter()
-            r = runner.invoke(cli, ["--db", str(big), "--config", "/dev/null", "job",
-                                    str(jid)])
-            inproc.append(time.perf_counter() - t)
-            assert r.exit_code == 0, r.output
-        print(f"job latency   : {ms(proc)} (new process, {jruns} runs)  {ms(inproc)} "
-              f"(in-process)  baseline: bare `python -c pass` {ms(start)}, "
-              f"`python -c 'import click'` {ms(click_)}  (goal <= 50 ms)")
-
-        bench_report(big, n, qruns, "")
-
+        if "pg" in only:
+            pg_ingest(min(n, int(os.environ.get("JOULESTEP_BENCH_PG_STEPS", "200000"))),
+                      runs, work, qruns)
+        if "spool" in only:
+            bench_spool_figure(nfiles, work)
+        if "job" in only:
+            bench_job(big, work, qruns, jruns)
+        if "report" in only:
+            bench_report(big, n, qruns, "")
         # ---- exporter (last: it adds steps to the big database)
-        bench_exporter(big, n, qruns * 5, env)
+        if "exporter" in only:
+            bench_exporter(big, n, qruns * 5, _cli_env(big, work))
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return 0
 
+
+def bench_spool_figure(nfiles: int, work: pathlib.Path) -> None:
+    """Figure 2: a real spool through `joulestep ingest`'s path."""
+    so, sb = bench_spool(nfiles, work, 3)
+    print(f"spool ingest  : {nfiles / median(so):12,.0f} files/s"
+          f"  baseline read+json.loads {nfiles / median(sb):,.0f} files/s"
+          f"  ({nfiles} files)")
+
+
+def _cli_env(big: pathlib.Path, work: pathlib.Path) -> dict:
+    """The environment of the CLI processes: the big database, no site
+    config, bytecode cached as installed (kept out of the source tree)."""
+    env = dict(os.environ, JOULESTEP_DB=str(big), JOULESTEP_CONFIG="/dev/null",
+               PYTHONPYCACHEPREFIX=str(work / "pycache"))
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    return env
+
+
+def bench_job(big: pathlib.Path, work: pathlib.Path, qruns: int, jruns: int) -> None:
+    """Figure 3: `joulestep job` latency in new processes, interleaved with
+    the two floors (the interpreter's start, `python -c pass`, and importing
+    click, what any click command pays), and in-process."""
+    conn = sqlite3.connect(big)
+    jid = conn.execute("SELECT job_id FROM jobs ORDER BY job_pk LIMIT 1 OFFSET "
+                       "(SELECT count(*) / 2 FROM jobs)").fetchone()[0]
+    conn.close()
+    exe = shutil.which("joulestep") or str(REPO / ".venv" / "bin" / "joulestep")
+    env = _cli_env(big, work)
+    subprocess.run([exe, "job", str(jid)], env=env, capture_output=True)  # warm
+    proc, start, click_ = [], [], []
+    floors = ((start, [sys.executable, "-c", "pass"]),
+              (click_, [sys.executable, "-c", "import click"]))
+    for _ in range(jruns):
+        t = time.perf_counter()
+        p = subprocess.run([exe, "job", str(jid)], env=env, capture_output=True)
+        proc.append(time.perf_counter() - t)
+        assert p.returncode == 0, p.stderr
+        for xs, cmd in floors:
+            t = time.perf_counter()
+            subprocess.run(cmd, capture_output=True, env=env, check=True)
+            xs.append(time.perf_counter() - t)
+    from click.testing import CliRunner
+    from joulestep.cli import cli
+    inproc = []
+    runner = CliRunner()
+    for _ in range(qruns):
+        t = time.perf_counter()
+        r = runner.invoke(cli, ["--db", str(big), "--config", "/dev/null", "job",
+                                str(jid)])
+        inproc.append(time.perf_counter() - t)
+        assert r.exit_code == 0, r.output
+    print(f"job latency   : {ms(proc)} (new process, {jruns} runs)  {ms(inproc)} "
+          f"(in-process)  baseline: bare `python -c pass` {ms(start)}, "
+          f"`python -c 'import click'` {ms(click_)}  (goal <= 50 ms)")
 
 if __name__ == "__main__":
     sys.exit(main())
