@@ -7,7 +7,6 @@ defaults.  See etc/joulestep.conf.example for every key.
 from __future__ import annotations
 
 import configparser
-import dataclasses
 import os
 import pathlib
 
@@ -24,20 +23,42 @@ class ConfigError(Exception):
     """A config file that exists but cannot be used."""
 
 
-@dataclasses.dataclass
 class Settings:
-    cluster: str | None = None        # default cluster for queries (None: any)
-    co2_g_per_kwh: float = 300.0
-    price_per_kwh: float = 0.20
-    currency: str = "EUR"
-    job_gap_hours: float = JOB_GAP_HOURS  # gap G of the job identity rule
-    spool: pathlib.Path = SYSTEM_SPOOL
-    db: pathlib.Path | str | None = None  # a file or postgresql:// URL;
-    #                                     None: the default chain in resolve_db
-    quarantine: pathlib.Path | None = None  # None: <spool>/.quarantine
-    source: str = "built-in defaults"
-    node_overhead_w: float | None = None  # rest of the node, W per node
-    node_factor: float | None = None      # node energy / RAPL energy
+    """Site settings; every field has a built-in default.
+
+    A plain class, not a dataclass: generating a dataclass's methods costs
+    about a millisecond at start-up, which every command pays (docs/cli.md,
+    "Start-up")."""
+    __slots__ = ("cluster", "co2_g_per_kwh", "price_per_kwh", "currency",
+                 "job_gap_hours", "spool", "db", "quarantine", "source",
+                 "node_overhead_w", "node_factor")
+
+    def __init__(self, *,
+                 cluster: str | None = None,      # default cluster for queries (None: any)
+                 co2_g_per_kwh: float = 300.0,
+                 price_per_kwh: float = 0.20,
+                 currency: str = "EUR",
+                 job_gap_hours: float = JOB_GAP_HOURS,  # gap G of the job identity rule
+                 spool: pathlib.Path = SYSTEM_SPOOL,
+                 # a file or postgresql:// URL; None: the default chain in resolve_db
+                 db: pathlib.Path | str | None = None,
+                 quarantine: pathlib.Path | None = None,  # None: <spool>/.quarantine
+                 source: str = "built-in defaults",
+                 node_overhead_w: float | None = None,  # rest of the node, W per node
+                 node_factor: float | None = None):     # node energy / RAPL energy
+        self.cluster, self.co2_g_per_kwh = cluster, co2_g_per_kwh
+        self.price_per_kwh, self.currency = price_per_kwh, currency
+        self.job_gap_hours, self.spool, self.db = job_gap_hours, spool, db
+        self.quarantine, self.source = quarantine, source
+        self.node_overhead_w, self.node_factor = node_overhead_w, node_factor
+
+    def __repr__(self) -> str:
+        return "Settings(" + ", ".join(f"{k}={getattr(self, k)!r}"
+                                       for k in self.__slots__) + ")"
+
+    def __eq__(self, other) -> bool:
+        return type(other) is Settings and all(
+            getattr(self, k) == getattr(other, k) for k in self.__slots__)
 
     @property
     def scope(self) -> str:

@@ -34,31 +34,21 @@ separated: :func:`overlaps` finds them so `joulestep job` can say so.
 """
 from __future__ import annotations
 
-from typing import NamedTuple, Optional
+from collections import namedtuple
 
 SLACK_NS = 1_000_000_000
 RANK = {"extern": 0, "batch": 1, "interactive": 1}
 NUMBERED = 2
 
 
-class Step(NamedTuple):
-    key: object                 # anything hashable (step_pk in the store)
-    step_id: str
-    het_component: int
-    start_ns: int
-    end_ns: int
-    duration_ns: int
-    cpu_uj: Optional[int]       # None: not measured
-    dram_uj: Optional[int]      # None: no DRAM zone / not measured
-    total_uj: Optional[int]
-
-
-class Counted(NamedTuple):
-    inside: object              # key of the enclosing step, or None
-    cpu_uj: Optional[int]
-    dram_uj: Optional[int]
-    total_uj: Optional[int]
-    duration_ns: int
+# Plain namedtuples (typing.NamedTuple turns each annotation into a
+# ForwardRef and compiles it: a start-up cost every command pays).
+#: key: anything hashable (step_pk in the store); cpu_uj, total_uj None: not
+#: measured; dram_uj None: no DRAM zone or not measured
+Step = namedtuple("Step", "key step_id het_component start_ns end_ns duration_ns "
+                          "cpu_uj dram_uj total_uj")
+#: inside: key of the enclosing step, or None
+Counted = namedtuple("Counted", "inside cpu_uj dram_uj total_uj duration_ns")
 
 
 def rank(step_id: str) -> int:
@@ -179,14 +169,8 @@ def exclusive(items: list, parent: dict) -> dict:
     return counted
 
 
-class Phase(NamedTuple):
-    key: object                 # anything hashable (a row index, a seq)
-    seq: int
-    parent_seq: Optional[int]
-    kind: str
-    duration_ns: int
-    cpu_uj: Optional[int]
-    dram_uj: Optional[int]
+#: key: anything hashable (a row index, a seq)
+Phase = namedtuple("Phase", "key seq parent_seq kind duration_ns cpu_uj dram_uj")
 
 
 def _enclosing(seq, by_seq: dict, keep) -> tuple:

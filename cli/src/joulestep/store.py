@@ -10,14 +10,12 @@ the pending ones, in one transaction, whenever a database is opened.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import gc
 import json
 import operator
 import os
 import pathlib
 import re
-import random
 import sqlite3
 import stat
 import time
@@ -48,17 +46,23 @@ class RecordError(ValueError):
 # --------------------------------------------------------------------------
 # opening and migrations
 
-def migrations() -> list[tuple[int, pathlib.Path]]:
+def _migration_files() -> list[tuple[int, str]]:
+    """(number, file name) of the migrations NNN_name.sql in SQL_DIR, in
+    order (os.listdir, not a glob and a pattern: every open of a store asks)."""
     out = []
-    for p in sorted(SQL_DIR.glob("*.sql")):
-        m = re.match(r"(\d+)_", p.name)
-        if m:
-            out.append((int(m.group(1)), p))
+    for name in sorted(os.listdir(SQL_DIR)):
+        num, sep, _ = name.partition("_")
+        if sep and num.isdigit() and name.endswith(".sql"):
+            out.append((int(num), name))
     return out
 
 
+def migrations() -> list[tuple[int, pathlib.Path]]:
+    return [(num, SQL_DIR / name) for num, name in _migration_files()]
+
+
 def latest_version() -> int:
-    return max((v for v, _ in migrations()), default=0)
+    return max((v for v, _ in _migration_files()), default=0)
 
 
 def _statements(script: str) -> Iterator[str]:
@@ -157,9 +161,9 @@ def _migrate_pg(conn) -> int:
                 continue
             with db.pg_rebuild_fks(conn) as drop:
                 for stmt in _statements(path.read_text(encoding="utf-8")):
-                    m = db.DROP_TABLE.match(stmt)
-                    if m:
-                        drop(m.group(1))
+                    table = db.dropped_table(stmt)
+                    if table:
+                        drop(table)
                     else:
                         conn.execute(db.pg_ddl(stmt))
             if _pg_version(conn) != num:
@@ -324,17 +328,30 @@ def _bool(v, where: str, *, null: bool = True):
     return int(v)
 
 
-@dataclasses.dataclass
 class Parsed:
-    """One validated record, as rows without their surrogate keys."""
-    cluster: str
-    job: tuple          # jobs columns after job_pk
-    tags: list          # [(key, value)]
-    node: str
-    step: tuple         # steps columns after job_pk and node_pk (TABLES["steps"])
-    zones: list         # [(name, zone_id, kind, energy_uj, wraps)]
-    phases: list        # [(seq, kind, ..., nranks)]
-    ranks: list         # [(seq, rank, start_ns, end_ns, bytes)]
+    """One validated record, as rows without their surrogate keys.  (Plain
+    classes here and in IngestResult, not dataclasses: generating a
+    dataclass costs start-up time that `joulestep job` pays.)"""
+    __slots__ = ("cluster", "job", "tags", "node", "step", "zones", "phases", "ranks")
+
+    def __init__(self, cluster: str, job: tuple, tags: list, node: str, step: tuple,
+                 zones: list, phases: list, ranks: list):
+        self.cluster = cluster
+        self.job = job          # jobs columns after job_pk
+        self.tags = tags        # [(key, value)]
+        self.node = node
+        self.step = step        # steps columns after job_pk and node_pk (TABLES["steps"])
+        self.zones = zones      # [(name, zone_id, kind, energy_uj, wraps)]
+        self.phases = phases    # [(seq, kind, ..., nranks)]
+        self.ranks = ranks      # [(seq, rank, start_ns, end_ns, bytes)]
+
+    def __eq__(self, other) -> bool:
+        return type(other) is Parsed and all(
+            getattr(self, k) == getattr(other, k) for k in self.__slots__)
+
+    def __repr__(self) -> str:
+        return "Parsed(" + ", ".join(f"{k}={getattr(self, k)!r}"
+                                     for k in self.__slots__) + ")"
 
     @property
     def window_ns(self) -> tuple[int, int]:
@@ -1400,15 +1417,18 @@ class Ingester:
             conn.executemany(_NEST_UPDATE, updates)
 
 
-@dataclasses.dataclass
 class IngestResult:
-    files_seen: int = 0
-    files_skipped: int = 0        # unchanged since an earlier ingest
-    new_steps: int = 0
-    duplicate_steps: int = 0
-    lost_records: int = 0         # new "joulestep-lost" documents (lost.py)
-    quarantined: list = dataclasses.field(default_factory=list)  # (src, dst, reason)
-    errors: list = dataclasses.field(default_factory=list)       # (path, reason)
+    """What one ingest did: counts, quarantined files (src, dst, reason),
+    errors (path, reason)."""
+
+    def __init__(self):
+        self.files_seen = 0
+        self.files_skipped = 0        # unchanged since an earlier ingest
+        self.new_steps = 0
+        self.duplicate_steps = 0
+        self.lost_records = 0         # new "joulestep-lost" documents (lost.py)
+        self.quarantined: list = []
+        self.errors: list = []
 
     def as_dict(self) -> dict:
         return {
@@ -1442,6 +1462,7 @@ def _in_transaction(conn, ing: "Ingester", body):
             ing.reset()
             if attempt == TX_ATTEMPTS - 1:
                 raise
+            import random   # here: a retry is rare, and random costs start-up time
             time.sleep(random.uniform(0.01, 0.05) * (attempt + 1))
         except BaseException:
             conn.execute("ROLLBACK")
