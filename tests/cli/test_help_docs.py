@@ -7,7 +7,9 @@ from joulestep.cli import cli
 
 
 def _commands(group, prefix=()):
-    for name, cmd in sorted(group.commands.items()):
+    ctx = click.Context(group)
+    for name in group.list_commands(ctx):
+        cmd = group.get_command(ctx, name)
         path = prefix + (name,)
         yield path, cmd
         if isinstance(cmd, click.Group):

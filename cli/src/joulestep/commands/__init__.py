@@ -1,0 +1,2 @@
+"""The commands of `joulestep`, one module each, imported on first use
+(cli.LazyGroup)."""

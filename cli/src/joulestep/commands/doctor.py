@@ -1,0 +1,78 @@
+"""joulestep doctor: what this node can measure and control.
+
+Loaded only when the command runs (cli.LazyGroup): see docs/cli.md,
+"Start-up".
+"""
+from __future__ import annotations
+
+import pathlib
+
+import click
+
+from ..cli import _merge, db_options, emit, format_option
+
+
+@click.command()
+@click.option("--sysfs", default="/sys", show_default=True,
+              help="sysfs root to inspect (a fake tree in tests).")
+@click.option("--write-test", is_flag=True,
+              help="As root: write a lower max frequency on CPU 0, read it back, "
+                   "restore it.")
+@click.option("--libdir", default="/usr/local/lib/slurm", show_default=True,
+              help="Where joulestep.so is installed (for the plugstack line).")
+@format_option
+@db_options
+@click.pass_context
+def doctor(ctx, sysfs, write_test, libdir, fmt, db=None, config_path=None):
+    """Report what this node can measure and control.
+
+    RAPL zones found (and which are counted), whether this user can read
+    them, the shortest counter wrap period, the cpufreq driver and
+    governors, optionally whether a written frequency sticks, and the
+    plugstack.conf line to use.
+    """
+    from .. import doctor as dr
+    from ..output import table, to_csv, to_json
+    c = _merge(ctx, {"fmt": fmt, "db": db, "config_path": config_path})
+    if not pathlib.Path(sysfs).is_dir():
+        raise click.BadParameter(f"{sysfs} is not a directory", param_hint="--sysfs")
+    r = dr.diagnose(sysfs, write_test, libdir)
+    r["records_lost"] = dr.records_lost(c)
+    if c.fmt == "json":
+        emit(to_json(r))
+        return
+    if c.fmt == "csv":
+        emit(to_csv(["id", "name", "counted", "reason", "readable",
+                     "max_energy_range_uj", "max_power_uw", "wrap_period_s"],
+                    r["zones"]))
+        return
+    rows = [[z["id"], z["name"] or "-", "yes" if z["counted"] else "no",
+             "yes" if z["readable"] else "NO",
+             f"{z['wrap_period_s']:.0f}" if z["wrap_period_s"] else "-",
+             z["reason"] or ""] for z in r["zones"]]
+    click.echo(f"sysfs {r['sysfs']}: {r['counted']['package']} package zone(s), "
+               f"{r['counted']['dram']} dram zone(s) counted")
+    if rows:
+        click.echo(table(["ZONE", "NAME", "COUNTED", "READABLE", "WRAP_S", "NOTE"],
+                         rows, right={4}))
+    if r["min_wrap_period_s"]:
+        click.echo(f"shortest wrap period {r['min_wrap_period_s']:.0f} s at max "
+                   "power: sample faster than that")
+    cf = r["cpufreq"]
+    if cf["cpus"]:
+        click.echo(f"cpufreq: {cf['cpus']} CPUs, driver {', '.join(cf['drivers'])}, "
+                   f"governor now {', '.join(cf['current_governors'])}")
+        click.echo(f"  governors: {' '.join(cf['governors'])}")
+        click.echo(f"  range {cf['cpuinfo_min_khz']}-{cf['cpuinfo_max_khz']} kHz, "
+                   f"{len(cf['available_khz']) or 'no'} listed steps")
+        click.echo(f"  control: {cf['control']}")
+    wt = r["write_test"]
+    if wt:
+        click.echo(f"write test: {wt['detail']}"
+                   + ("" if wt.get("restored", True) else " (RESTORE FAILED)"))
+    if r["records_lost"] is not None:
+        click.echo(f"records lost (spool and fallback not writable): {r['records_lost']}")
+    for p in r["problems"]:
+        click.echo(f"problem: {p}")
+    click.echo("plugstack.conf:")
+    click.echo(f"  {r['plugstack']}")

@@ -1,0 +1,83 @@
+"""joulestep job: the after-job summary.
+
+Loaded only when the command runs (cli.LazyGroup): see docs/cli.md,
+"Start-up".
+"""
+from __future__ import annotations
+
+import click
+
+from ..cli import Ctx, _tuned, emit, query_options, tuned_option
+
+
+@click.command()
+@click.argument("jobid", type=click.IntRange(0))
+@click.option("--cluster", help="Cluster name (default: config [site] cluster, "
+                                "else any).")
+@click.option("--first-seen", "first_seen_ns", type=int,
+              help="When the job was first seen, in ns (as `job` lists them), "
+                   "to pick one of several jobs with the same ID (recycled "
+                   "job ID); default the latest.")
+@click.option("--submit-time", "submit_ns", type=int, hidden=True,
+              help="Deprecated alias of --first-seen.")
+@click.option("--user-view", "user_view", is_flag=True,
+              help="Show what a user who is not an admin sees: energies "
+                   "rounded to the counter's resolution, none for phases "
+                   "shorter than min_phase_ms (the default for anyone who "
+                   "cannot write the database; docs/security.md).")
+@tuned_option
+@query_options
+def job(c: Ctx, jobid, cluster, first_seen_ns, submit_ns, tuned_path, user_view):
+    """After-job summary: energy, power, throughput, cost per step and phase.
+
+    Per step and phase: CPU, DRAM and total energy, duration, average power,
+    bytes, GiB/s, J/GiB, the frequency used, kWh, CO2 and cost, and the
+    estimated saving against the step's original clock where a policy
+    lowered it (from a fitted power model when one exists, else "not
+    estimated").  For steps run under monitor with marked phases: what
+    io-dvfs, ckpt-dvfs and tuned would have saved or cost per phase kind,
+    an estimate from the same models.  Flags a node shared with other jobs.
+    A step inside another on the same node (srun inside batch) is shown
+    with its own energy but added to the job's total once (docs/cli.md,
+    steps inside other steps); so is a phase inside another phase.  kWh,
+    CO2 and cost cover CPU + DRAM (RAPL), or the whole node when the site
+    sets node_overhead_w or node_factor; the output says which.  Who cannot
+    write the database (not an admin) sees energies rounded to the
+    counter's resolution and none for steps and phases shorter than
+    min_phase_ms (docs/security.md, "Threat model: RAPL side channels").
+    """
+    from .. import report as rep
+    from ..userview import is_admin
+    from ..output import to_csv, to_json
+    s = c.settings()
+    pick = _first_seen(first_seen_ns, submit_ns)
+    tuned = _tuned(tuned_path)
+    conn = c.connect()
+    try:
+        user_view = user_view or not is_admin(c.db_path(False), conn)
+        summary = rep.job_summary(conn, jobid, s, cluster or s.cluster, pick,
+                                  tuned, user_view=user_view)
+    except rep.QueryError as e:
+        raise click.ClickException(str(e)) from None
+    finally:
+        conn.close()
+    if c.fmt == "json":
+        emit(to_json(summary))
+    elif c.fmt == "csv":
+        emit(to_csv(rep.JOB_CSV_COLUMNS, rep.job_rows(summary)))
+    else:
+        from ..render import job_text
+        emit(job_text(summary))
+
+
+def _first_seen(first_seen_ns, submit_ns):
+    """--first-seen, or its deprecated alias --submit-time (jobs ingested
+    from records with a submit time were first seen at it)."""
+    if submit_ns is None:
+        return first_seen_ns
+    if first_seen_ns is not None and first_seen_ns != submit_ns:
+        raise click.ClickException("--submit-time is an alias of --first-seen; "
+                                   "give only one")
+    click.echo("joulestep: --submit-time is deprecated; use --first-seen",
+               err=True)
+    return submit_ns
