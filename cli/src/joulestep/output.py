@@ -1,12 +1,47 @@
 """Rendering: 80-column tables, stable JSON and CSV."""
 from __future__ import annotations
 
-import csv
 import io
 import json
 import math
+import re
 
 WIDTH = 80
+
+#: what textwrap's replace_whitespace turns into spaces
+_WS_TO_SPACE = str.maketrans("\t\n\x0b\x0c\r", "     ")
+
+
+def wrap(text: str, width: int = WIDTH, initial_indent: str = "",
+         subsequent_indent: str = "") -> list[str]:
+    """The lines of textwrap.wrap(text, width, initial_indent=...,
+    subsequent_indent=..., break_on_hyphens=False), without importing
+    textwrap: its TextWrapper compiles a large pattern when the module
+    loads, a start-up cost `joulestep job` would pay for a few lines of
+    prose (docs/cli.md, "Start-up"; tests/cli/test_output.py checks it
+    against textwrap)."""
+    text = text.expandtabs().translate(_WS_TO_SPACE)
+    chunks = [c for c in re.split("( +)", text) if c]
+    chunks.reverse()
+    lines: list[str] = []
+    while chunks:
+        indent = subsequent_indent if lines else initial_indent
+        room = width - len(indent)
+        if lines and chunks[-1].strip() == "":
+            chunks.pop()
+        line, used = [], 0
+        while chunks and used + len(chunks[-1]) <= room:
+            used += len(chunks[-1])
+            line.append(chunks.pop())
+        if chunks and len(chunks[-1]) > room:       # a word longer than a line
+            cut = 1 if room < 1 else room - used       # as textwrap
+            line.append(chunks[-1][:cut])
+            chunks[-1] = chunks[-1][cut:]
+        if line and line[-1].strip() == "":
+            line.pop()
+        if line:
+            lines.append(indent + "".join(line))
+    return lines
 
 
 def num(x, digits: int = 3) -> str:
@@ -70,6 +105,7 @@ def to_json(obj) -> str:
 
 
 def to_csv(columns: list[str], rows: list[dict]) -> str:
+    import csv      # here: only --format csv needs it
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=columns, extrasaction="ignore",
                        lineterminator="\n")

@@ -1,14 +1,11 @@
 """Text renderings (80 columns) of the dicts built in report.py."""
 from __future__ import annotations
 
-import textwrap
-
-from .output import WIDTH, num, table
+from .output import WIDTH, num, table, wrap
 
 
 def _wrap(text: str, indent: str = "") -> list[str]:
-    return textwrap.wrap(text, WIDTH, subsequent_indent=indent + "  ",
-                         initial_indent=indent, break_on_hyphens=False)
+    return wrap(text, WIDTH, initial_indent=indent, subsequent_indent=indent + "  ")
 
 
 def _saving(d: dict) -> str:
