@@ -207,6 +207,19 @@ static int flush_one(int jfd, int sfd, const char *spool, const char *cluster, c
 	return 1;
 }
 
+/* A subdirectory of pfd, no symlink, root-owned and not group/world-writable
+ * (js_check_dirfd); NULL otherwise. */
+static DIR *opendir_checked(int pfd, const char *name)
+{
+	int fd = openat(pfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return NULL;
+	DIR *d = js_check_dirfd(fd) == 0 ? fdopendir(fd) : NULL;
+	if (!d)
+		close(fd);
+	return d;
+}
+
 int js_pending_flush(const char *spool, const char *state, unsigned max, unsigned *moved,
 		     unsigned *lost)
 {
@@ -228,28 +241,19 @@ int js_pending_flush(const char *spool, const char *state, unsigned max, unsigne
 	while (!rc && seen < max && (ce = readdir(pd))) {
 		if (ce->d_name[0] == '.' || !js_name_safe(ce->d_name))
 			continue;
-		int cfd = openat(pfd, ce->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		if (cfd < 0)
+		DIR *cd = opendir_checked(pfd, ce->d_name);
+		if (!cd)
 			continue;
-		DIR *cd = js_check_dirfd(cfd) == 0 ? fdopendir(cfd) : NULL;
-		if (!cd) {
-			close(cfd);
-			continue;
-		}
+		int cfd = dirfd(cd);
 		struct dirent *je;
 		while (!rc && seen < max && (je = readdir(cd))) {
 			char *end;
 			unsigned long job = strtoul(je->d_name, &end, 10);
 			if (je->d_name[0] < '0' || je->d_name[0] > '9' || *end || job > UINT32_MAX)
 				continue;
-			int jfd = openat(cfd, je->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-			if (jfd < 0)
+			DIR *jd = opendir_checked(cfd, je->d_name);
+			if (!jd)
 				continue;
-			DIR *jd = js_check_dirfd(jfd) == 0 ? fdopendir(jfd) : NULL;
-			if (!jd) {
-				close(jfd);
-				continue;
-			}
 			snprintf(dir, sizeof(dir), "%s/%s/%lu", spool, ce->d_name, job);
 			int sfd = -1;
 			struct dirent *fe;
