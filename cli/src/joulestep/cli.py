@@ -25,7 +25,6 @@ gc.disable()
 
 import functools  # noqa: E402
 import importlib  # noqa: E402
-import pathlib  # noqa: E402
 import sys  # noqa: E402
 
 import click  # noqa: E402
@@ -50,7 +49,7 @@ class Ctx:
                 raise click.ClickException(str(e)) from None
         return self._settings
 
-    def db_path(self, write: bool) -> pathlib.Path | str:
+    def db_path(self, write: bool) -> str:
         return config.resolve_db(self.db, self.settings(), write)
 
     def connect(self, write: bool = False):

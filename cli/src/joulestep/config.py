@@ -8,14 +8,15 @@ from __future__ import annotations
 
 import configparser
 import os
-import pathlib
 
 from . import db
 from .store import JOB_GAP_HOURS
 
-SYSTEM_CONFIG = pathlib.Path("/etc/joulestep/joulestep.conf")
-SYSTEM_DB = pathlib.Path("/var/lib/joulestep/joulestep.db")
-SYSTEM_SPOOL = pathlib.Path("/var/spool/joulestep")
+# Paths are text here (os.path), not pathlib: `joulestep job` then starts
+# without importing pathlib (docs/cli.md, "Start-up").
+SYSTEM_CONFIG = "/etc/joulestep/joulestep.conf"
+SYSTEM_DB = "/var/lib/joulestep/joulestep.db"
+SYSTEM_SPOOL = "/var/spool/joulestep"
 MAX_JOB_GAP_HOURS = 1e6               # ~114 years: keeps the gap in 64-bit ns
 
 
@@ -39,10 +40,10 @@ class Settings:
                  price_per_kwh: float = 0.20,
                  currency: str = "EUR",
                  job_gap_hours: float = JOB_GAP_HOURS,  # gap G of the job identity rule
-                 spool: pathlib.Path = SYSTEM_SPOOL,
+                 spool: str = SYSTEM_SPOOL,
                  # a file or postgresql:// URL; None: the default chain in resolve_db
-                 db: pathlib.Path | str | None = None,
-                 quarantine: pathlib.Path | None = None,  # None: <spool>/.quarantine
+                 db: str | None = None,
+                 quarantine: str | None = None,  # None: <spool>/.quarantine
                  source: str = "built-in defaults",
                  node_overhead_w: float | None = None,  # rest of the node, W per node
                  node_factor: float | None = None):     # node energy / RAPL energy
@@ -133,10 +134,10 @@ def _node_scope(cp: configparser.ConfigParser, s: Settings, path: str) -> None:
 def load(path: str | os.PathLike | None = None) -> Settings:
     """Read settings; ``path`` None means $JOULESTEP_CONFIG or the system file."""
     explicit = path is not None or "JOULESTEP_CONFIG" in os.environ
-    p = pathlib.Path(path if path is not None
-                     else os.environ.get("JOULESTEP_CONFIG", SYSTEM_CONFIG))
+    p = os.fspath(path if path is not None
+                  else os.environ.get("JOULESTEP_CONFIG", SYSTEM_CONFIG))
     s = Settings()
-    if not p.exists():
+    if not os.path.exists(p):
         if explicit:
             raise ConfigError(f"config file {p} does not exist")
         return s
@@ -164,37 +165,38 @@ def load(path: str | os.PathLike | None = None) -> Settings:
                              maximum=MAX_JOB_GAP_HOURS)
     _node_scope(cp, s, str(p))
     if cp.get("paths", "spool", fallback=""):
-        s.spool = pathlib.Path(cp.get("paths", "spool"))
+        s.spool = cp.get("paths", "spool")
     if cp.get("paths", "db", fallback=""):
         s.db = _db_target(cp.get("paths", "db"))
     if cp.get("paths", "quarantine", fallback=""):
-        s.quarantine = pathlib.Path(cp.get("paths", "quarantine"))
+        s.quarantine = cp.get("paths", "quarantine")
     s.source = str(p)
     return s
 
 
-def user_db_path() -> pathlib.Path:
+def user_db_path() -> str:
     base = os.environ.get("XDG_DATA_HOME") or os.path.join(
         os.path.expanduser("~"), ".local", "share")
-    return pathlib.Path(base) / "joulestep" / "joulestep.db"
+    return os.path.join(base, "joulestep", "joulestep.db")
 
 
-def _writable(db: pathlib.Path) -> bool:
-    if db.exists():
-        return os.access(db, os.W_OK) and os.access(db.parent, os.W_OK)
-    return db.parent.is_dir() and os.access(db.parent, os.W_OK)
+def _writable(db: str) -> bool:
+    parent = os.path.dirname(db) or "."
+    if os.path.exists(db):
+        return os.access(db, os.W_OK) and os.access(parent, os.W_OK)
+    return os.path.isdir(parent) and os.access(parent, os.W_OK)
 
 
-def _db_target(text) -> pathlib.Path | str:
-    """A database named in an option, the environment or the config: a
-    postgresql:// URL stays text (a path would fold its //)."""
+def _db_target(text) -> str:
+    """A database named in an option, the environment or the config: a file
+    or a postgresql:// URL (kept as text: a path would fold its //)."""
     t = str(text).strip()
-    return t if db.is_url(t) else pathlib.Path(text)
+    return t if db.is_url(t) else os.fspath(text)
 
 
 def resolve_db(explicit: str | os.PathLike | None, settings: Settings,
-               write: bool) -> pathlib.Path | str:
-    """Pick the database: a SQLite file or a PostgreSQL URL.
+               write: bool) -> str:
+    """Pick the database, as text: a SQLite file or a PostgreSQL URL.
 
     ``--db``, then $JOULESTEP_DB, then ``[paths] db`` from the config, then
     /var/lib/joulestep/joulestep.db: used when writable, or (for read-only
@@ -210,6 +212,6 @@ def resolve_db(explicit: str | os.PathLike | None, settings: Settings,
         return settings.db
     if _writable(SYSTEM_DB):
         return SYSTEM_DB
-    if not write and SYSTEM_DB.exists() and os.access(SYSTEM_DB, os.R_OK):
+    if not write and os.path.exists(SYSTEM_DB) and os.access(SYSTEM_DB, os.R_OK):
         return SYSTEM_DB
     return user_db_path()

@@ -202,7 +202,7 @@ def records_lost(c) -> int | None:
     from . import lost, store
     try:
         path = c.db_path(False)
-        if not path.exists():
+        if not os.path.exists(path):
             return None
         conn = store.connect(path, write=False, create=False)
     except Exception:  # noqa: BLE001 - doctor reports the node even without a database

@@ -14,17 +14,21 @@ import gc
 import json
 import operator
 import os
-import pathlib
 import re
 import sqlite3
 import stat
 import time
 from itertools import accumulate, chain, islice, repeat
-from typing import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator
 
 from . import db, nesting
 
-SQL_DIR = pathlib.Path(__file__).resolve().parent / "sql"
+if TYPE_CHECKING:
+    import pathlib
+
+#: the migrations (a path; text, so that opening a store needs no pathlib:
+#: `joulestep job` starts without importing it, docs/cli.md "Start-up")
+SQL_DIR = os.path.join(os.path.dirname(os.path.realpath(__file__)), "sql")
 RECORD_FORMAT = "joulestep-record"
 RECORD_VERSION = 1
 BATCH_RECORDS = 1000
@@ -58,7 +62,8 @@ def _migration_files() -> list[tuple[int, str]]:
 
 
 def migrations() -> list[tuple[int, pathlib.Path]]:
-    return [(num, SQL_DIR / name) for num, name in _migration_files()]
+    import pathlib
+    return [(num, pathlib.Path(SQL_DIR, name)) for num, name in _migration_files()]
 
 
 def latest_version() -> int:
@@ -186,21 +191,21 @@ def connect(path: str | os.PathLike, *, write: bool = True,
     """
     if db.is_url(path):
         return _connect_pg(path)
-    p = pathlib.Path(path)
-    if str(path) != ":memory:" and not p.exists():
+    p = os.fspath(path)
+    if p != ":memory:" and not os.path.exists(p):
         if not create:
             raise StoreError(f"no database at {p} (run `joulestep ingest` "
                              "first, or pass --db)")
+        parent = os.path.dirname(p) or "."
         try:
-            p.parent.mkdir(parents=True, exist_ok=True)
+            os.makedirs(parent, exist_ok=True)
         except OSError as e:
-            raise StoreError(f"cannot create {p.parent}: {e.strerror}") from None
-    can_write = str(path) == ":memory:" or (
-        os.access(p, os.W_OK) if p.exists() else True)
+            raise StoreError(f"cannot create {parent}: {e.strerror}") from None
+    can_write = p == ":memory:" or (os.access(p, os.W_OK) if os.path.exists(p) else True)
     try:
         if not can_write and write:
             raise StoreError(f"database {p} is not writable by this user")
-        conn = db.open_sqlite(str(p), read_only=not can_write)
+        conn = db.open_sqlite(p, read_only=not can_write)
         conn.execute("PRAGMA foreign_keys = ON")
         v = conn.execute("PRAGMA user_version").fetchone()[0]
     except sqlite3.DatabaseError as e:
@@ -1511,11 +1516,13 @@ def ingest_records(conn, records: Iterable, batch: int = BATCH_RECORDS,
 
 
 # --------------------------------------------------------------------------
-# spool files
+# spool files (pathlib is imported here, not when the module loads: opening
+# a store for a query does not need it)
 
 def spool_files(root: pathlib.Path) -> Iterator[pathlib.Path]:
     """Complete records under ``root``: regular files named *.json, skipping
     hidden directories (the quarantine) and the plugin's *.tmp.<pid> files."""
+    import pathlib
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
         for f in sorted(filenames):
@@ -1546,6 +1553,7 @@ def quarantine(path: pathlib.Path, spool_root: pathlib.Path,
                qdir: pathlib.Path, reason: str) -> pathlib.Path:
     """Move a bad record into ``qdir`` keeping its spool-relative path, and
     write the reason beside it as <name>.reason.  Returns the new path."""
+    import pathlib
     try:
         rel = path.relative_to(spool_root)
     except ValueError:
@@ -1597,6 +1605,7 @@ def ingest_paths(conn, sources: Iterable[os.PathLike],
     Safe to run at the same time as other ingesters on one database (on
     PostgreSQL: one per node, each on its own spool; docs/admin-guide.md).
     """
+    import pathlib
     res = IngestResult()
     todo: list[tuple[pathlib.Path, pathlib.Path]] = []  # (file, spool root)
     for src in sources:

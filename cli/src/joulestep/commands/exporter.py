@@ -5,6 +5,8 @@ Loaded only when the command runs (cli.LazyGroup): see docs/cli.md,
 """
 from __future__ import annotations
 
+import os
+
 import click
 
 from ..cli import _merge, db_options
@@ -58,7 +60,7 @@ def exporter(ctx, host, port, refresh, labels, settle_hours, reload_hours,
     except ex.ExporterError as e:
         raise click.BadParameter(str(e)) from None
     view = ex.StoreView(lambda: c.connect(), s, settle_hours, reload_hours,
-                        s.quarantine or s.spool / ".quarantine")
+                        s.quarantine or os.path.join(s.spool, ".quarantine"))
     view.refresh()
     if once:
         click.echo(ex.text(view, keep).decode(), nl=False)

@@ -5,8 +5,11 @@ Loaded only when the command runs (cli.LazyGroup): see docs/cli.md,
 """
 from __future__ import annotations
 
+import os
+
 import click
 
+from .. import db
 from ..cli import (Ctx, _emit_frames, _period, _where, period_options, query_options,
                    where_option)
 
@@ -108,7 +111,7 @@ def damaris(c: Ctx, t_base, s_cores, s_nodes, p_idle, p_max, n_iter, fit_where,
             sources.setdefault(k, v)
     measured = None
     target = c.db_path(False)
-    if isinstance(target, str) or target.exists():   # str: a postgresql:// URL
+    if db.is_url(target) or os.path.exists(target):
         conn = c.connect()
         try:
             measured = studies.measured_runs(conn, measured_by, _where(where),
