@@ -580,25 +580,86 @@ def group_clause(by: str) -> tuple[str, str, list]:
     return GROUPS[by], joins, args
 
 
-def report_query(settings: Settings, by: str, since_ns, until_ns,
-                 cluster) -> tuple[str, list]:
-    """(SQL, arguments) of report's one aggregate: a scan of the steps in
-    the period, grouped by the key (also run bare by bench/bench_cli.py)."""
-    gexpr, joins, args = group_clause(by)
-    where, wargs = window_conditions(since_ns, until_ns, cluster)
-    # every aggregate costs time per step: the node-seconds of measured
-    # steps only count with node_overhead_w (Settings.scoped_j)
+#: groupings by an attribute of the job, so that all of a job's steps fall in
+#: one group: report reads the jobs' totals (migration 007) for them
+JOB_GROUPS = ("user", "account", "partition", "qos")
+
+
+def _step_sums(settings: Settings) -> str:
+    """The figures report sums over steps s, after the jobs count: steps,
+    CPU, DRAM, total, time, policy steps, policy energy, node time.  Every
+    aggregate costs time per step: the node-seconds of measured steps only
+    count with node_overhead_w (Settings.scoped_j)."""
     node_ns = ("sum(CASE WHEN s.counted_total_uj IS NOT NULL THEN "
                "s.counted_duration_ns END)" if settings.node_overhead_w is not None
                else "NULL")
-    sql = (f"SELECT {gexpr} AS g, count(DISTINCT s.job_pk), count(*), "
-           "sum(s.counted_cpu_uj), sum(s.counted_dram_uj), sum(s.counted_total_uj), "
-           "sum(s.counted_duration_ns), sum(s.policy_active), "
-           f"sum(s.counted_total_uj * s.policy_active), {node_ns} "
-           f"FROM steps s {joins} "
-           + (f"WHERE {' AND '.join(where)} " if where else "")
-           + "GROUP BY g")
-    return sql, args + wargs
+    return ("count(*), sum(s.counted_cpu_uj), sum(s.counted_dram_uj), "
+            "sum(s.counted_total_uj), sum(s.counted_duration_ns), sum(s.policy_active), "
+            f"sum(s.counted_total_uj * s.policy_active), {node_ns}")
+
+
+def _job_sums(settings: Settings) -> str:
+    """_step_sums from the jobs' totals j (each job's sums over its steps)."""
+    node_ns = ("sum(j.measured_duration_ns)" if settings.node_overhead_w is not None
+               else "NULL")
+    return ("sum(j.steps_n), sum(j.counted_cpu_uj), sum(j.counted_dram_uj), "
+            "sum(j.counted_total_uj), sum(j.counted_duration_ns), sum(j.policy_steps_n), "
+            f"sum(j.policy_total_uj), {node_ns}")
+
+
+def report_queries(settings: Settings, by: str, since_ns, until_ns,
+                   cluster) -> list[tuple[str, list]]:
+    """(SQL, arguments) of the aggregates report adds up, each row (key,
+    jobs, then _step_sums); also run bare by bench/bench_cli.py.
+
+    Grouped by a job attribute (JOB_GROUPS): the totals of the jobs whose
+    steps all started in [since, until), one row per job; and the steps in
+    the window of the jobs that straddle an end of it.  A job is in one of
+    the two or in neither.  Otherwise (node, policy, tag:KEY: a job's steps
+    may fall in several groups) one scan of the steps in the window."""
+    gexpr, joins, args = group_clause(by)
+    where, wargs = window_conditions(since_ns, until_ns, cluster)
+    steps_sql = (f"SELECT {gexpr} AS g, count(DISTINCT s.job_pk), {_step_sums(settings)} "
+                 f"FROM steps s {joins} ")
+    if by not in JOB_GROUPS:
+        return [(steps_sql + (f"WHERE {' AND '.join(where)} " if where else "")
+                 + "GROUP BY g", args + wargs)]
+    inside, iargs = ["j.steps_last_start_ns IS NOT NULL"], []
+    straddle, sargs = [], []
+    for end, cond in ((since_ns, "j.steps_first_start_ns >= ?"),
+                      (until_ns, "j.steps_last_start_ns < ?")):
+        if end is not None:
+            inside.append(cond)
+            iargs.append(end)
+            straddle.append("SELECT job_pk FROM jobs WHERE steps_last_start_ns >= ? "
+                            "AND steps_first_start_ns < ?")
+            sargs += [end, end]
+    if since_ns is not None:        # lets the index find the window's jobs
+        inside.append("j.steps_last_start_ns >= ?")
+        iargs.append(since_ns)
+    if cluster:
+        inside.append("j.cluster = ?")
+        iargs.append(cluster)
+    out = [(f"SELECT {gexpr} AS g, count(*), {_job_sums(settings)} FROM jobs j "
+            f"WHERE {' AND '.join(inside)} GROUP BY g", iargs)]
+    if straddle:
+        out.append((steps_sql + f"WHERE s.job_pk IN ({' UNION ALL '.join(straddle)}) "
+                    f"AND {' AND '.join(where)} GROUP BY g", sargs + wargs))
+    return out
+
+
+def _group_rows(conn, settings: Settings, by: str, since_ns, until_ns,
+                cluster) -> list[tuple]:
+    """report_queries' rows, one per key (the parts' figures added up; a
+    sum over no value stays None, as in SQL)."""
+    merged: dict = {}
+    for sql, qargs in report_queries(settings, by, since_ns, until_ns, cluster):
+        for r in conn.execute(sql, qargs).fetchall():
+            have = merged.get(r[0])
+            merged[r[0]] = r if have is None else (r[0],) + tuple(
+                b if a is None else a if b is None else a + b
+                for a, b in zip(have[1:], r[1:]))
+    return list(merged.values())
 
 
 def report(conn, settings: Settings, by: str = "user",
@@ -611,8 +672,7 @@ def report(conn, settings: Settings, by: str = "user",
     seconds are the steps' counted_* figures (nesting.py): a step inside
     another (srun inside batch on one node) is not counted twice.
     """
-    sql, qargs = report_query(settings, by, since_ns, until_ns, cluster)
-    rows = conn.execute(sql, qargs).fetchall()
+    rows = _group_rows(conn, settings, by, since_ns, until_ns, cluster)
     _, joins, args = group_clause(by)
     where, wargs = window_conditions(since_ns, until_ns, cluster)
     grand = sum(r[5] or 0 for r in rows)

@@ -1114,6 +1114,17 @@ _NEST_UPDATE = (
     " counted_total_uj = ?, counted_duration_ns = ? WHERE step_pk = ?")
 #: ids in an IN (...) list per statement (well below both engines' limits)
 IN_CHUNK = 500
+#: a job's totals over its steps (migration 007; report.py reads them), set
+#: for the jobs in the IN (...) list that follows
+_JOB_TOTALS = (
+    "UPDATE jobs SET (steps_n, steps_first_start_ns, steps_last_start_ns, "
+    "counted_cpu_uj, counted_dram_uj, counted_total_uj, counted_duration_ns, "
+    "measured_duration_ns, policy_steps_n, policy_total_uj) = (SELECT count(*), "
+    "min(s.start_ns), max(s.start_ns), sum(s.counted_cpu_uj), sum(s.counted_dram_uj), "
+    "sum(s.counted_total_uj), sum(s.counted_duration_ns), sum(CASE WHEN "
+    "s.counted_total_uj IS NOT NULL THEN s.counted_duration_ns END), "
+    "sum(s.policy_active), sum(s.counted_total_uj * s.policy_active) FROM steps s "
+    "WHERE s.job_pk = jobs.job_pk) WHERE job_pk IN ")
 
 
 def _in_rows(conn, sql: str, values: list) -> list:
@@ -1181,6 +1192,7 @@ class Ingester:
         self.step_keys: dict = {}   # (job_pk, node_pk, step_id, het) -> [pk, st, en]
         self.rows = {t: [] for t in TABLES if t != "jobs"}
         self.dirty: set = set()     # (job_pk, node_pk) to renest
+        self.touched: set = set()   # job_pk whose steps changed: totals to set
         self.group_n: dict = {}     # (job_pk, node_pk) -> steps (known here)
         self.ids: dict = {}         # table -> iterator of reserved keys
         # keys to reserve at once: what the prepared batch needs when every
@@ -1330,6 +1342,8 @@ class Ingester:
         conn.execute("DELETE FROM jobs WHERE job_pk = ?", (opk,))
         self.jobs_dirty.pop(opk, None)
         self.dirty = {((kpk if j == opk else j), n) for j, n in self.dirty}
+        self.touched.discard(opk)
+        self.touched.add(kpk)
         self.dirty.update((kpk, n) for n in nodes)
         self.step_keys = {k: v for k, v in self.step_keys.items()
                           if k[0] not in (kpk, opk)}
@@ -1354,6 +1368,7 @@ class Ingester:
             self._write()           # the old row may still be buffered
             self.conn.execute("DELETE FROM steps WHERE step_pk = ?", (old[0],))
         spk = self._id("steps", "step_pk")
+        self.touched.add(job_pk)
         self.step_keys[key] = [spk, step[12], step[13]]
         group = (job_pk, node_pk)
         n = self.group_n.get(group, 0) + (old is None)
@@ -1390,10 +1405,19 @@ class Ingester:
         if self.jobs_dirty:
             self.conn.executemany(_JOB_UPDATE, [r[1:] + [r[0]] for r in
                                                 self.jobs_dirty.values()])
-        dirty = self.dirty
+        dirty, touched = self.dirty, self.touched
         self._clear()
         if dirty:
             self._renest(dirty)
+        if touched:
+            self._set_totals(sorted(touched))
+
+    def _set_totals(self, job_pks) -> None:
+        """Each job's totals over its steps (migration 007), after its steps
+        and their counted_* figures are final for this batch."""
+        for i in range(0, len(job_pks), IN_CHUNK):
+            part = job_pks[i:i + IN_CHUNK]
+            self.conn.execute(_JOB_TOTALS + f"({', '.join('?' * len(part))})", part)
 
     def _renest(self, groups):
         """Recompute nesting for the (job, node) groups that got new or
