@@ -33,6 +33,11 @@ def _job(rng, job, t0_h) -> list:
                                   start_s=t, dur_s=dur, cpu_j=rng.randint(5, 50),
                                   dram_j=rng.randint(1, 5),
                                   policy=rng.choice(POLICIES), **kw))
+        if rng.random() < 0.15:     # no counter readable: null energies
+            recs[-1]["step"].update(energy_cpu_uj=None, energy_dram_uj=None,
+                                    energy_total_uj=None)
+            recs[-1].update(zones=[], provenance=dict(recs[-1]["provenance"],
+                                                      errors=["energy: no zone"]))
         t += dur + rng.randint(0, 900)
     if rng.random() < 0.5:
         recs.append(recgen.record(job, "batch", "n1", start_s=t0_h * H, dur_s=t - t0_h * H + 60,
@@ -51,6 +56,11 @@ def _records(seed) -> list:
                            user="dave")]
     bridge = [recgen.record(99, "2", "n3", submit_s=2 * H, start_s=4 * H, dur_s=5 * H,
                             user="dave")]
+    # job 98: measured nothing (its totals' energies are NULL, as SQL's sums)
+    none = recgen.record(98, "0", "n1", submit_s=H, start_s=H + 60, user="erin")
+    none["step"].update(energy_cpu_uj=None, energy_dram_uj=None, energy_total_uj=None)
+    none.update(zones=[], provenance=dict(none["provenance"], errors=["energy: no zone"]))
+    recs.append(none)
     # a copy of job 1's first step that started earlier replaces it
     early = [dict(recs[0], step=dict(recs[0]["step"], start_ns=recs[0]["step"]["start_ns"] - S,
                                       end_ns=recs[0]["step"]["end_ns"] - S))]
@@ -103,6 +113,10 @@ def test_job_totals_and_report_windows(db, seed):
         assert not res.errors, res.errors[:3]
         assert conn.execute(TOTALS).fetchall() == conn.execute(TOTALS_TRUTH).fetchall()
     assert conn.execute("SELECT count(*) FROM jobs WHERE job_id = 99").fetchone()[0] == 1
+    nulls = conn.execute("SELECT count(*) FROM jobs WHERE counted_total_uj IS NULL"
+                         ).fetchone()[0]
+    assert nulls >= 1 and conn.execute("SELECT count(*) FROM steps WHERE "
+                                       "counted_total_uj IS NULL").fetchone()[0] > 1
     windows = [(None if a is None else recgen.T0 + int(a * H * S),
                 None if b is None else recgen.T0 + int(b * H * S))
                for a in WINDOWS_H for b in WINDOWS_H

@@ -1114,8 +1114,17 @@ _NEST_UPDATE = (
     " counted_total_uj = ?, counted_duration_ns = ? WHERE step_pk = ?")
 #: ids in an IN (...) list per statement (well below both engines' limits)
 IN_CHUNK = 500
-#: a job's totals over its steps (migration 007; report.py reads them), set
-#: for the jobs in the IN (...) list that follows
+#: a job's totals over its steps (migration 007; report.py reads them)
+JOB_TOTAL_COLS = ("steps_n", "steps_first_start_ns", "steps_last_start_ns",
+                  "counted_cpu_uj", "counted_dram_uj", "counted_total_uj",
+                  "counted_duration_ns", "measured_duration_ns", "policy_steps_n",
+                  "policy_total_uj")
+#: where _job_totals finds its inputs in a steps row (TABLES["steps"])
+_TOTALS_IN = operator.itemgetter(*(TABLES["steps"].index(c) for c in (
+    "start_ns", "counted_cpu_uj", "counted_dram_uj", "counted_total_uj",
+    "counted_duration_ns", "policy_active")))
+#: the same totals from the stored steps, for the jobs in the IN (...) list
+#: that follows
 _JOB_TOTALS = (
     "UPDATE jobs SET (steps_n, steps_first_start_ns, steps_last_start_ns, "
     "counted_cpu_uj, counted_dram_uj, counted_total_uj, counted_duration_ns, "
@@ -1388,12 +1397,16 @@ class Ingester:
             rows["phase_ranks"].extend(map(pre, p.ranks))
         return True
 
-    def _write(self):
-        """Write the buffered rows, parents first."""
+    def _write(self, totals: dict | None = None):
+        """Write the buffered rows, parents first; new jobs with their
+        totals where ``totals`` has them (job_pk -> JOB_TOTAL_COLS)."""
         ins = self.conn.insert_many
         if self.new_jobs:
-            ins("jobs", TABLES["jobs"],
-                [(pk, c, j, *row[1:]) for pk, (row, c, j) in self.new_jobs.items()])
+            none = (None,) * len(JOB_TOTAL_COLS)
+            get = (totals or {}).get
+            ins("jobs", TABLES["jobs"] + JOB_TOTAL_COLS,
+                [(pk, c, j, *row[1:], *get(pk, none))
+                 for pk, (row, c, j) in self.new_jobs.items()])
             self.new_jobs = {}
         for t, rows in self.rows.items():
             if rows:
@@ -1401,7 +1414,13 @@ class Ingester:
                 self.rows[t] = []
 
     def flush(self):
-        self._write()
+        # the totals of the jobs this batch created, whose steps are all
+        # buffered and final (no step of theirs shares a node: no renest),
+        # go in with their rows; the other touched jobs' come from SQL
+        fresh = self.new_jobs.keys() - {j for j, _ in self.dirty}
+        totals = _job_totals(self.rows["steps"], fresh) if fresh else {}
+        self.touched.difference_update(totals)
+        self._write(totals)
         if self.jobs_dirty:
             self.conn.executemany(_JOB_UPDATE, [r[1:] + [r[0]] for r in
                                                 self.jobs_dirty.values()])
@@ -1444,6 +1463,28 @@ class Ingester:
                     updates.append(tuple(new) + (r[2],))
         if updates:
             conn.executemany(_NEST_UPDATE, updates)
+
+
+def _nsum(xs):
+    """SQL's sum(): None when no value is known."""
+    xs = [x for x in xs if x is not None]
+    return sum(xs) if xs else None
+
+
+def _job_totals(step_rows, job_pks) -> dict:
+    """job_pk -> JOB_TOTAL_COLS of the jobs in job_pks, from their steps
+    rows (TABLES["steps"]): the sums _JOB_TOTALS takes in SQL."""
+    by_job: dict = {}
+    for r in step_rows:
+        if r[1] in job_pks:
+            by_job.setdefault(r[1], []).append(_TOTALS_IN(r))
+    out = {}
+    for pk, rows in by_job.items():
+        st, cpu, dram, tot, dur, pol = zip(*rows)
+        out[pk] = (len(rows), min(st), max(st), _nsum(cpu), _nsum(dram), _nsum(tot),
+                   sum(dur), _nsum(d for d, t in zip(dur, tot) if t is not None),
+                   sum(pol), _nsum(t * p for t, p in zip(tot, pol) if t is not None))
+    return out
 
 
 class IngestResult:
