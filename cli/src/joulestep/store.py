@@ -628,7 +628,7 @@ def _phase_rows(flat: list, lens: list):
         pairs = set(zip(_record_index(lens), seq))
         if len(pairs) != len(seq):
             return None
-    if set(parent) != _NULLS:
+    if parent.count(None) != len(parent):      # a phase names a parent
         idx = _record_index(lens)
         if pairs is None:
             pairs = set(zip(idx, seq))
