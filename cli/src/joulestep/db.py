@@ -22,7 +22,7 @@ import contextlib
 import re
 import sqlite3
 import zlib
-from itertools import chain
+from itertools import chain, islice
 
 SQLITE = "sqlite"
 POSTGRESQL = "postgresql"
@@ -57,28 +57,28 @@ class SqliteConnection(sqlite3.Connection):
     Error = sqlite3.Error
     _ins: dict
 
-    def insert_many(self, table: str, cols: tuple, rows) -> None:
+    def insert_many(self, table: str, cols: tuple, rows, keys=None) -> None:
         """Plain INSERT of many rows (COPY on PostgreSQL) in multi-row
         statements (``VALUES (...), (...)``): per row, the fewer statements
         the less time, so as many rows per statement as the bound-parameter
         limit allows, the remainder in statements of 4**k rows (a few sizes,
-        each prepared once: sqlite3 caches them).  Every row has len(cols)
-        values (the callers build them so)."""
+        each prepared once: sqlite3 caches them).  With ``keys`` (a tuple
+        per row), each row written is keys[i] + rows[i], joined as the
+        values are bound.  Every row has len(cols) values (the callers build
+        them so)."""
         if not isinstance(rows, list):
             rows = list(rows)
-        i, n = 0, len(rows)
+        n, done = len(rows), 0
+        flat = chain.from_iterable(rows if keys is None else
+                                   chain.from_iterable(zip(keys, rows)))
         for size, sql in self._insert_plan(table, cols):
-            full = (n - i) - (n - i) % size
-            if not full:
-                continue
-            if size == 1:
-                self.executemany(sql, rows[i:] if i else rows)
-                return
-            self.executemany(sql, [tuple(chain.from_iterable(rows[j:j + size]))
-                                   for j in range(i, i + full, size)])
-            i += full
-            if i == n:
-                return
+            k = (n - done) // size
+            if k:
+                m = size * len(cols)
+                self.executemany(sql, [tuple(islice(flat, m)) for _ in range(k)])
+                done += k * size
+                if done == n:
+                    return
 
     def _insert_plan(self, table: str, cols: tuple) -> list:
         """[(rows, INSERT statement)] of insert_many, largest first, down to 1."""
@@ -180,11 +180,11 @@ class PgConnection:
         cur.executemany(self._tr(sql, True), rows)
         return cur
 
-    def insert_many(self, table: str, cols: tuple, rows) -> None:
+    def insert_many(self, table: str, cols: tuple, rows, keys=None) -> None:
         cur = self.raw.cursor()
         with cur.copy(f"COPY {table} ({', '.join(cols)}) FROM STDIN") as cp:
             w = cp.write_row
-            for r in rows:
+            for r in (rows if keys is None else map(tuple.__add__, keys, rows)):
                 w(r)
 
     def reserve_ids(self, table: str, col: str, n: int) -> list:
