@@ -164,7 +164,8 @@ def test_pg_ddl_maps_types():
 def test_insert_many_writes_every_row_once(db, n, monkeypatch):
     """insert_many splits rows into multi-row statements of a few sizes
     (the largest the bound-parameter limit allows, here 37 rows, then 16, 4
-    and 1): each row is written exactly once, whatever the count."""
+    and 1): each row is written exactly once, whatever the count, with or
+    without key tuples joined to the rows."""
     monkeypatch.setattr(db_mod, "MAX_PARAMS", 2 * 37 + 1)
     conn = store.connect(db)
     try:
@@ -174,8 +175,10 @@ def test_insert_many_writes_every_row_once(db, n, monkeypatch):
         rows = [(i, -i) for i in range(n)]
         conn.insert_many("t_many", cols, rows)
         conn.insert_many("t_many", cols, iter(rows[:3]))
+        conn.insert_many("t_many", cols, [(-i,) for i in range(n)],
+                         keys=[(i,) for i in range(n)])
         got = conn.execute("SELECT job_pk, node_pk FROM t_many").fetchall()
         conn.execute("ROLLBACK")
     finally:
         conn.close()
-    assert sorted(map(tuple, got)) == sorted(rows + rows[:3])
+    assert sorted(map(tuple, got)) == sorted(rows * 2 + rows[:3])

@@ -22,7 +22,7 @@ import contextlib
 import re
 import sqlite3
 import zlib
-from itertools import chain, islice
+from itertools import chain
 
 SQLITE = "sqlite"
 POSTGRESQL = "postgresql"
@@ -69,16 +69,21 @@ class SqliteConnection(sqlite3.Connection):
         if not isinstance(rows, list):
             rows = list(rows)
         n, done = len(rows), 0
-        flat = chain.from_iterable(rows if keys is None else
-                                   chain.from_iterable(zip(keys, rows)))
         for size, sql in self._insert_plan(table, cols):
             k = (n - done) // size
-            if k:
-                m = size * len(cols)
-                self.executemany(sql, [tuple(islice(flat, m)) for _ in range(k)])
-                done += k * size
-                if done == n:
-                    return
+            if not k:
+                continue
+            spans = list(map(slice, range(done, n, size),
+                             range(done + size, done + k * size + 1, size)))
+            if keys is None:
+                parts = map(rows.__getitem__, spans)
+            else:   # each row's key tuple, then the row (zip reuses its pair)
+                parts = map(chain.from_iterable, map(zip, map(keys.__getitem__, spans),
+                                                     map(rows.__getitem__, spans)))
+            self.executemany(sql, [tuple(chain.from_iterable(p)) for p in parts])
+            done += k * size
+            if done == n:
+                return
 
     def _insert_plan(self, table: str, cols: tuple) -> list:
         """[(rows, INSERT statement)] of insert_many, largest first, down to 1."""
