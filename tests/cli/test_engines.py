@@ -13,6 +13,7 @@ from click.testing import CliRunner
 import recgen
 from conftest import dump_tables, empty_db
 from joulestep import db, store
+from joulestep import db as db_mod   # the fixture `db` shadows it
 from joulestep.cli import cli
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
@@ -157,3 +158,27 @@ def test_pg_ddl_maps_types():
         "UPDATE joulestep_schema SET version = 7"
     assert db.translate("SELECT ? || '%'", True) == "SELECT %s || '%%'"
     assert db.redact("postgresql://u:secret@h/d") == "postgresql://u:***@h/d"
+
+
+@pytest.mark.parametrize("n", [0, 1, 5, 36, 37, 38, 100, 1000])
+def test_insert_many_writes_every_row_once(db, n, monkeypatch):
+    """insert_many splits rows into multi-row statements of a few sizes
+    (the largest the bound-parameter limit allows, here 37 rows, then 16, 4
+    and 1): each row is written exactly once, whatever the count, with or
+    without key tuples joined to the rows."""
+    monkeypatch.setattr(db_mod, "MAX_PARAMS", 2 * 37 + 1)
+    conn = store.connect(db)
+    try:
+        cols = ("job_pk", "node_pk")
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute("CREATE TEMP TABLE t_many (job_pk BIGINT, node_pk BIGINT)")
+        rows = [(i, -i) for i in range(n)]
+        conn.insert_many("t_many", cols, rows)
+        conn.insert_many("t_many", cols, iter(rows[:3]))
+        conn.insert_many("t_many", cols, [(-i,) for i in range(n)],
+                         keys=[(i,) for i in range(n)])
+        got = conn.execute("SELECT job_pk, node_pk FROM t_many").fetchall()
+        conn.execute("ROLLBACK")
+    finally:
+        conn.close()
+    assert sorted(map(tuple, got)) == sorted(rows * 2 + rows[:3])

@@ -41,10 +41,10 @@ def redact(url: str) -> str:
 # --------------------------------------------------------------------------
 # SQLite
 
-#: rows per multi-row INSERT (insert_many), within SQLite's limit of bound
-#: parameters per statement (999 before SQLite 3.32, 32766 since)
-MULTI_ROWS = 200
+#: SQLite's limit of bound parameters per statement (999 before 3.32)
 MAX_PARAMS = 32766 if sqlite3.sqlite_version_info >= (3, 32) else 999
+#: rows per multi-row INSERT (insert_many) below the largest: 4**k
+LADDER = 4
 
 
 class SqliteConnection(sqlite3.Connection):
@@ -56,33 +56,49 @@ class SqliteConnection(sqlite3.Connection):
     Error = sqlite3.Error
     _ins: dict
 
-    def insert_many(self, table: str, cols: tuple, rows) -> None:
-        """Plain INSERT of many rows (COPY on PostgreSQL): one statement per
-        MULTI_ROWS rows (a multi-row VALUES list: ~15 % less time per row
-        than a row per statement), the rest a row per statement.  Every row
-        has len(cols) values (the callers build them so)."""
-        key = (table, cols)
-        try:
-            one, multi, per = self._ins[key]
-        except AttributeError:
-            self._ins = {}
-            one = None
-        except KeyError:
-            one = None
-        if one is None:
-            head = f"INSERT INTO {table} ({', '.join(cols)}) VALUES "
-            row = f"({', '.join('?' * len(cols))})"
-            per = max(1, min(MULTI_ROWS, MAX_PARAMS // len(cols)))
-            one, multi = head + row, head + ", ".join([row] * per)
-            self._ins[key] = (one, multi, per)
+    def insert_many(self, table: str, cols: tuple, rows, keys=None) -> None:
+        """Plain INSERT of many rows (COPY on PostgreSQL) in multi-row
+        statements (``VALUES (...), (...)``): per row, the fewer statements
+        the less time, so as many rows per statement as the bound-parameter
+        limit allows, the remainder in statements of 4**k rows (a few sizes,
+        each prepared once: sqlite3 caches them).  With ``keys`` (a tuple
+        per row), each row written is keys[i] + rows[i], joined as the
+        values are bound.  Every row has len(cols) values (the callers build
+        them so)."""
         if not isinstance(rows, list):
             rows = list(rows)
-        full = len(rows) - len(rows) % per if per > 1 else 0
-        if full:
-            self.executemany(multi, [tuple(chain.from_iterable(rows[i:i + per]))
-                                     for i in range(0, full, per)])
-        if full < len(rows):
-            self.executemany(one, rows[full:] if full else rows)
+        n, done = len(rows), 0
+        for size, sql in self._insert_plan(table, cols):
+            k = (n - done) // size
+            if not k:
+                continue
+            spans = list(map(slice, range(done, n, size),
+                             range(done + size, done + k * size + 1, size)))
+            if keys is None:
+                parts = map(rows.__getitem__, spans)
+            else:   # each row's key tuple, then the row (zip reuses its pair)
+                parts = map(chain.from_iterable, map(zip, map(keys.__getitem__, spans),
+                                                     map(rows.__getitem__, spans)))
+            self.executemany(sql, [tuple(chain.from_iterable(p)) for p in parts])
+            done += k * size
+            if done == n:
+                return
+
+    def _insert_plan(self, table: str, cols: tuple) -> list:
+        """[(rows, INSERT statement)] of insert_many, largest first, down to 1."""
+        key = (table, cols)
+        try:
+            return self._ins[key]
+        except AttributeError:
+            self._ins = {}
+        except KeyError:
+            pass
+        head = f"INSERT INTO {table} ({', '.join(cols)}) VALUES "
+        row = f"({', '.join('?' * len(cols))})"
+        top = max(1, MAX_PARAMS // len(cols))
+        sizes = [top] + [LADDER ** k for k in range(8, -1, -1) if LADDER ** k < top]
+        plan = self._ins[key] = [(s, head + ", ".join([row] * s)) for s in sizes]
+        return plan
 
     def reserve_ids(self, table: str, col: str, n: int) -> range:
         """n unused values of an INTEGER PRIMARY KEY, above the stored ones
@@ -169,11 +185,11 @@ class PgConnection:
         cur.executemany(self._tr(sql, True), rows)
         return cur
 
-    def insert_many(self, table: str, cols: tuple, rows) -> None:
+    def insert_many(self, table: str, cols: tuple, rows, keys=None) -> None:
         cur = self.raw.cursor()
         with cur.copy(f"COPY {table} ({', '.join(cols)}) FROM STDIN") as cp:
             w = cp.write_row
-            for r in rows:
+            for r in (rows if keys is None else map(tuple.__add__, keys, rows)):
                 w(r)
 
     def reserve_ids(self, table: str, col: str, n: int) -> list:

@@ -549,24 +549,33 @@ def _parse_fast(rec):
 
 
 # ---- the batch path: a whole batch checked a field at a time
+#: records checked together by the batch path: its columns and rows stay
+#: in the CPU caches (a 1,000-record batch of the bench is ~10 MB of dicts)
+PARSE_CHUNK = 250
+
+
 def parse_batch(recs: list) -> list:
     """parse_record over a batch: per record, its Parsed or the RecordError
-    parse_record raises (returned, not raised).  A batch of well-formed
-    records of the common shape is checked one field at a time across the
-    batch (:func:`_parse_batch`: one builtin pass per field per batch, not
-    per record); when any check fails, record by record (the same result)."""
-    try:
-        out = _parse_batch(recs)
-    except Exception:   # an odd shape: the per-record paths sort it out
-        out = None
-    if out is not None:
-        return out
+    parse_record raises (returned, not raised).  Well-formed records of the
+    common shape are checked PARSE_CHUNK at a time, one field at a time
+    across the chunk (:func:`_parse_batch`: one builtin pass per field per
+    chunk, not per record); a chunk where any check fails goes record by
+    record (the same result)."""
     out = []
-    for rec in recs:
+    for i in range(0, len(recs), PARSE_CHUNK):
+        chunk = recs[i:i + PARSE_CHUNK]
         try:
-            out.append(parse_record(rec))
-        except RecordError as e:
-            out.append(e)
+            got = _parse_batch(chunk)
+        except Exception:   # an odd shape: the per-record paths sort it out
+            got = None
+        if got is not None:
+            out += got
+            continue
+        for rec in chunk:
+            try:
+                out.append(parse_record(rec))
+            except RecordError as e:
+                out.append(e)
     return out
 
 
@@ -650,7 +659,7 @@ def _phase_rows(flat: list, lens: list):
         pairs = set(zip(_record_index(lens), seq))
         if len(pairs) != len(seq):
             return None
-    if set(parent) != _NULLS:
+    if parent.count(None) != len(parent):      # a phase names a parent
         idx = _record_index(lens)
         if pairs is None:
             pairs = set(zip(idx, seq))
@@ -1101,6 +1110,10 @@ TABLES = {
                "energy_cpu_uj", "energy_dram_uj", "bytes", "nranks"),
     "phase_ranks": ("step_pk", "seq", "rank", "start_ns", "end_ns", "bytes"),
 }
+#: the child tables of a step, with the Parsed field that holds their rows
+_CHILDREN = tuple((t, operator.attrgetter(f)) for t, f in (
+    ("step_tags", "tags"), ("step_zones", "zones"), ("phases", "phases"),
+    ("phase_ranks", "ranks")))
 # CROSS JOIN: the few dirty groups drive indexed lookups in steps (SQLite
 # has no statistics here and would otherwise scan steps)
 _NEST_SELECT = (
@@ -1199,7 +1212,8 @@ class Ingester:
         self.jobs_dirty: dict = {}  # job_pk -> its cached row, to write back
         self.new_jobs: dict = {}    # job_pk -> (cached row, cluster, job_id)
         self.step_keys: dict = {}   # (job_pk, node_pk, step_id, het) -> [pk, st, en]
-        self.rows = {t: [] for t in TABLES if t != "jobs"}
+        self.steps: list = []       # steps rows to write
+        self.added: list = []       # ((step_pk,), Parsed): its child rows to write
         self.dirty: set = set()     # (job_pk, node_pk) to renest
         self.touched: set = set()   # job_pk whose steps changed: totals to set
         self.group_n: dict = {}     # (job_pk, node_pk) -> steps (known here)
@@ -1321,14 +1335,15 @@ class Ingester:
         """Fold another window and attributes (jobs columns from
         first_seen_ns on) into a cached row; mark it for write-back."""
         attrs = row[3:]
-        if more[0] >= row[1] and more[1] <= row[2] and attrs == list(more[2:]):
+        if attrs != list(more[2:]):
+            # each attribute: the known one, and when both are known and
+            # differ (they should not), the smaller, so the result never
+            # depends on the order records arrive in
+            attrs = [b if a is None else a if b is None or a <= b else b
+                     for a, b in zip(attrs, more[2:])]
+        elif more[0] >= row[1] and more[1] <= row[2]:
             return              # inside the window, same attributes
-        new = [min(row[1], more[0]), max(row[2], more[1])]
-        # each attribute: the known one, and when both are known and differ
-        # (they should not), the smaller, so the result never depends on the
-        # order records arrive in
-        new += [b if a is None else a if b is None or a <= b else b
-                for a, b in zip(attrs, more[2:])]
+        new = [min(row[1], more[0]), max(row[2], more[1]), *attrs]
         if new != row[1:]:
             row[1:] = new
             if row[0] not in self.new_jobs:
@@ -1384,22 +1399,16 @@ class Ingester:
         self.group_n[group] = n
         if n > 1:       # alone on its node, a step counts its own (parse)
             self.dirty.add(group)
-        rows = self.rows
-        rows["steps"].append((spk, job_pk, node_pk) + step)
-        pre = (spk,).__add__
-        if p.tags:
-            rows["step_tags"].extend(map(pre, p.tags))
-        if p.zones:
-            rows["step_zones"].extend(map(pre, p.zones))
-        if p.phases:
-            rows["phases"].extend(map(pre, p.phases))
-        if p.ranks:
-            rows["phase_ranks"].extend(map(pre, p.ranks))
+        self.steps.append((spk, job_pk, node_pk) + step)
+        self.added.append(((spk,), p))
         return True
 
     def _write(self, totals: dict | None = None):
-        """Write the buffered rows, parents first; new jobs with their
-        totals where ``totals`` has them (job_pk -> JOB_TOTAL_COLS)."""
+        """Write the buffered rows, parents first: new jobs with their
+        totals where ``totals`` has them (job_pk -> JOB_TOTAL_COLS); each
+        child row is its step's key (a 1-tuple) and its Parsed row, joined
+        as they are bound (db insert_many ``keys``), not copied into a
+        tuple of its own."""
         ins = self.conn.insert_many
         if self.new_jobs:
             none = (None,) * len(JOB_TOTAL_COLS)
@@ -1408,17 +1417,26 @@ class Ingester:
                 [(pk, c, j, *row[1:], *get(pk, none))
                  for pk, (row, c, j) in self.new_jobs.items()])
             self.new_jobs = {}
-        for t, rows in self.rows.items():
+        if self.steps:
+            ins("steps", TABLES["steps"], self.steps)
+            self.steps = []
+        if not self.added:
+            return
+        pres, parsed = zip(*self.added)
+        self.added = []
+        for table, get in _CHILDREN:
+            parts = list(map(get, parsed))
+            rows = list(chain.from_iterable(parts))
             if rows:
-                ins(t, TABLES[t], rows)
-                self.rows[t] = []
+                ins(table, TABLES[table], rows,
+                    keys=list(chain.from_iterable(map(repeat, pres, map(len, parts)))))
 
     def flush(self):
         # the totals of the jobs this batch created, whose steps are all
         # buffered and final (no step of theirs shares a node: no renest),
         # go in with their rows; the other touched jobs' come from SQL
         fresh = self.new_jobs.keys() - {j for j, _ in self.dirty}
-        totals = _job_totals(self.rows["steps"], fresh) if fresh else {}
+        totals = _job_totals(self.steps, fresh) if fresh else {}
         self.touched.difference_update(totals)
         self._write(totals)
         if self.jobs_dirty:
