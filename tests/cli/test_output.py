@@ -31,3 +31,81 @@ def test_wrap_examples():
     long = "x" * 100 + " tail"
     assert output.wrap(long, 80, "", "  ") == ["x" * 80, "  " + "x" * 20 + " tail"]
     assert output.wrap("", 80) == [] and output.wrap("   ", 80) == []
+
+
+def _num_reference(x, digits=3):
+    """output.num before its common case was put first (the truth here)."""
+    import math
+    if x is None:
+        return "-"
+    if isinstance(x, float) and math.isnan(x):
+        return "-"
+    ax = abs(x)
+    if ax == 0:
+        return "0"
+    if isinstance(x, int) or (isinstance(x, float) and x.is_integer()):
+        if ax < 1e7:
+            return str(int(x))
+    for lim, div, suf in ((1e12, 1e12, "T"), (1e9, 1e9, "G"), (1e6, 1e6, "M"),
+                          (1e4, 1e3, "k")):
+        if ax >= lim:
+            v = x / div
+            return f"{v:.{max(digits - len(str(int(abs(v)))), 0)}f}{suf}"
+    if ax >= 100:
+        return f"{x:.0f}"
+    if ax >= 0.01:
+        return f"{x:.{max(digits - len(str(int(ax))), 0)}f}" if ax >= 1 else f"{x:.3f}"
+    return f"{x:.2e}"
+
+
+@settings(max_examples=1000, deadline=None)
+@given(st.one_of(st.none(), st.integers(-10**15, 10**15),
+                 st.floats(allow_infinity=False, min_value=-1e15, max_value=1e15),
+                 st.sampled_from([0.01, 0.00999, 9.9995, 9.99949, 10.0, 99.995, 99.99,
+                                  100.0, -0.5, -12.345, float("nan")])),
+       st.integers(1, 5))
+def test_num_is_unchanged(x, digits):
+    assert output.num(x, digits) == _num_reference(x, digits)
+
+
+def _table_reference(headers, rows, right=None, width=output.WIDTH):
+    """output.table before it formatted rows with one format string."""
+    if right is None:
+        right = set(range(1, len(headers)))
+    cells = [[str(c) for c in r] for r in rows]
+    widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(headers)]
+    sep = 2
+    total = sum(widths) + sep * (len(widths) - 1)
+    if total > width:
+        sep = 1
+        total = sum(widths) + sep * (len(widths) - 1)
+    if total > width:
+        left = [i for i in range(len(headers)) if i not in right]
+        if left:
+            i = max(left, key=lambda k: widths[k])
+            widths[i] = max(len(headers[i]), widths[i] - (total - width), 4)
+    out = []
+    for r in [headers] + cells:
+        parts = []
+        for i, c in enumerate(r):
+            w = widths[i]
+            if len(c) > w:
+                c = c[: w - 1] + "~"
+            parts.append(c.rjust(w) if i in right else c.ljust(w))
+        out.append((" " * sep).join(parts).rstrip())
+    return "\n".join(out)
+
+
+CELL = st.one_of(st.text(alphabet="ab ~-1.", max_size=40), st.integers(-999, 10**6))
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.integers(1, 6).flatmap(lambda n: st.tuples(
+    st.lists(st.text(alphabet="ABC_", min_size=1, max_size=8), min_size=n, max_size=n),
+    st.lists(st.lists(CELL, min_size=n, max_size=n), max_size=6),
+    st.one_of(st.none(), st.sets(st.integers(0, n - 1))),
+    st.integers(20, 100))))
+def test_table_is_unchanged(args):
+    headers, rows, right, width = args
+    assert output.table(headers, rows, right, width) == \
+        _table_reference(headers, rows, right, width)

@@ -46,6 +46,10 @@ def wrap(text: str, width: int = WIDTH, initial_indent: str = "",
 
 def num(x, digits: int = 3) -> str:
     """Compact human number for tables: 3 significant digits, k/M/G/T."""
+    if type(x) is float and 0.01 <= abs(x) < 100 and not x.is_integer():
+        # the common case, first (a job's table calls this hundreds of times)
+        ax = abs(x)
+        return f"{x:.3f}" if ax < 1 else f"{x:.{max(digits - (ax >= 10) - 1, 0)}f}"
     if x is None:
         return "-"
     if isinstance(x, float) and math.isnan(x):
@@ -75,27 +79,26 @@ def table(headers: list[str], rows: list[list], right: set[int] | None = None,
     keep the line within ``width``."""
     if right is None:
         right = set(range(1, len(headers)))
-    cells = [[str(c) for c in r] for r in rows]
-    widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(headers)]
+    cells = [list(map(str, r)) for r in rows]
+    widths = [max(map(len, col)) for col in zip(headers, *cells)]
     sep = 2
     total = sum(widths) + sep * (len(widths) - 1)
     if total > width:
         sep = 1
         total = sum(widths) + sep * (len(widths) - 1)
+    cut = None      # the one column that may be too narrow for its cells
     if total > width:
         left = [i for i in range(len(headers)) if i not in right]
         if left:
-            i = max(left, key=lambda k: widths[k])
-            widths[i] = max(len(headers[i]), widths[i] - (total - width), 4)
+            cut = max(left, key=lambda k: widths[k])
+            widths[cut] = max(len(headers[cut]), widths[cut] - (total - width), 4)
+    fmt = (" " * sep).join(f"{{:{'>' if i in right else '<'}{w}}}"
+                           for i, w in enumerate(widths))
     out = []
     for r in [headers] + cells:
-        parts = []
-        for i, c in enumerate(r):
-            w = widths[i]
-            if len(c) > w:
-                c = c[: w - 1] + "~"
-            parts.append(c.rjust(w) if i in right else c.ljust(w))
-        out.append((" " * sep).join(parts).rstrip())
+        if cut is not None and len(r[cut]) > widths[cut]:
+            r = r[:cut] + [r[cut][: widths[cut] - 1] + "~"] + r[cut + 1:]
+        out.append(fmt.format(*r).rstrip())
     return "\n".join(out)
 
 

@@ -1499,9 +1499,13 @@ def _job_totals(step_rows, job_pks) -> dict:
     out = {}
     for pk, rows in by_job.items():
         st, cpu, dram, tot, dur, pol = zip(*rows)
-        out[pk] = (len(rows), min(st), max(st), _nsum(cpu), _nsum(dram), _nsum(tot),
-                   sum(dur), _nsum(d for d, t in zip(dur, tot) if t is not None),
-                   sum(pol), _nsum(t * p for t, p in zip(tot, pol) if t is not None))
+        if None in cpu or None in dram or None in tot:
+            out[pk] = (len(rows), min(st), max(st), _nsum(cpu), _nsum(dram), _nsum(tot),
+                       sum(dur), _nsum(d for d, t in zip(dur, tot) if t is not None),
+                       sum(pol), _nsum(t * p for t, p in zip(tot, pol) if t is not None))
+        else:       # every step measured (the common case): plain sums
+            out[pk] = (len(rows), min(st), max(st), sum(cpu), sum(dram), sum(tot),
+                       sum(dur), sum(dur), sum(pol), sum(map(operator.mul, tot, pol)))
     return out
 
 
