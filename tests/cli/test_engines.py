@@ -4,6 +4,7 @@ import json
 import os
 import pathlib
 import shutil
+import sqlite3
 import subprocess
 import sys
 
@@ -182,3 +183,23 @@ def test_insert_many_writes_every_row_once(db, n, monkeypatch):
     finally:
         conn.close()
     assert sorted(map(tuple, got)) == sorted(rows * 2 + rows[:3])
+
+
+def test_insert_many_leaves_out_only_columns_whose_default_is_null(tmp_path):
+    """SQLite: a column NULL in every row is left out of the INSERT (binding
+    a NULL costs the sqlite3 module more than storing it) only where leaving
+    it out stores NULL: a column with another default keeps its NULL, a
+    NOT NULL column still refuses the rows, and the rows keep their order."""
+    conn = store.connect(tmp_path / "n.db")
+    try:
+        conn.execute("CREATE TABLE t_null (n INTEGER PRIMARY KEY, k INTEGER, "
+                     "a INTEGER, b INTEGER DEFAULT 7, c TEXT NOT NULL)")
+        cols = ("k", "a", "b", "c")
+        conn.insert_many("t_null", cols, [(None, None, "x"), (None, None, "y"),
+                                          (None, None, "z")], keys=[(3,), (1,), (2,)])
+        assert conn.execute("SELECT n, k, a, b, c FROM t_null ORDER BY n").fetchall() == [
+            (1, 3, None, None, "x"), (2, 1, None, None, "y"), (3, 2, None, None, "z")]
+        with pytest.raises(sqlite3.IntegrityError):
+            conn.insert_many("t_null", cols, [(None, None, None)], keys=[(4,)])
+    finally:
+        conn.close()
