@@ -195,8 +195,14 @@ def test_insert_many_leaves_out_only_columns_whose_default_is_null(tmp_path):
         conn.execute("CREATE TABLE t_null (n INTEGER PRIMARY KEY, k INTEGER, "
                      "a INTEGER, b INTEGER DEFAULT 7, c TEXT NOT NULL)")
         cols = ("k", "a", "b", "c")
+        seen: list = []
+        conn.set_trace_callback(seen.append)
         conn.insert_many("t_null", cols, [(None, None, "x"), (None, None, "y"),
                                           (None, None, "z")], keys=[(3,), (1,), (2,)])
+        conn.set_trace_callback(None)
+        # a (default NULL) left out of the statement, b (default 7) kept
+        assert {q.split(")")[0] for q in seen if q.startswith("INSERT")} == \
+            {"INSERT INTO t_null (k, b, c"}
         assert conn.execute("SELECT n, k, a, b, c FROM t_null ORDER BY n").fetchall() == [
             (1, 3, None, None, "x"), (2, 1, None, None, "y"), (3, 2, None, None, "z")]
         with pytest.raises(sqlite3.IntegrityError):

@@ -210,11 +210,12 @@ def connect(path: str | os.PathLike, *, write: bool = True,
         v = conn.execute("PRAGMA user_version").fetchone()[0]
     except sqlite3.DatabaseError as e:
         raise StoreError(f"cannot open database {p}: {e}") from None
-    if v < latest_version():
+    latest = latest_version()
+    if v < latest:
         if not can_write:
             conn.close()
             raise StoreError(f"database {p} has schema version {v} < "
-                             f"{latest_version()} and is read-only here; "
+                             f"{latest} and is read-only here; "
                              "open it once as its owner to migrate it")
         try:
             migrate(conn)
@@ -224,10 +225,10 @@ def connect(path: str | os.PathLike, *, write: bool = True,
         except StoreError:
             conn.close()
             raise
-    elif v > latest_version():
+    elif v > latest:
         conn.close()
         raise StoreError(f"database {p} has schema version {v}, newer than "
-                         f"this joulestep ({latest_version()}); upgrade joulestep")
+                         f"this joulestep ({latest}); upgrade joulestep")
     else:
         try:   # prepared, not run: costs microseconds
             conn.execute("SELECT counted_total_uj FROM steps LIMIT 0")
