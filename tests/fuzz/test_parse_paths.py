@@ -239,3 +239,66 @@ def test_huge_ratio_is_refused_not_a_crash():
     rec["step"]["freq_min_ratio"] = 10 ** 400
     with pytest.raises(store.RecordError, match=r"step\.freq_min_ratio"):
         store.parse_record(rec)
+
+
+
+EDGES = [None, 0, 1, 7, (1 << 63) - 1, 1 << 63, -1, -(1 << 63), -(1 << 63) - 1,
+         0.5, 1.0, True, False, "", "x", "é", "\ud800", "1\n", [], {}]
+HI = 1 << 63
+
+
+def _is_int(v, lo=-HI, null=False):
+    return (null and v is None) or (type(v) is int and lo <= v < HI)
+
+
+def _is_text(v, null=False):
+    if null and v is None:
+        return True
+    if type(v) is not str or (not null and not v):
+        return False
+    try:
+        v.encode("utf-8")       # a lone surrogate cannot be stored
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def phases_ok(phases) -> bool:
+    """The phase rules of docs/record-format.md, written out here (the
+    checked path itself tries the fast check first, so it is no truth)."""
+    seqs = [p["seq"] for p in phases]
+    for p in phases:
+        if not (_is_int(p["seq"], 0) and _is_int(p["depth"], 0)
+                and _is_int(p["start_ns"], 0) and _is_int(p["end_ns"], 0)
+                and _is_int(p["duration_ns"], 0) and p["end_ns"] >= p["start_ns"]
+                and _is_text(p["kind"]) and _is_text(p["label"], null=True)
+                and all(_is_int(p[k], 0, null=True)
+                        for k in ("energy_cpu_uj", "energy_dram_uj", "bytes"))
+                and _is_int(p["freq_khz"], 1, null=True)
+                and all(_is_int(p[k], null=True)
+                        for k in ("parent_seq", "freq_change_ns", "nranks"))
+                and (p["parent_seq"] is None or p["parent_seq"] in seqs)):
+            return False
+    return len(set(seqs)) == len(seqs)
+
+
+@pytest.mark.parametrize("field", sorted(PLUGIN_PHASES[1]))
+def test_every_phase_field_at_every_edge(field):
+    """Each phase field set to each edge value, in a phase list of one and
+    of two, in a record alone and among valid records: parse_record and
+    parse_batch accept exactly what the rules allow, and all paths agree
+    (the batch check leans on min/max raising TypeError for a null among
+    the required numbers, and on bool not being int)."""
+    for value in EDGES:
+        for k in range(len(PLUGIN_PHASES)):
+            phases = [dict(p) for p in PLUGIN_PHASES[:k + 1]]
+            phases[k][field] = value
+            rec = recgen.record(3, "0", "n3", phases=phases)
+            want = phases_ok(phases)
+            assert (outcome(store.parse_record, rec)[0] == "ok") == want, (value, k)
+            got = store.parse_batch([recgen.record(1, "0", "n1", phases=PLUGIN_PHASES),
+                                     rec])
+            assert isinstance(got[0], store.Parsed)
+            assert isinstance(got[1], store.Parsed) == want, (value, k)
+            check(rec)
+            check_batch([rec])
