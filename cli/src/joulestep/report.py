@@ -6,7 +6,7 @@ import json
 import re
 import time
 
-from . import nesting, userview, whatif
+from . import nesting, store, userview, whatif
 from .config import Settings
 
 GIB = float(1 << 30)
@@ -545,7 +545,6 @@ GROUPS = {
 }
 
 
-
 def window_conditions(since_ns, until_ns, cluster):
     """SQL conditions (on steps s joined with jobs j) and their arguments for
     a report window: steps started in [since_ns, until_ns) on cluster."""
@@ -585,26 +584,30 @@ def group_clause(by: str) -> tuple[str, str, list]:
 JOB_GROUPS = ("user", "account", "partition", "qos")
 
 
+#: the figures report sums per group, after the jobs count: steps, CPU,
+#: DRAM, total, time, policy steps, policy energy, node time (the jobs'
+#: totals of migration 007, store.JOB_TOTAL_SQL)
+_SUMS = ("steps_n", "counted_cpu_uj", "counted_dram_uj", "counted_total_uj",
+         "counted_duration_ns", "policy_steps_n", "policy_total_uj",
+         "measured_duration_ns")
+
+
+def _sums(settings: Settings, expr) -> str:
+    """_SUMS as SQL, each total through expr.  Every aggregate costs time
+    per step: the node-seconds of measured steps only count with
+    node_overhead_w (Settings.scoped_j)."""
+    cols = _SUMS if settings.node_overhead_w is not None else _SUMS[:-1]
+    return ", ".join([expr(c) for c in cols] + ["NULL"] * (len(_SUMS) - len(cols)))
+
+
 def _step_sums(settings: Settings) -> str:
-    """The figures report sums over steps s, after the jobs count: steps,
-    CPU, DRAM, total, time, policy steps, policy energy, node time.  Every
-    aggregate costs time per step: the node-seconds of measured steps only
-    count with node_overhead_w (Settings.scoped_j)."""
-    node_ns = ("sum(CASE WHEN s.counted_total_uj IS NOT NULL THEN "
-               "s.counted_duration_ns END)" if settings.node_overhead_w is not None
-               else "NULL")
-    return ("count(*), sum(s.counted_cpu_uj), sum(s.counted_dram_uj), "
-            "sum(s.counted_total_uj), sum(s.counted_duration_ns), sum(s.policy_active), "
-            f"sum(s.counted_total_uj * s.policy_active), {node_ns}")
+    """_SUMS over steps s."""
+    return _sums(settings, store.JOB_TOTAL_SQL.__getitem__)
 
 
 def _job_sums(settings: Settings) -> str:
-    """_step_sums from the jobs' totals j (each job's sums over its steps)."""
-    node_ns = ("sum(j.measured_duration_ns)" if settings.node_overhead_w is not None
-               else "NULL")
-    return ("sum(j.steps_n), sum(j.counted_cpu_uj), sum(j.counted_dram_uj), "
-            "sum(j.counted_total_uj), sum(j.counted_duration_ns), sum(j.policy_steps_n), "
-            f"sum(j.policy_total_uj), {node_ns}")
+    """_SUMS from the jobs' totals j (each job's sums over its steps)."""
+    return _sums(settings, "sum(j.{})".format)
 
 
 def report_queries(settings: Settings, by: str, since_ns, until_ns,

@@ -1134,11 +1134,23 @@ _NEST_UPDATE = (
     " counted_total_uj = ?, counted_duration_ns = ? WHERE step_pk = ?")
 #: ids in an IN (...) list per statement (well below both engines' limits)
 IN_CHUNK = 500
-#: a job's totals over its steps (migration 007; report.py reads them)
-JOB_TOTAL_COLS = ("steps_n", "steps_first_start_ns", "steps_last_start_ns",
-                  "counted_cpu_uj", "counted_dram_uj", "counted_total_uj",
-                  "counted_duration_ns", "measured_duration_ns", "policy_steps_n",
-                  "policy_total_uj")
+#: a job's totals over its steps (migration 007), each the aggregate over
+#: the job's steps s that gives it: the one definition, which report.py
+#: also sums over the steps of the jobs a window cuts
+JOB_TOTAL_SQL = {
+    "steps_n": "count(*)",
+    "steps_first_start_ns": "min(s.start_ns)",
+    "steps_last_start_ns": "max(s.start_ns)",
+    "counted_cpu_uj": "sum(s.counted_cpu_uj)",
+    "counted_dram_uj": "sum(s.counted_dram_uj)",
+    "counted_total_uj": "sum(s.counted_total_uj)",
+    "counted_duration_ns": "sum(s.counted_duration_ns)",
+    "measured_duration_ns": ("sum(CASE WHEN s.counted_total_uj IS NOT NULL "
+                             "THEN s.counted_duration_ns END)"),
+    "policy_steps_n": "sum(s.policy_active)",
+    "policy_total_uj": "sum(s.counted_total_uj * s.policy_active)",
+}
+JOB_TOTAL_COLS = tuple(JOB_TOTAL_SQL)
 #: where _job_totals finds its inputs in a steps row (TABLES["steps"])
 _TOTALS_IN = operator.itemgetter(*(TABLES["steps"].index(c) for c in (
     "start_ns", "counted_cpu_uj", "counted_dram_uj", "counted_total_uj",
@@ -1146,13 +1158,8 @@ _TOTALS_IN = operator.itemgetter(*(TABLES["steps"].index(c) for c in (
 #: the same totals from the stored steps, for the jobs in the IN (...) list
 #: that follows
 _JOB_TOTALS = (
-    "UPDATE jobs SET (steps_n, steps_first_start_ns, steps_last_start_ns, "
-    "counted_cpu_uj, counted_dram_uj, counted_total_uj, counted_duration_ns, "
-    "measured_duration_ns, policy_steps_n, policy_total_uj) = (SELECT count(*), "
-    "min(s.start_ns), max(s.start_ns), sum(s.counted_cpu_uj), sum(s.counted_dram_uj), "
-    "sum(s.counted_total_uj), sum(s.counted_duration_ns), sum(CASE WHEN "
-    "s.counted_total_uj IS NOT NULL THEN s.counted_duration_ns END), "
-    "sum(s.policy_active), sum(s.counted_total_uj * s.policy_active) FROM steps s "
+    f"UPDATE jobs SET ({', '.join(JOB_TOTAL_COLS)}) = (SELECT "
+    f"{', '.join(JOB_TOTAL_SQL.values())} FROM steps s "
     "WHERE s.job_pk = jobs.job_pk) WHERE job_pk IN ")
 
 
