@@ -1351,16 +1351,11 @@ class Ingester:
         attrs = row[3:]
         if attrs != list(more[2:]):
             # each attribute: the known one, and when both are known and
-            # differ, the smaller, so the result never depends on the order
-            # records arrive in.  Commonly only start_time_ns differs (the
-            # plugin writes each step's start there): that one alone.
-            a, b = attrs[1], more[3]
-            if attrs[0] == more[2] and attrs[2:] == list(more[4:]) and \
-                    a is not None and b is not None:
-                attrs[1] = min(a, b)
-            else:
-                attrs = [b if a is None else a if b is None or a <= b else b
-                         for a, b in zip(attrs, more[2:])]
+            # differ (start_time_ns: the plugin writes each step's start),
+            # the smaller, so the result never depends on the order records
+            # arrive in
+            attrs = [b if a is None else a if b is None or a <= b else b
+                     for a, b in zip(attrs, more[2:])]
         elif more[0] >= row[1] and more[1] <= row[2]:
             return              # inside the window, same attributes
         new = [min(row[1], more[0]), max(row[2], more[1]), *attrs]
