@@ -2,6 +2,8 @@
 import json
 import shutil
 
+import pytest
+
 import recgen
 from conftest import dump_tables
 from joulestep import store
@@ -211,3 +213,24 @@ def test_step_start_submit_fallback_joins_its_job(run, tmp_path, db):
     rows = q(db, "SELECT j.submit_time_ns, s.step_id FROM jobs j "
                  "JOIN steps s USING (job_pk) ORDER BY 1, 2")
     assert rows == [(T0, "0"), (T0, "1"), (T0 + 30 * 86400 * S, "0")]
+
+
+def test_step_id_is_matched_whole_and_ascii():
+    """A step id is 0-9 digits, or up to 64 of A-Za-z0-9_.+- (docs/record-format.md).
+    The pattern ended in `$`, which also matches before a final newline, and
+    its \\d took any Unicode digit: "1\\n" and "١" were stored as step ids,
+    by every parse path, and by lost.parse."""
+    from joulestep import lost
+    for bad in ("1\n", "batch\n", "\u0661", "1\u0662"):
+        rec = recgen.record(1, bad, "n1")
+        with pytest.raises(store.RecordError, match="step.step_id"):
+            store.parse_record(rec)
+        got = store.parse_batch([recgen.record(2, "0", "n1"), rec])
+        assert isinstance(got[0], store.Parsed)
+        assert isinstance(got[1], store.RecordError), bad
+        with pytest.raises(store.RecordError, match="step_id"):
+            lost.parse({"format": lost.FORMAT, "version": 1, "cluster": "c",
+                        "job_id": 1, "step_id": bad, "node": "n1", "lost_at_ns": 1})
+    for good in ("0", "123456789012345678901234567890123456789012345678901234567890123456789",
+                 "batch", "extern", "interactive", "a.b+c-d_e"):
+        assert store.parse_record(recgen.record(1, good, "n1")).step[0] == good

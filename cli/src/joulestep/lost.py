@@ -36,7 +36,7 @@ def parse(rec: dict) -> tuple:
     step = rec.get("step_id")
     if type(step) is int:
         step = str(step)
-    if not isinstance(step, str) or not store._STEP_ID.match(step):
+    if not isinstance(step, str) or not store._STEP_ID.fullmatch(step):
         raise store.RecordError("step_id: expected a step number, batch or interactive")
     return (store._str(rec.get("cluster"), "cluster"),
             store._int(rec.get("job_id"), "job_id", minimum=0),

@@ -376,7 +376,9 @@ _PHASE_GET = operator.itemgetter(
 _PHASE_DEFAULTS = {"label": None, "depth": 0, "parent_seq": None,
                    "freq_khz": None, "freq_change_ns": None,
                    "energy_dram_uj": None, "bytes": None, "nranks": None}
-_STEP_ID = re.compile(r"^(\d+|batch|extern|interactive|[A-Za-z0-9_.+-]{1,64})$")
+#: a step id, matched whole (fullmatch: `$` would let a final newline by) and
+#: ASCII only (\d would take any Unicode digit)
+_STEP_ID = re.compile(r"\d+|batch|extern|interactive|[A-Za-z0-9_.+-]{1,64}", re.ASCII)
 
 
 def parse_record(rec) -> Parsed:
@@ -502,7 +504,7 @@ def _parse_fast(rec):
         step_id = str(step_id)
     elif type(step_id) is not str:
         return None
-    if not _STEP_ID.match(step_id):
+    if not _STEP_ID.fullmatch(step_id):
         return None
     if first is None:
         if submit is None:
@@ -729,7 +731,7 @@ def _parse_batch(recs: list):
         step_id = tuple(str(s) if type(s) is int else s for s in step_id)
     new_ids = set(step_id) - _GOOD_STEP_IDS
     if new_ids:
-        if not all(map(_STEP_ID.match, new_ids)):
+        if not all(map(_STEP_ID.fullmatch, new_ids)):
             return None
         if len(_GOOD_STEP_IDS) + len(new_ids) <= _GOOD_STEP_IDS_MAX:
             _GOOD_STEP_IDS.update(new_ids)
@@ -805,7 +807,7 @@ def _parse_checked(rec) -> Parsed:
     step_id = _get(step, "step_id", "step")
     if type(step_id) is int:
         step_id = str(step_id)
-    if not isinstance(step_id, str) or not _STEP_ID.match(step_id):
+    if not isinstance(step_id, str) or not _STEP_ID.fullmatch(step_id):
         raise RecordError(f"step.step_id: expected a step number, batch, extern "
                           f"or interactive, got {json.dumps(step_id)[:40]}")
     node = _str(_get(step, "node", "step"), "step.node")
