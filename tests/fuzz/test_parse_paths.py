@@ -11,7 +11,10 @@ valid records (tests/fuzz/test_ingest_fuzz.py's mutations) and over valid
 records with varied optional fields:
 
 - _parse_fast returns None, or exactly what _parse_checked returns;
-- parse_record raises what _parse_checked raises (the quarantine reason).
+- the C check (joulestep._speedups.parse) returns None, or exactly what
+  _parse_checked returns;
+- parse_record raises what _parse_checked raises (the quarantine reason),
+  with the C check and without it (the Python paths alone).
 
 The batch path (store._parse_batch, which store.parse_batch tries first on a
 whole batch and ingest_records uses) checks a field across all records at
@@ -19,10 +22,12 @@ once; over batches of such records:
 
 - _parse_batch returns None, or exactly [_parse_fast(r) for r in batch]
   (so, by the above, what _parse_checked returns for each);
-- store.parse_batch gives, per record, what parse_record gives or raises.
+- store.parse_batch gives, per record, what parse_record gives or raises,
+  with the C check and without it.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import pathlib
 import sys
@@ -39,7 +44,22 @@ import test_ingest_fuzz as tif  # noqa: E402
 from joulestep import store  # noqa: E402
 
 EXAMPLES = tif.EXAMPLES * 4
-STATS = {"fast": 0, "checked": 0, "batch": 0, "unbatched": 0}
+STATS = {"fast": 0, "checked": 0, "batch": 0, "unbatched": 0, "c": 0, "c_declined": 0}
+
+
+@contextlib.contextmanager
+def python_only():
+    """store as where the C check was not built."""
+    saved, store._speedups = store._speedups, None
+    try:
+        yield
+    finally:
+        store._speedups = saved
+
+
+def c_path(rec):
+    """The C check (built by `make venv`: test_the_c_check_is_built)."""
+    return store._speedups.parse(rec) if store._speedups is not None else None
 
 
 def outcome(fn, rec):
@@ -65,7 +85,15 @@ def check(rec) -> None:
         assert want == ("ok", fast), (want, fast)
     else:
         STATS["checked"] += 1
+    c = c_path(rec)
+    if c is not None:
+        STATS["c"] += 1
+        assert want == ("ok", c), (want, c)
+    else:
+        STATS["c_declined"] += 1
     assert outcome(store.parse_record, rec) == want
+    with python_only():
+        assert outcome(store.parse_record, rec) == want
 
 
 def batch_path(recs):
@@ -85,8 +113,13 @@ def check_batch(recs) -> None:
     else:
         STATS["unbatched"] += 1
     want = [outcome(store.parse_record, r) for r in recs]
-    assert [("refused", str(p)) if isinstance(p, store.RecordError) else ("ok", p)
-            for p in store.parse_batch(recs)] == want
+
+    def got():
+        return [("refused", str(p)) if isinstance(p, store.RecordError) else ("ok", p)
+                for p in store.parse_batch(recs)]
+    assert got() == want
+    with python_only():
+        assert got() == want
 
 
 @settings(max_examples=EXAMPLES, derandomize=True, deadline=None, database=None,
@@ -157,9 +190,20 @@ def test_fast_path_agrees_on_varied_records(rec):
                      nbytes=10, depth=1, parent=0, nranks=4)]),
 ], ids=["plain", "phases"])
 def test_fast_path_takes_what_the_plugin_writes(rec):
-    """The common record goes the fast way (else ingest is slow, silently)."""
+    """The common record goes the fast ways (else ingest is slow, silently),
+    as built in memory and as json.loads gives it from a spool file (keys
+    not interned)."""
     assert fast_path(rec) is not None
+    assert c_path(rec) is not None
+    assert c_path(json.loads(json.dumps(rec))) == c_path(rec)
     check(rec)
+
+
+def test_the_c_check_is_built():
+    """make venv builds joulestep._speedups (it is optional to pip: a site
+    without a compiler gets the Python paths); here it must be there, or
+    every C property above is vacuous and ingest silently slow."""
+    assert store._speedups is not None, "joulestep._speedups was not built"
 
 
 @settings(max_examples=EXAMPLES, derandomize=True, deadline=None, database=None,
@@ -230,6 +274,7 @@ def test_both_paths_were_exercised():
         pytest.skip("run with the property tests above")
     assert STATS["fast"] >= 20 and STATS["checked"] >= 20, STATS
     assert STATS["batch"] >= 20 and STATS["unbatched"] >= 20, STATS
+    assert STATS["c"] >= 20 and STATS["c_declined"] >= 20, STATS
 
 
 def test_huge_ratio_is_refused_not_a_crash():
@@ -240,6 +285,23 @@ def test_huge_ratio_is_refused_not_a_crash():
     with pytest.raises(store.RecordError, match=r"step\.freq_min_ratio"):
         store.parse_record(rec)
 
+
+
+
+@pytest.mark.parametrize("cpu,dram,ok", [
+    ((1 << 63) - 2, 1, True), ((1 << 63) - 1, 1, False), ((1 << 63) - 1, None, True),
+    ((1 << 62), (1 << 62), False)])
+def test_total_from_cpu_and_dram_stays_in_int64(cpu, dram, ok):
+    """A null energy_total_uj is cpu + dram; past int64 the record is
+    refused (on every path: the C check must not wrap around)."""
+    rec = recgen.record()
+    rec["step"].update(energy_cpu_uj=cpu, energy_dram_uj=dram, energy_total_uj=None)
+    got = outcome(store.parse_record, rec)
+    assert (got[0] == "ok") == ok, got
+    if ok:
+        assert got[1].step[17] == cpu + (dram or 0)
+    check(rec)
+    check_batch([recgen.record(), rec])
 
 
 EDGES = [None, 0, 1, 7, (1 << 63) - 1, 1 << 63, -1, -(1 << 63), -(1 << 63) - 1,

@@ -384,12 +384,19 @@ _STEP_ID = re.compile(r"\d+|batch|extern|interactive|[A-Za-z0-9_.+-]{1,64}", re.
 def parse_record(rec) -> Parsed:
     """Validate a decoded v1 record; raise RecordError naming the bad field.
 
-    Two paths, one result: :func:`_parse_fast` checks a well-formed record
-    in bulk and returns its rows; anything it does not accept (a bad field,
-    or merely a rare shape: null energies, ranks, non-ASCII text, ...) goes
-    to :func:`_parse_checked`, which checks field by field and names the
-    first bad field.  The fast path accepts only records the checked path
+    Three paths, one result: the C check (:mod:`joulestep._speedups`, when
+    it was built) and :func:`_parse_fast` check a well-formed record in bulk
+    and return its rows; anything they do not accept (a bad field, or merely
+    a rare shape: null energies, ranks, non-ASCII text, ...) goes to
+    :func:`_parse_checked`, which checks field by field and names the first
+    bad field.  The fast paths accept only records the checked path
     accepts, with the same rows (tests/fuzz/test_parse_paths.py)."""
+    p = _speedups.parse(rec) if _speedups is not None else None
+    return _parse_record_py(rec) if p is None else p
+
+
+def _parse_record_py(rec) -> Parsed:
+    """parse_record on the Python paths."""
     try:
         p = _parse_fast(rec)
     except Exception:   # an odd shape (e.g. a missing key): the checked path names it
@@ -560,11 +567,24 @@ PARSE_CHUNK = 100
 
 def parse_batch(recs: list) -> list:
     """parse_record over a batch: per record, its Parsed or the RecordError
-    parse_record raises (returned, not raised).  Well-formed records of the
-    common shape are checked PARSE_CHUNK at a time, one field at a time
-    across the chunk (:func:`_parse_batch`: one builtin pass per field per
-    chunk, not per record); a chunk where any check fails goes record by
-    record (the same result)."""
+    parse_record raises (returned, not raised).  The C check takes each
+    record it can; the rest go :func:`_parse_batch_py`'s way."""
+    if _speedups is None:
+        return _parse_batch_py(recs)
+    out = _speedups.parse_list(recs if type(recs) is list else list(recs))
+    todo = [i for i, p in enumerate(out) if p is None]
+    if todo:
+        for i, p in zip(todo, _parse_batch_py([recs[i] for i in todo])):
+            out[i] = p
+    return out
+
+
+def _parse_batch_py(recs: list) -> list:
+    """parse_batch on the Python paths.  Well-formed records of the common
+    shape are checked PARSE_CHUNK at a time, one field at a time across the
+    chunk (:func:`_parse_batch`: one builtin pass per field per chunk, not
+    per record); a chunk where any check fails goes record by record (the
+    same result)."""
     out = []
     for i in range(0, len(recs), PARSE_CHUNK):
         chunk = recs[i:i + PARSE_CHUNK]
@@ -577,7 +597,7 @@ def parse_batch(recs: list) -> list:
             continue
         for rec in chunk:
             try:
-                out.append(parse_record(rec))
+                out.append(_parse_record_py(rec))
             except RecordError as e:
                 out.append(e)
     return out
@@ -1047,6 +1067,16 @@ def _phase_columns(pl: list):
             not "".join(chain(kind, filter(None, label))).isascii():
         return None
     return rows, seq, parent
+
+
+#: the C check (cli/src/joulestep/_speedups.c; None where it was not built:
+#: the Python paths give the same results, slower)
+try:
+    from . import _speedups
+except ImportError:
+    _speedups = None
+else:
+    _speedups.setup(Parsed, INACTIVE_POLICIES, json.dumps)
 
 
 def _job_row(cluster: str, job: dict, start_ns: int, end_ns: int) -> tuple:
