@@ -154,6 +154,36 @@ static int kind_ok(PyObject *v, enum kind kind)
 	return 0;
 }
 
+/* k is key: the same object, or the same ASCII text (json.loads does not
+ * intern the keys it reads) */
+static int same_key(PyObject *k, PyObject *key)
+{
+	Py_ssize_t n = PyUnicode_GET_LENGTH(key);
+
+	return k == key ||
+	       (PyUnicode_CheckExact(k) && PyUnicode_IS_ASCII(k) &&
+		PyUnicode_GET_LENGTH(k) == n &&
+		!memcmp(PyUnicode_1BYTE_DATA(k), PyUnicode_1BYTE_DATA(key), (size_t)n));
+}
+
+/*
+ * Borrowed d[key]; NULL when missing (or on error, set).  Records list
+ * their keys in the order of the field tables (the plugin writes them so),
+ * so the entry after *pos is tried first: a step through the dict's
+ * entries instead of a hash lookup.  Out of order, a lookup gives the
+ * same value.
+ */
+static PyObject *field_at(PyObject *d, Py_ssize_t *pos, PyObject *key)
+{
+	Py_ssize_t at = *pos;
+	PyObject *k, *v;
+
+	if (PyDict_Next(d, pos, &k, &v) && same_key(k, key))
+		return v;
+	*pos = at;
+	return PyDict_GetItemWithError(d, key);
+}
+
 /* new reference to d[key], Py_None when missing; NULL on error (set) */
 static PyObject *lookup(PyObject *d, PyObject *key)
 {
@@ -175,10 +205,14 @@ static PyObject *lookup(PyObject *d, PyObject *key)
  */
 static int take_fields(PyObject *d, struct field *f, Py_ssize_t n, PyObject **vals)
 {
+	Py_ssize_t pos = 0;
+
 	for (Py_ssize_t i = 0; i < n; i++) {
-		vals[i] = lookup(d, f[i].key);
-		if (vals[i] == NULL)
+		PyObject *v = d ? field_at(d, &pos, f[i].key) : NULL;
+
+		if (v == NULL && PyErr_Occurred())
 			return -1;
+		vals[i] = Py_NewRef(v ? v : Py_None);
 		if (!kind_ok(vals[i], f[i].kind))
 			return 0;
 	}
@@ -199,6 +233,7 @@ static void release(PyObject **vals, Py_ssize_t n)
 static PyObject *row_of(PyObject *d, struct field *f, Py_ssize_t n, int *ok)
 {
 	PyObject *row;
+	Py_ssize_t pos = 0;
 
 	*ok = 0;
 	if (!PyDict_CheckExact(d))
@@ -207,7 +242,7 @@ static PyObject *row_of(PyObject *d, struct field *f, Py_ssize_t n, int *ok)
 	if (row == NULL)
 		return NULL;
 	for (Py_ssize_t i = 0; i < n; i++) {
-		PyObject *v = PyDict_GetItemWithError(d, f[i].key);
+		PyObject *v = field_at(d, &pos, f[i].key);
 
 		if (v == NULL)
 			goto out;       /* missing (or an error, left set) */
