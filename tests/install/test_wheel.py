@@ -41,7 +41,7 @@ def src(tmp_path_factory) -> pathlib.Path:
     """A copy of cli/ and sql/ (the layout the sql symlink needs); returns its cli/."""
     top = tmp_path_factory.mktemp("src")
     shutil.copytree(REPO / "cli", top / "cli", symlinks=True,
-                    ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"))
+                    ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__", "*.so"))
     shutil.copytree(REPO / "sql", top / "sql")
     return top / "cli"
 
@@ -62,6 +62,8 @@ def test_wheel_ships_the_schema_and_the_command(wheel):
             assert z.read(f"joulestep/sql/{rel}") == data, rel
         shipped = {n[len("joulestep/sql/"):] for n in names if n.startswith("joulestep/sql/")}
         assert shipped == set(repo_migrations())
+        # ingest's record check in C, built for the wheel's Python
+        assert any(re.fullmatch(r"joulestep/_speedups\.cpython-\d+-.+\.so", n) for n in names), names
         info = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
         assert re.search(r"^joulestep = joulestep\.cli:main$", z.read(info).decode(), re.M)
         meta = z.read(info.replace("entry_points.txt", "METADATA")).decode()
@@ -85,6 +87,8 @@ def check_installed(bindir: pathlib.Path, tmp: pathlib.Path):
     assert pathlib.Path(mod.strip()).is_relative_to(bindir.parent), mod
     assert not pathlib.Path(mod.strip()).resolve().is_relative_to(REPO)
     assert "ingest" in sh(bindir / "joulestep", "--help", env=env).stdout
+    # the record check in C was built and loads (else ingest is silently slow)
+    sh(bindir / "python", "-c", "from joulestep import store; assert store._speedups", env=env)
     spool, db = tmp / "spool", tmp / "store.db"
     spool.mkdir()
     sh(bindir / "joulestep", "--db", db, "ingest", spool, env=env)
