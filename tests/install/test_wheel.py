@@ -8,10 +8,12 @@ project venv (a .pth line), and `pip install ./cli` (Debian's pip, into a
 fresh venv with --python) runs on Debian's own Python libraries (the ones
 joulestep-cli depends on). The sources
 are copied out first (cli/ and sql/, so that the cli/src/joulestep/sql symlink
-still resolves): nothing is built in the worktree.
+still resolves): nothing is built in the worktree. A wheel built where the
+compiler fails (CC=false) has no C record check and still ingests.
 """
 from __future__ import annotations
 
+import os
 import pathlib
 import re
 import shutil
@@ -25,6 +27,9 @@ import pytest
 from packaging.requirements import Requirement
 
 from pkgtest import REPO, pyproject, repo_migrations
+
+sys.path.insert(0, str(REPO / "tests" / "cli"))
+import recgen  # noqa: E402  (the CLI tests' record generator)
 
 SYS_PYTHON = "/usr/bin/python3"  # Debian's (the one python3-build belongs to)
 
@@ -77,9 +82,10 @@ def fresh_venv(path: pathlib.Path, python: str, *venv_args) -> pathlib.Path:
     return path / "bin"
 
 
-def check_installed(bindir: pathlib.Path, tmp: pathlib.Path):
+def check_installed(bindir: pathlib.Path, tmp: pathlib.Path, c_check: bool = True):
     """The venv's joulestep runs from the venv (not the repository) and creates a
-    database with the whole schema (every migration applied)."""
+    database with the whole schema (every migration applied); c_check: whether
+    the record check in C must be there (or must be absent)."""
     env = {"PATH": f"{bindir}:/usr/bin:/bin", "HOME": str(tmp), "LC_ALL": "C.UTF-8",
            "JOULESTEP_CONFIG": str(tmp / "empty.conf")}
     (tmp / "empty.conf").write_text("")
@@ -88,15 +94,21 @@ def check_installed(bindir: pathlib.Path, tmp: pathlib.Path):
     assert not pathlib.Path(mod.strip()).resolve().is_relative_to(REPO)
     assert "ingest" in sh(bindir / "joulestep", "--help", env=env).stdout
     # the record check in C was built and loads (else ingest is silently slow)
-    sh(bindir / "python", "-c", "from joulestep import store; assert store._speedups", env=env)
+    want = "store._speedups" if c_check else "store._speedups is None"
+    sh(bindir / "python", "-c", f"from joulestep import store; assert {want}", env=env)
     spool, db = tmp / "spool", tmp / "store.db"
     spool.mkdir()
+    recs = [recgen.record(job_id=7, step_id=str(i), cpu_j=100 + i) for i in range(3)]
+    for r in recs:
+        recgen.write(spool, r)
     sh(bindir / "joulestep", "--db", db, "ingest", spool, env=env)
     latest = max(int(re.match(r"(\d+)_", pathlib.Path(rel).name).group(1)) for rel in repo_migrations())
     with sqlite3.connect(db) as conn:
         assert conn.execute("PRAGMA user_version").fetchone()[0] == latest
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        got = conn.execute("SELECT step_id, energy_cpu_uj FROM steps ORDER BY step_id").fetchall()
     assert {"jobs", "steps", "phases"} <= tables
+    assert got == sorted((r["step"]["step_id"], r["step"]["energy_cpu_uj"]) for r in recs)
 
 
 def test_wheel_installs_into_a_fresh_venv(wheel, tmp_path):
@@ -115,3 +127,22 @@ def test_pip_install_cli_on_debian_python(src, tmp_path):
     sh(SYS_PYTHON, "-m", "pip", "--python", bindir / "python", "install", "--no-deps",
        "--no-build-isolation", "--no-index", "--disable-pip-version-check", src)
     check_installed(bindir, tmp_path)
+
+
+def test_without_a_compiler_the_cli_works_on_its_python_paths(src, tmp_path):
+    """The C record check is optional: where it cannot be built (here: CC=false,
+    the compiler fails), the wheel is still built, without the module, and
+    the installed CLI ingests the same rows on its Python paths."""
+    out, own = tmp_path / "wheels", tmp_path / "src"
+    # a copy of its own: the other tests' builds leave an object file in src/build
+    shutil.copytree(src.parent, own, symlinks=True,
+                    ignore=shutil.ignore_patterns("build", "*.egg-info", "*.so"))
+    sh(SYS_PYTHON, "-m", "build", "--wheel", "--no-isolation", "--outdir", out, own / "cli",
+       env={**os.environ, "CC": "false"})
+    (whl,) = out.glob("joulestep-*.whl")
+    with zipfile.ZipFile(whl) as z:
+        assert not [n for n in z.namelist() if n.endswith(".so")]
+    bindir = fresh_venv(tmp_path / "venv", SYS_PYTHON, "--system-site-packages", "--without-pip")
+    sh(SYS_PYTHON, "-m", "pip", "--python", bindir / "python", "install", "--no-deps",
+       "--no-index", "--disable-pip-version-check", whl)
+    check_installed(bindir, tmp_path, c_check=False)
