@@ -17,6 +17,7 @@ import os
 import pathlib
 import shutil
 import subprocess
+import time
 
 import pytest
 
@@ -395,3 +396,26 @@ def test_submit_sh_experiments(bench, tmp_path):
     out = cli("--db", db, "compare", "--what", "checkpoint", "--by", "tag:config",
               "--where", "policy=ckpt-dvfs")
     assert "veloc-dram" in out and "genericio" in out
+
+
+@pytest.mark.parametrize("script", ["damaris.sbatch", "ckpt-gio.sbatch", "ckpt-veloc.sbatch"])
+def test_a_crashed_rank_ends_the_step(bench, script):
+    """A rank that dies (here: SIGSEGV, as Open MPI start-up crashes do) ends the
+    step at once (srun --kill-on-bad-exit): the other ranks, left waiting in
+    MPI for it, do not hold the allocation until the time limit (seen in
+    make demo: a step whose node1 ranks segfaulted in MPI_Init hung 400 s)."""
+    fake = bench.root / f"crashbench-{script.split('.')[0]}"
+    fake.mkdir(mode=0o755)
+    for name in ("js-damaris", "js-ckpt"):   # stands in for the benchmark: rank 0 crashes
+        p = fake / name
+        p.write_text("#!/bin/sh\n[ \"$SLURM_PROCID\" = 0 ] && kill -SEGV $$\nexec sleep 300\n")
+        p.chmod(0o755)
+    exports = ",".join(["ALL", f"JS_BENCH={fake}", f"JS_OUT={bench.dirs('out')}",
+                        f"JS_PFS={bench.dirs('pfs')}", f"JS_LOCAL={bench.dirs('local')}"])
+    t0 = time.monotonic()
+    job, _ = bench.c.run_job((JOBS / script).read_text(), USER,
+                             ["-N2", "-n4", "-O", f"--export={exports}"], 240, state="FAILED")
+    took = time.monotonic() - t0
+    assert took < 120, f"job {job} took {took:.0f} s: the other ranks kept the step"
+    out = bench.c.job_output(job)
+    assert "Segmentation fault" in out or "signal 11" in out.lower() or "SIGSEGV" in out, out
