@@ -411,7 +411,7 @@ def test_a_crashed_rank_ends_the_step(bench, script):
         p.write_text("#!/bin/sh\n[ \"$SLURM_PROCID\" = 0 ] && kill -SEGV $$\nexec sleep 300\n")
         p.chmod(0o755)
     exports = ",".join(["ALL", f"JS_BENCH={fake}", f"JS_OUT={bench.dirs('out')}",
-                        f"JS_PFS={bench.dirs('pfs')}", f"JS_LOCAL={bench.dirs('local')}"])
+                        f"JS_PFS={bench.dirs('pfs')}"])
     t0 = time.monotonic()
     job, _ = bench.c.run_job((JOBS / script).read_text(), USER,
                              ["-N2", "-n4", "-O", f"--export={exports}"], 240, state="FAILED")

@@ -41,14 +41,19 @@ def sh(*argv, timeout=300, **kw) -> subprocess.CompletedProcess:
     return res
 
 
-@pytest.fixture(scope="module")
-def src(tmp_path_factory) -> pathlib.Path:
-    """A copy of cli/ and sql/ (the layout the sql symlink needs); returns its cli/."""
-    top = tmp_path_factory.mktemp("src")
+def copy_sources(top: pathlib.Path) -> pathlib.Path:
+    """A copy of cli/ and sql/ under top (the layout the sql symlink needs), without
+    build products; returns its cli/."""
     shutil.copytree(REPO / "cli", top / "cli", symlinks=True,
                     ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__", "*.so"))
     shutil.copytree(REPO / "sql", top / "sql")
     return top / "cli"
+
+
+@pytest.fixture(scope="module")
+def src(tmp_path_factory) -> pathlib.Path:
+    """The sources the tests build from (returns the copy's cli/)."""
+    return copy_sources(tmp_path_factory.mktemp("src"))
 
 
 @pytest.fixture(scope="module")
@@ -129,15 +134,14 @@ def test_pip_install_cli_on_debian_python(src, tmp_path):
     check_installed(bindir, tmp_path)
 
 
-def test_without_a_compiler_the_cli_works_on_its_python_paths(src, tmp_path):
+def test_without_a_compiler_the_cli_works_on_its_python_paths(tmp_path):
     """The C record check is optional: where it cannot be built (here: CC=false,
     the compiler fails), the wheel is still built, without the module, and
     the installed CLI ingests the same rows on its Python paths."""
-    out, own = tmp_path / "wheels", tmp_path / "src"
-    # a copy of its own: the other tests' builds leave an object file in src/build
-    shutil.copytree(src.parent, own, symlinks=True,
-                    ignore=shutil.ignore_patterns("build", "*.egg-info", "*.so"))
-    sh(SYS_PYTHON, "-m", "build", "--wheel", "--no-isolation", "--outdir", out, own / "cli",
+    out = tmp_path / "wheels"
+    # sources of its own: the other tests' builds leave an object file in src's build/
+    own = copy_sources(tmp_path / "src")
+    sh(SYS_PYTHON, "-m", "build", "--wheel", "--no-isolation", "--outdir", out, own,
        env={**os.environ, "CC": "false"})
     (whl,) = out.glob("joulestep-*.whl")
     with zipfile.ZipFile(whl) as z:
