@@ -52,6 +52,8 @@ HOOK_DIR := $(B)/lib/joulestep
 HOOKS := $(HOOK_DIR)/libjoulestep-mpiio.so $(HOOK_DIR)/libjoulestep-veloc.so
 # Test doubles of the wrapped libraries and programs using them (tests/hooks/)
 HOOKT := $(B)/tests/hooks
+# the NVML stand-in (tests/fakehw/gpu): a GPU for machines without one
+FAKE_NVML := $(B)/tests/fakehw/libnvidia-ml.so.1
 HOOK_TESTS := $(HOOKT)/libfakempi.so $(HOOKT)/libfakeveloc.so $(HOOKT)/libmpiapp.so \
               $(HOOKT)/prog_mpiio $(HOOKT)/prog_veloc $(HOOKT)/prog_dlopen $(HOOKT)/bench_hooks \
               $(HOOKT)/bench_hooks_ompi
@@ -87,7 +89,7 @@ fuzz_lib_jobcache := -ljansson
 
 .PHONY: all deps test test-unit test-py test-fuzz fuzz fuzz-build bench demo install clean deb rpm-check
 all: $(ACCT_LIB) $(TOOLS) $(SPANK_SO) $(CLIENT_SO) $(PHASE_BIN) $(UNIT_BIN) $(BENCH_BIN) \
-     $(MPI_BENCH) $(HOOKS) $(HOOK_TESTS) $(if $(FUZZ_CC_OK),$(FUZZ_BIN))
+     $(MPI_BENCH) $(HOOKS) $(HOOK_TESTS) $(FAKE_NVML) $(if $(FUZZ_CC_OK),$(FUZZ_BIN))
 
 $(B)/obj/%.o: %.c $(HDRS)
 	@mkdir -p $(dir $@)
@@ -123,6 +125,10 @@ $(HOOK_DIR)/libjoulestep-%.so: spank/hooks/%.c spank/hooks/js_hook.c spank/hooks
 	$(CC) $(CFLAGS) $(if $(filter mpiio,$*),$(MPI_CFLAGS)) -fvisibility=hidden -shared \
 	  -Wl,--version-script=spank/hooks/$*.map -Wl,-z,defs $< spank/hooks/js_hook.c -o $@ \
 	  -L$(B)/lib -ljoulestep-client -Wl,-rpath,'$$ORIGIN/..' -ldl
+
+$(FAKE_NVML): tests/fakehw/gpu/fake_nvml.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -shared -Wl,-soname,libnvidia-ml.so.1 $< -o $@
 
 # fakes: no mpi.h (they define Open MPI's predefined handles as plain objects)
 $(HOOKT)/libfake%.so: tests/hooks/fake_%.c

@@ -3,7 +3,17 @@
  *
  *   joulestep-run [--sysfs DIR] [--backend powercap|papi|sysfs] [--papi-components LIST]
  *                 [--sample-ms N] [--freq-ratio R | --freq-khz K] [--state DIR] [--json]
+ *                 [--gpus[=LIST]] [--gpu-lib PATH] [--phases] [--gpu-io-clock-mhz M]
  *                 -- CMD ARGS...
+ *
+ * With --gpus the GPUs' energy is measured too (NVML, loaded at run time);
+ * the CPU side is then optional: a node without readable RAPL still gives
+ * the GPU figures. With --phases the command marks phases by writing lines
+ * "begin KIND [LABEL] [t=NS]" and "end [t=NS]" (NS: its CLOCK_MONOTONIC time
+ * of the marker, optional) to the descriptor named in
+ * JOULESTEP_RUN_MARK_FD; each phase is reported on its own, and with
+ * --gpu-io-clock-mhz the GPUs' graphics clock is locked at most at M MHz
+ * during checkpoint, flush and write phases and unlocked at their end.
  *
  * Frequencies are changed only on the CPUs the command may run on (our
  * affinity mask), saved first in the crash-safe journal, and restored when
@@ -12,8 +22,12 @@
  * The exit status is the command's (128+N when it died of signal N).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
+#include <poll.h>
+#include <pthread.h>
 #include <sched.h>
+#include <stdatomic.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +39,7 @@
 
 #include "joulestep/energy.h"
 #include "joulestep/freq.h"
+#include "joulestep/gpu.h"
 
 #define PROG "joulestep-run"
 #define EXIT_USAGE 125 /* as env(1)/nice(1): our own failure, not the command's */
@@ -38,6 +53,9 @@ struct opts {
 	double freq_ratio;
 	long freq_khz;
 	bool json;
+	bool gpus, phases;
+	const char *gpu_select, *gpu_lib;
+	long gpu_io_mhz, gpu_sample_ms;
 	char **cmd;
 };
 
@@ -56,7 +74,24 @@ static void usage(FILE *f)
 		"  --freq-ratio R   run CMD at R*fmax, 0 < R <= 1\n"
 		"  --freq-khz K     run CMD at K kHz (clamped to the CPU's range)\n"
 		"  --state DIR      root-only journal of saved frequencies (default /var/lib/joulestep)\n"
-		"  --json           print one JSON object instead of a table\n");
+		"  --json           print one JSON object instead of a table\n"
+		"  --gpus[=LIST]    measure the GPUs too (all, or a comma list of indices/UUIDs)\n"
+		"  --gpu-lib PATH   NVML library to load (default libnvidia-ml.so.1)\n"
+		"  --gpu-sample-ms N  GPU sampling period, 1..10000 ms (default 50)\n"
+		"  --phases         the command marks phases: lines 'begin KIND [LABEL] [t=NS]' and\n"
+		"                   'end [t=NS]' (NS: CLOCK_MONOTONIC ns of the marker, optional)\n"
+		"                   written to the descriptor in $JOULESTEP_RUN_MARK_FD\n"
+		"  --gpu-io-clock-mhz M  lock the GPUs' graphics clock at most at M MHz during\n"
+		"                   checkpoint, flush and write phases (needs --gpus --phases; root)\n");
+}
+
+static int parse_long(const char *s, long lo, long hi, long *out)
+{
+	char *end;
+
+	errno = 0;
+	*out = strtol(s, &end, 10);
+	return errno || *end || end == s || *out < lo || *out > hi ? -1 : 0;
 }
 
 static int parse_args(int argc, char **argv, struct opts *o)
@@ -70,13 +105,19 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		{"freq-khz", required_argument, NULL, 'k'},
 		{"state", required_argument, NULL, 'S'},
 		{"json", no_argument, NULL, 'j'},
+		{"gpus", optional_argument, NULL, 'g'},
+		{"gpu-lib", required_argument, NULL, 'L'},
+		{"gpu-sample-ms", required_argument, NULL, 'G'},
+		{"phases", no_argument, NULL, 'M'},
+		{"gpu-io-clock-mhz", required_argument, NULL, 'C'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
 	char *end;
 	int c;
 
-	*o = (struct opts){.sysfs = "/sys", .state = "/var/lib/joulestep", .sample_ms = 1000};
+	*o = (struct opts){.sysfs = "/sys", .state = "/var/lib/joulestep", .sample_ms = 1000,
+			   .gpu_sample_ms = 50};
 	while ((c = getopt_long(argc, argv, "+h", lo, NULL)) != -1) {
 		switch (c) {
 		case 's': o->sysfs = optarg; break;
@@ -84,6 +125,21 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		case 'P': o->papi_components = optarg; break;
 		case 'S': o->state = optarg; break;
 		case 'j': o->json = true; break;
+		case 'g': o->gpus = true; o->gpu_select = optarg; break;
+		case 'L': o->gpu_lib = optarg; break;
+		case 'M': o->phases = true; break;
+		case 'G':
+			if (parse_long(optarg, 1, 10000, &o->gpu_sample_ms) < 0) {
+				fprintf(stderr, PROG ": --gpu-sample-ms must be an integer in 1..10000, not '%s'\n", optarg);
+				return -1;
+			}
+			break;
+		case 'C':
+			if (parse_long(optarg, 1, 100000, &o->gpu_io_mhz) < 0) {
+				fprintf(stderr, PROG ": --gpu-io-clock-mhz must be an integer in 1..100000 (MHz), not '%s'\n", optarg);
+				return -1;
+			}
+			break;
 		case 'p':
 			errno = 0;
 			o->sample_ms = strtol(optarg, &end, 10);
@@ -114,6 +170,10 @@ static int parse_args(int argc, char **argv, struct opts *o)
 	}
 	if (o->freq_ratio > 0 && o->freq_khz > 0) {
 		fprintf(stderr, PROG ": give either --freq-ratio or --freq-khz, not both\n");
+		return -1;
+	}
+	if (o->gpu_io_mhz && !(o->gpus && o->phases)) {
+		fprintf(stderr, PROG ": --gpu-io-clock-mhz needs --gpus and --phases\n");
 		return -1;
 	}
 	if (optind >= argc) {
@@ -210,91 +270,525 @@ static int freq_restore(struct freq_ctx *fc)
 	return ret;
 }
 
-/* ---- report ------------------------------------------------------------------ */
+/* ---- meters: CPU (RAPL) and GPUs ------------------------------------------------ */
 
-static void print_table(const struct js_energy *e, const struct js_interval *iv)
+struct meters {
+	struct js_energy *e;        /* NULL when the CPU is not measured (--gpus only) */
+	struct js_meter *m;
+	char cpu_why[1024];
+	struct js_gpus *g;
+	struct js_gpu_meter *gm;
+};
+
+struct reading {
+	struct js_snapshot cpu;
+	struct js_gpu_snapshot gpu;
+};
+
+struct span { /* what two readings give */
+	struct js_interval cpu;
+	struct js_gpu_interval gpu;
+};
+
+static uint64_t mono_ns(void)
 {
-	const struct js_zone_set *zs = js_energy_zones(e);
-	double secs = (double)iv->duration_ns / 1e9;
+	struct timespec ts;
 
-	fprintf(stderr, "\n Energy of the command (backend %s):\n\n", js_energy_backend_name(e));
-	for (size_t i = 0; i < zs->nzones; i++)
-		fprintf(stderr, "  %14.6f J  %-18s %s%s\n", (double)iv->energy_uj[i] / 1e6,
-			zs->zones[i].name, zs->zones[i].id,
-			iv->wraps[i] ? "  (counter wrapped)" : "");
-	fprintf(stderr, "\n  %14.6f J  CPU\n  %14.6f J  DRAM\n  %14.6f J  total\n",
-		(double)iv->energy_cpu_uj / 1e6, (double)iv->energy_dram_uj / 1e6,
-		(double)iv->energy_total_uj / 1e6);
-	fprintf(stderr, "\n  %14.6f s  elapsed\n  %14.6f W  average power\n", secs,
-		secs > 0 ? (double)iv->energy_total_uj / 1e6 / secs : 0.0);
-	if (iv->wrap_uncertain)
-		fprintf(stderr, "\n  WARNING: a sampling gap exceeded a counter's wrap time; "
-				"energies are lower bounds\n");
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
-static void print_json(const struct js_energy *e, const struct js_interval *iv)
+/* A reading as of at (a CLOCK_MONOTONIC time, 0 = now). */
+static void take_at(struct meters *ms, struct reading *r, uint64_t at)
 {
-	const struct js_zone_set *zs = js_energy_zones(e);
-	double secs = (double)iv->duration_ns / 1e9;
+	memset(r, 0, sizeof(*r));
+	if (ms->m)
+		js_meter_snapshot(ms->m, &r->cpu);
+	if (ms->gm)
+		js_gpu_meter_snapshot_at(ms->gm, at ? at : mono_ns(), &r->gpu);
+}
+
+static void take(struct meters *ms, struct reading *r)
+{
+	take_at(ms, r, 0);
+}
+
+static void span_of(const struct meters *ms, const struct reading *a, const struct reading *b,
+		    struct span *s)
+{
+	memset(s, 0, sizeof(*s));
+	if (ms->e)
+		js_interval_of(ms->e, &a->cpu, &b->cpu, &s->cpu);
+	if (ms->g)
+		js_gpu_interval_of(&a->gpu, &b->gpu, &s->gpu);
+}
+
+static int meters_open(const struct opts *o, struct meters *ms)
+{
+	struct js_energy_opts eo = {.sysfs_root = o->sysfs, .order = o->backend,
+				    .papi_components = o->papi_components};
+	struct js_gpu_opts go = {.nvml_lib = o->gpu_lib, .select = o->gpu_select};
+	char why[1024] = "";
+	int rc;
+
+	memset(ms, 0, sizeof(*ms));
+	rc = js_energy_open(&eo, &ms->e, ms->cpu_why, sizeof(ms->cpu_why));
+	if (rc < 0 && !o->gpus) {
+		fprintf(stderr, PROG ": no energy backend works:\n%s\n", ms->cpu_why);
+		return rc;
+	}
+	if (rc == 0 && (rc = js_meter_start(ms->e, (uint64_t)o->sample_ms * 1000000ULL, true, &ms->m)) < 0) {
+		fprintf(stderr, PROG ": cannot start the sampler: %s\n", strerror(-rc));
+		return rc;
+	}
+	if (rc < 0) {
+		ms->e = NULL;
+		fprintf(stderr, PROG ": CPU and DRAM not measured (no energy backend works):\n%s\n",
+			ms->cpu_why);
+	}
+	if (!o->gpus)
+		return 0;
+	rc = js_gpu_open(&go, &ms->g, why, sizeof(why));
+	if (rc < 0) {
+		fprintf(stderr, PROG ": --gpus: %s\n", why);
+		return rc;
+	}
+	rc = js_gpu_meter_start(ms->g, (uint64_t)o->gpu_sample_ms * 1000000ULL, true, &ms->gm);
+	if (rc < 0)
+		fprintf(stderr, PROG ": cannot start the GPU sampler: %s\n", strerror(-rc));
+	return rc;
+}
+
+static void meters_close(struct meters *ms)
+{
+	js_gpu_meter_stop(ms->gm);
+	js_gpu_close(ms->g);
+	js_meter_stop(ms->m);
+	js_energy_close(ms->e);
+}
+
+/* ---- phases marked by the command ------------------------------------------------ */
+
+#define MAX_PHASES 4096
+
+struct phase_rec {
+	char kind[33], label[65];
+	struct reading a, b;
+	bool lowered;                   /* GPU clocks were locked for it        */
+	bool unterminated;              /* the command ended inside it          */
+	uint32_t sm_mhz[JS_MAX_GPUS];   /* SM clock read right after the lock   */
+	char lock_error[JS_GPU_ERR_LEN];
+};
+
+struct phases {
+	const struct opts *o;
+	struct meters *ms;
+	int rfd;
+	atomic_bool stop;
+	pthread_t th;
+	struct phase_rec *v;
+	size_t n;
+	bool open;
+	unsigned bad_lines, lock_warned;
+};
+
+static bool io_kind(const char *k)
+{
+	return !strcmp(k, "checkpoint") || !strcmp(k, "flush") || !strcmp(k, "write");
+}
+
+static bool valid_word(const char *s, size_t max, bool label)
+{
+	size_t n = strlen(s);
+
+	if (!n || n > max)
+		return false;
+	for (; *s; s++) {
+		bool ok = (*s >= 'a' && *s <= 'z') || (*s >= '0' && *s <= '9') || *s == '_' || *s == '-';
+
+		if (label)
+			ok = ok || (*s >= 'A' && *s <= 'Z') || *s == '.' || *s == ':';
+		if (!ok)
+			return false;
+	}
+	return true;
+}
+
+static void lower_gpus(struct phases *ph, struct phase_rec *p)
+{
+	struct js_gpus *g = ph->ms->g;
+	uint32_t max = (uint32_t)ph->o->gpu_io_mhz;
+
+	for (size_t i = 0; i < js_gpu_count(g); i++) {
+		uint32_t lo = js_gpu_info(g, i)->min_sm_mhz;
+		int rc = js_gpu_lock_mhz(g, i, lo && lo <= max ? lo : max, max);
+
+		if (rc < 0) {
+			js_gpu_unlock(g, i); /* a partial lock: back to the default */
+			if (!p->lock_error[0])
+				snprintf(p->lock_error, sizeof(p->lock_error), "%s", js_gpu_last_error(g));
+			continue;
+		}
+		p->lowered = true;
+		js_gpu_sm_clock_mhz(g, i, &p->sm_mhz[i]);
+	}
+	if (p->lock_error[0] && !ph->lock_warned++)
+		fprintf(stderr, PROG ": cannot lock the GPU clocks: %s\n", p->lock_error);
+}
+
+static void restore_gpus(struct phases *ph)
+{
+	for (size_t i = 0; i < js_gpu_count(ph->ms->g); i++)
+		if (js_gpu_unlock(ph->ms->g, i) < 0)
+			fprintf(stderr, PROG ": GPU %zu: cannot unlock its clocks: %s\n", i,
+				js_gpu_last_error(ph->ms->g));
+}
+
+static void phase_end(struct phases *ph, uint64_t arrival)
+{
+	struct phase_rec *p = &ph->v[ph->n - 1];
+
+	if (p->lowered)
+		restore_gpus(ph);
+	take_at(ph->ms, &p->b, arrival);
+	ph->open = false;
+}
+
+/* "t=<CLOCK_MONOTONIC ns>" as the last word: the command's own time of the
+ * marker, used when it lies in the last second before arrival. */
+static uint64_t marker_time(char **words, int *n, uint64_t arrival)
+{
+	char *end;
+	unsigned long long t;
+
+	if (*n < 2 || strncmp(words[*n - 1], "t=", 2))
+		return arrival;
+	errno = 0;
+	t = strtoull(words[*n - 1] + 2, &end, 10);
+	(*n)--;
+	if (errno || *end || t > arrival || arrival - t > 1000000000ULL)
+		return arrival;
+	return t;
+}
+
+static void phase_line(struct phases *ph, char *line, uint64_t arrival)
+{
+	char *save = NULL, *w[5];
+	int n = 0;
+	uint64_t at;
+	struct phase_rec *p;
+
+	for (char *tok = strtok_r(line, " \t", &save); tok; tok = strtok_r(NULL, " \t", &save))
+		if (n < 5)
+			w[n++] = tok;
+		else
+			n = 6; /* too many words */
+	at = n <= 5 ? marker_time(w, &n, arrival) : arrival;
+	if (n == 1 && !strcmp(w[0], "end") && ph->open)
+		return phase_end(ph, at);
+	if (n < 2 || n > 3 || strcmp(w[0], "begin") || !valid_word(w[1], 32, false) ||
+	    (n == 3 && !valid_word(w[2], 64, true)) || ph->open || ph->n >= MAX_PHASES) {
+		if (ph->bad_lines++ < 8)
+			fprintf(stderr, PROG ": ignored marker line: allowed are 'begin KIND [LABEL] [t=NS]' "
+				"(KIND [a-z0-9_-]{1,32}, LABEL [A-Za-z0-9._:-]{1,64}, no nesting, at most %d "
+				"phases) and 'end [t=NS]'\n", MAX_PHASES);
+		return;
+	}
+	p = &ph->v[ph->n++];
+	memset(p, 0, sizeof(*p));
+	snprintf(p->kind, sizeof(p->kind), "%s", w[1]);
+	snprintf(p->label, sizeof(p->label), "%s", n == 3 ? w[2] : "");
+	ph->open = true;
+	/* the clock first (the marker's point), then the reading as of the marker */
+	if (ph->o->gpu_io_mhz && io_kind(w[1]))
+		lower_gpus(ph, p);
+	take_at(ph->ms, &p->a, at);
+}
+
+static void *phase_reader(void *arg)
+{
+	struct phases *ph = arg;
+	char buf[4096];
+	size_t have = 0;
+	uint64_t arrival;
+
+	for (;;) {
+		struct pollfd pfd = {.fd = ph->rfd, .events = POLLIN};
+		ssize_t r;
+		char *nl;
+
+		if (poll(&pfd, 1, 100) <= 0) {
+			if (atomic_load(&ph->stop))
+				break;
+			continue;
+		}
+		r = read(ph->rfd, buf + have, sizeof(buf) - 1 - have);
+		if (r <= 0 && !(r < 0 && errno == EINTR))
+			break; /* every writer closed it */
+		have += r > 0 ? (size_t)r : 0;
+		buf[have] = '\0';
+		arrival = mono_ns();
+		while ((nl = strchr(buf, '\n'))) {
+			*nl = '\0';
+			phase_line(ph, buf, arrival);
+			have -= (size_t)(nl + 1 - buf);
+			memmove(buf, nl + 1, have + 1);
+		}
+		if (have == sizeof(buf) - 1)
+			have = 0; /* an endless line: dropped */
+	}
+	return NULL;
+}
+
+/* The pipe's write end for the command, or -1; starts the reader. */
+static int phases_start(struct phases *ph, const struct opts *o, struct meters *ms)
+{
+	int fds[2];
+	char num[16];
+
+	memset(ph, 0, sizeof(*ph));
+	ph->o = o;
+	ph->ms = ms;
+	ph->rfd = -1;
+	if (!o->phases)
+		return -1;
+	ph->v = calloc(MAX_PHASES, sizeof(*ph->v));
+	if (!ph->v || pipe2(fds, O_CLOEXEC) < 0) {
+		fprintf(stderr, PROG ": --phases: %s\n", strerror(ph->v ? errno : ENOMEM));
+		return -2;
+	}
+	ph->rfd = fds[0];
+	snprintf(num, sizeof(num), "%d", fds[1]);
+	setenv("JOULESTEP_RUN_MARK_FD", num, 1);
+	if (pthread_create(&ph->th, NULL, phase_reader, ph)) {
+		close(fds[0]);
+		close(fds[1]);
+		return -2;
+	}
+	return fds[1];
+}
+
+static void phases_finish(struct phases *ph)
+{
+	if (ph->rfd < 0)
+		return;
+	atomic_store(&ph->stop, true);
+	pthread_join(ph->th, NULL);
+	close(ph->rfd);
+	if (ph->open) {
+		ph->v[ph->n - 1].unterminated = true;
+		phase_end(ph, 0);
+	}
+}
+
+/* ---- report ------------------------------------------------------------------ */
+
+static json_t *j_energy(bool known, uint64_t uj)
+{
+	return known ? json_real((double)uj / 1e6) : json_null();
+}
+
+static json_t *gpus_json(const struct meters *ms, const struct js_gpu_interval *gi)
+{
+	json_t *a = json_array();
+
+	for (size_t i = 0; i < gi->n; i++) {
+		const struct js_gpu_info *in = js_gpu_info(ms->g, i);
+
+		json_array_append_new(a, json_pack("{s:i, s:s, s:s, s:o, s:b, s:b}",
+			"index", (int)in->index, "uuid", in->uuid, "name", in->name,
+			"energy_j", j_energy(!gi->uncertain[i], gi->energy_uj[i]),
+			"integrated", gi->integrated[i], "uncertain", gi->uncertain[i]));
+	}
+	return a;
+}
+
+static const char *includes(const struct meters *ms)
+{
+	return ms->e ? (ms->g ? "cpu+dram+gpu" : "cpu+dram") : "gpu";
+}
+
+static void span_json(json_t *o, const struct meters *ms, const struct span *s)
+{
+	bool cpu = ms->e != NULL;
+
+	/* CPU figures as before (wrap_uncertain says when they are lower bounds) */
+	json_object_set_new(o, "energy_cpu_j", j_energy(cpu, s->cpu.energy_cpu_uj));
+	json_object_set_new(o, "energy_dram_j", j_energy(cpu, s->cpu.energy_dram_uj));
+	if (!ms->g)
+		return;
+	json_object_set_new(o, "energy_gpu_j", j_energy(!s->gpu.any_uncertain, s->gpu.total_uj));
+	json_object_set_new(o, "gpus", gpus_json(ms, &s->gpu));
+}
+
+static json_t *phases_json(const struct phases *ph, const struct reading *start)
+{
+	json_t *a = json_array();
+
+	for (size_t k = 0; k < ph->n; k++) {
+		const struct phase_rec *p = &ph->v[k];
+		struct span s;
+		json_t *o, *clk = json_null();
+
+		span_of(ph->ms, &p->a, &p->b, &s);
+		o = json_pack("{s:s, s:s, s:f, s:f, s:b}", "kind", p->kind, "label", p->label,
+			"start_s", (double)(p->a.gpu.mono_ns ? p->a.gpu.mono_ns - start->gpu.mono_ns
+					    : p->a.cpu.mono_ns - start->cpu.mono_ns) / 1e9,
+			"duration_s", (double)(ph->ms->g ? s.gpu.duration_ns : s.cpu.duration_ns) / 1e9,
+			"unterminated", p->unterminated);
+		span_json(o, ph->ms, &s);
+		if (ph->o->gpu_io_mhz && io_kind(p->kind)) {
+			json_t *mhz = json_array();
+
+			for (size_t i = 0; i < js_gpu_count(ph->ms->g); i++)
+				json_array_append_new(mhz, json_integer(p->sm_mhz[i]));
+			clk = json_pack("{s:i, s:b, s:o, s:s}", "max_mhz", (int)ph->o->gpu_io_mhz,
+					"lowered", p->lowered, "sm_mhz_after_lock", mhz,
+					"error", p->lock_error);
+		}
+		json_object_set_new(o, "gpu_clock", clk);
+		json_array_append_new(a, o);
+	}
+	return a;
+}
+
+static void print_json(const struct meters *ms, const struct span *s, const struct phases *ph,
+		       const struct reading *start)
+{
+	const struct js_interval *iv = &s->cpu;
+	double secs = (double)(ms->e ? iv->duration_ns : s->gpu.duration_ns) / 1e9;
+	uint64_t total_uj = iv->energy_total_uj + s->gpu.total_uj;
 	json_t *zones = json_array(), *o;
 
-	for (size_t i = 0; i < zs->nzones; i++)
+	for (size_t i = 0; ms->e && i < js_energy_zones(ms->e)->nzones; i++) {
+		const struct js_zone_info *z = &js_energy_zones(ms->e)->zones[i];
+
 		json_array_append_new(zones, json_pack("{s:s, s:s, s:s, s:f, s:I, s:i}",
-			"name", zs->zones[i].name, "id", zs->zones[i].id,
-			"kind", zs->zones[i].kind == JS_ZONE_DRAM ? "dram" : "package",
+			"name", z->name, "id", z->id, "kind", z->kind == JS_ZONE_DRAM ? "dram" : "package",
 			"energy_j", (double)iv->energy_uj[i] / 1e6,
 			"energy_uj", (json_int_t)iv->energy_uj[i], "wraps", (int)iv->wraps[i]));
-	o = json_pack("{s:f, s:f, s:f, s:f, s:f, s:I, s:I, s:o, s:b, s:s}",
+	}
+	o = json_pack("{s:f, s:f, s:f, s:I, s:I, s:o, s:b, s:s, s:s}",
 		"duration_s", secs,
-		"energy_cpu_j", (double)iv->energy_cpu_uj / 1e6,
-		"energy_dram_j", (double)iv->energy_dram_uj / 1e6,
-		"energy_total_j", (double)iv->energy_total_uj / 1e6,
-		"avg_power_w", secs > 0 ? (double)iv->energy_total_uj / 1e6 / secs : 0.0,
+		"energy_total_j", (double)total_uj / 1e6,
+		"avg_power_w", secs > 0 ? (double)total_uj / 1e6 / secs : 0.0,
 		"energy_cpu_uj", (json_int_t)iv->energy_cpu_uj,
 		"energy_dram_uj", (json_int_t)iv->energy_dram_uj,
 		"zones", zones, "wrap_uncertain", iv->wrap_uncertain,
-		"backend", js_energy_backend_name(e));
+		"backend", ms->e ? js_energy_backend_name(ms->e) : "none",
+		"total_includes", includes(ms));
+	span_json(o, ms, s);
+	if (!ms->e)
+		json_object_set_new(o, "cpu_not_measured", json_string(ms->cpu_why));
+	if (ph->rfd >= 0)
+		json_object_set_new(o, "phases", phases_json(ph, start));
 	json_dumpf(o, stdout, JSON_INDENT(2));
 	fputc('\n', stdout);
 	json_decref(o);
 }
 
+static void print_gpu_table(const struct meters *ms, const struct js_gpu_interval *gi)
+{
+	for (size_t i = 0; i < gi->n; i++) {
+		const struct js_gpu_info *in = js_gpu_info(ms->g, i);
+
+		if (gi->uncertain[i])
+			fprintf(stderr, "  %14s J  GPU %u %s (%s): unknown (counter reset or stuck)\n", "-",
+				in->index, in->name, in->uuid);
+		else
+			fprintf(stderr, "  %14.6f J  GPU %u %s (%s)%s\n", (double)gi->energy_uj[i] / 1e6,
+				in->index, in->name, in->uuid, gi->integrated[i] ? "  (integrated power)" : "");
+	}
+}
+
+static void print_phase_table(const struct phases *ph)
+{
+	fprintf(stderr, "\n Phases:\n\n  %-12s %-16s %10s %14s %14s\n", "Kind", "Label", "Elapsed s",
+		"CPU+DRAM J", "GPU J");
+	for (size_t k = 0; k < ph->n; k++) {
+		const struct phase_rec *p = &ph->v[k];
+		struct span s;
+
+		span_of(ph->ms, &p->a, &p->b, &s);
+		fprintf(stderr, "  %-12s %-16s %10.3f %14.3f %14.3f%s\n", p->kind, p->label[0] ? p->label : "-",
+			(double)(ph->ms->g ? s.gpu.duration_ns : s.cpu.duration_ns) / 1e9,
+			(double)s.cpu.energy_total_uj / 1e6, (double)s.gpu.total_uj / 1e6,
+			p->lowered ? "  (GPU clock lowered)" : p->lock_error[0] ? "  (GPU clock NOT lowered)" : "");
+	}
+}
+
+static void print_table(const struct meters *ms, const struct span *s, const struct phases *ph)
+{
+	const struct js_interval *iv = &s->cpu;
+	double secs = (double)(ms->e ? iv->duration_ns : s->gpu.duration_ns) / 1e9;
+	uint64_t total = iv->energy_total_uj + s->gpu.total_uj;
+
+	if (ms->e) {
+		const struct js_zone_set *zs = js_energy_zones(ms->e);
+
+		fprintf(stderr, "\n Energy of the command (backend %s):\n\n", js_energy_backend_name(ms->e));
+		for (size_t i = 0; i < zs->nzones; i++)
+			fprintf(stderr, "  %14.6f J  %-18s %s%s\n", (double)iv->energy_uj[i] / 1e6,
+				zs->zones[i].name, zs->zones[i].id,
+				iv->wraps[i] ? "  (counter wrapped)" : "");
+		fprintf(stderr, "\n  %14.6f J  CPU\n  %14.6f J  DRAM\n",
+			(double)iv->energy_cpu_uj / 1e6, (double)iv->energy_dram_uj / 1e6);
+	} else {
+		fprintf(stderr, "\n Energy of the command (CPU and DRAM not measured):\n\n");
+	}
+	if (ms->g)
+		print_gpu_table(ms, &s->gpu);
+	fprintf(stderr, "  %14.6f J  total (%s)\n", (double)total / 1e6, includes(ms));
+	fprintf(stderr, "\n  %14.6f s  elapsed\n  %14.6f W  average power\n", secs,
+		secs > 0 ? (double)total / 1e6 / secs : 0.0);
+	if (iv->wrap_uncertain || s->gpu.any_uncertain)
+		fprintf(stderr, "\n  WARNING: a counter could not be followed (gap, reset or stuck); "
+				"those energies are left out\n");
+	if (ph->rfd >= 0)
+		print_phase_table(ph);
+}
+
 /* ---- main ----------------------------------------------------------------------- */
+
+static int wait_child(pid_t child, const sigset_t *waitset)
+{
+	int status = 0;
+
+	for (;;) {
+		siginfo_t si;
+		int sig = sigwaitinfo(waitset, &si);
+
+		if (sig < 0)
+			continue; /* EINTR */
+		if (sig != SIGCHLD) {
+			kill(child, sig); /* the command decides; we restore when it ends */
+			continue;
+		}
+		if (waitpid(child, &status, WNOHANG) == child)
+			return status;
+	}
+}
 
 int main(int argc, char **argv)
 {
-	struct js_energy_opts eo;
-	struct js_energy *e = NULL;
-	struct js_meter *m = NULL;
-	struct js_snapshot a, b;
-	struct js_interval iv;
+	struct meters ms;
+	struct phases ph;
+	struct reading a, b;
+	struct span s;
 	struct freq_ctx fc = {.o = NULL};
 	struct opts o;
 	sigset_t waitset, oldset;
-	char why[1024] = "";
-	int rc, status = 0, exit_code;
+	int status, wfd;
 	pid_t child;
 
 	if (parse_args(argc, argv, &o) < 0)
 		return EXIT_USAGE;
 	fc.o = &o;
 
-	eo = (struct js_energy_opts){.sysfs_root = o.sysfs, .order = o.backend,
-				     .papi_components = o.papi_components};
-	rc = js_energy_open(&eo, &e, why, sizeof(why));
-	if (rc < 0) {
-		fprintf(stderr, PROG ": no energy backend works:\n%s\n", why);
-		return EXIT_USAGE;
-	}
-	rc = js_meter_start(e, (uint64_t)o.sample_ms * 1000000ULL, true, &m);
-	if (rc < 0) {
-		fprintf(stderr, PROG ": cannot start the sampler: %s\n", strerror(-rc));
-		js_energy_close(e);
-		return EXIT_USAGE;
-	}
-
 	/* Signals we forward to the command; blocked before the fork so none is
-	 * lost, and waited for synchronously. */
+	 * lost, and waited for synchronously. Blocked before any thread starts
+	 * too: the samplers inherit the mask, or a SIGCHLD delivered to one of
+	 * them would be discarded and the wait below would never end. */
 	sigemptyset(&waitset);
 	sigaddset(&waitset, SIGCHLD);
 	sigaddset(&waitset, SIGTERM);
@@ -302,15 +796,24 @@ int main(int argc, char **argv)
 	sigaddset(&waitset, SIGHUP);
 	sigaddset(&waitset, SIGQUIT);
 	sigprocmask(SIG_BLOCK, &waitset, &oldset);
-
-	if ((o.freq_ratio > 0 || o.freq_khz > 0) && freq_set(&fc) < 0) {
-		freq_restore(&fc);
-		js_meter_stop(m);
-		js_energy_close(e);
+	if (meters_open(&o, &ms) < 0) {
+		meters_close(&ms);
 		return EXIT_USAGE;
 	}
 
-	js_meter_snapshot(m, &a);
+	if ((o.freq_ratio > 0 || o.freq_khz > 0) && freq_set(&fc) < 0) {
+		freq_restore(&fc);
+		meters_close(&ms);
+		return EXIT_USAGE;
+	}
+	wfd = phases_start(&ph, &o, &ms);
+	if (wfd == -2) {
+		freq_restore(&fc);
+		meters_close(&ms);
+		return EXIT_USAGE;
+	}
+
+	take(&ms, &a);
 	child = fork();
 	if (child < 0) {
 		fprintf(stderr, PROG ": fork: %m\n");
@@ -319,39 +822,28 @@ int main(int argc, char **argv)
 	}
 	if (child == 0) {
 		sigprocmask(SIG_SETMASK, &oldset, NULL);
+		if (wfd >= 0)
+			fcntl(wfd, F_SETFD, 0); /* the command's marker descriptor */
 		execvp(o.cmd[0], o.cmd);
 		fprintf(stderr, PROG ": cannot run '%s': %m\n", o.cmd[0]);
 		_exit(errno == ENOENT ? 127 : 126);
 	}
-
-	for (;;) {
-		siginfo_t si;
-		int sig = sigwaitinfo(&waitset, &si);
-
-		if (sig < 0)
-			continue; /* EINTR */
-		if (sig != SIGCHLD) {
-			kill(child, sig); /* the command decides; we restore when it ends */
-			continue;
-		}
-		rc = waitpid(child, &status, WNOHANG);
-		if (rc == child)
-			break;
-	}
-	js_meter_snapshot(m, &b);
+	if (wfd >= 0)
+		close(wfd);
+	status = wait_child(child, &waitset);
+	phases_finish(&ph);
+	take(&ms, &b);
 	freq_restore(&fc);
-	js_meter_stop(m);
 
-	js_interval_of(e, &a, &b, &iv);
+	span_of(&ms, &a, &b, &s);
 	if (o.json)
-		print_json(e, &iv);
+		print_json(&ms, &s, &ph, &a);
 	else
-		print_table(e, &iv);
-	js_energy_close(e);
+		print_table(&ms, &s, &ph);
+	meters_close(&ms);
+	free(ph.v);
 
 	if (WIFEXITED(status))
-		exit_code = WEXITSTATUS(status);
-	else
-		exit_code = 128 + WTERMSIG(status);
-	return exit_code;
+		return WEXITSTATUS(status);
+	return 128 + WTERMSIG(status);
 }

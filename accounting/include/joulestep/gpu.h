@@ -1,0 +1,143 @@
+/* joulestep accounting library: GPU energy and GPU clocks.
+ *
+ * The vendor management library (NVIDIA NVML: libnvidia-ml.so.1) is loaded
+ * with dlopen() at run time, so a node without it still runs and measures
+ * CPU and DRAM. Conventions as energy.h: every function returns 0 or -errno
+ * and never logs; the vendor library's own words for the last failure are
+ * kept for the caller (js_gpu_last_error). Units are in every name.
+ */
+#ifndef JOULESTEP_GPU_H
+#define JOULESTEP_GPU_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define JS_MAX_GPUS 16
+#define JS_GPU_UUID_LEN 96
+#define JS_GPU_NAME_LEN 96
+#define JS_GPU_ERR_LEN 160
+
+struct js_gpu_info {
+	unsigned index;                  /* the vendor library's device index     */
+	char uuid[JS_GPU_UUID_LEN];      /* "GPU-8c3b..."                         */
+	char name[JS_GPU_NAME_LEN];      /* "NVIDIA H100 80GB HBM3"               */
+	bool energy_counter;             /* has a total-energy counter; without
+	                                    one, power is integrated ("integrated") */
+	bool mig;                        /* split by MIG: no per-job counter      */
+	uint32_t max_power_mw;           /* plausibility bound for the counter    */
+	uint32_t max_sm_mhz, min_sm_mhz; /* supported graphics clock range (0: ?) */
+};
+
+/* One reading of one GPU. */
+struct js_gpu_raw {
+	bool have_energy, have_power;
+	uint64_t energy_mj;              /* counter, mJ since the driver loaded   */
+	uint32_t power_mw;               /* instantaneous board power             */
+};
+
+struct js_gpus; /* opaque: the opened library and its devices */
+
+struct js_gpu_opts {
+	const char *nvml_lib;            /* NULL = "libnvidia-ml.so.1"            */
+	const char *select;              /* NULL/"all", or a comma list of indices
+	                                    and UUIDs                              */
+};
+
+/* Open the library and the selected devices. -ENOENT when the library or a
+ * selected device is absent, -ENODEV when no GPU; why says which. */
+int js_gpu_open(const struct js_gpu_opts *o, struct js_gpus **out, char *why, size_t whylen);
+void js_gpu_close(struct js_gpus *g);
+const char *js_gpu_backend_name(const struct js_gpus *g);
+size_t js_gpu_count(const struct js_gpus *g);
+const struct js_gpu_info *js_gpu_info(const struct js_gpus *g, size_t i);
+/* The vendor library's words for the last failed call ("Insufficient Permissions"). */
+const char *js_gpu_last_error(const struct js_gpus *g);
+
+/* Read GPU i's counter and power (thread-safe). */
+int js_gpu_read(struct js_gpus *g, size_t i, struct js_gpu_raw *out);
+int js_gpu_sm_clock_mhz(struct js_gpus *g, size_t i, uint32_t *mhz);
+/* Lock the graphics clock of GPU i into [min_mhz, max_mhz]; unlock returns
+ * it to the driver's default (NVML cannot report an earlier lock: see
+ * docs/design.md, "GPU clocks"). Root only on real hardware. */
+int js_gpu_lock_mhz(struct js_gpus *g, size_t i, uint32_t min_mhz, uint32_t max_mhz);
+int js_gpu_unlock(struct js_gpus *g, size_t i);
+
+/* ---- the counter rule (pure) ------------------------------------------- */
+
+/* Per-GPU accumulator. The rule is RAPL's: an interval whose energy cannot
+ * be known (a stuck counter while the board draws power, a jump beyond what
+ * max power allows, a reset with no power samples around it) is counted
+ * `uncertain` and contributes nothing; the caller reports it as null, never
+ * a number. A counter that goes back (driver reload, a second die's 0) has
+ * the span since the last reading filled from the power integral, which is
+ * sampled beside it, and is counted in `resets`. */
+struct js_gpu_acc {
+	bool have_last, have_last_power;
+	uint64_t last_mj, last_mono_ns, last_power_mono_ns;
+	uint64_t moved_mono_ns;          /* when the counter last advanced        */
+	uint32_t last_power_mw;
+	uint64_t counter_uj;             /* cumulative from the counter           */
+	uint64_t integrated_uj;          /* cumulative trapezoid integral of power */
+	uint64_t integ_at_last_uj;       /* integrated_uj at the last counter reading */
+	uint32_t uncertain;              /* intervals that could not be known     */
+	uint32_t resets;                 /* counter went back / to 0: the span is
+	                                    the power integral (or uncertain)     */
+};
+
+/* A counter that does not move for this long while the board draws at
+ * least JS_GPU_STUCK_MIN_MW is stuck (NVML updates it every ~10-100 ms). */
+#define JS_GPU_STUCK_NS (1000ULL * 1000 * 1000)
+#define JS_GPU_STUCK_MIN_MW 1000u
+
+/* Fold one reading taken at mono_ns into a (max_power_mw 0 = no bound). */
+void js_gpu_acc_add(struct js_gpu_acc *a, const struct js_gpu_raw *r, uint64_t mono_ns,
+		    uint32_t max_power_mw);
+
+/* ---- meter: background sampler ------------------------------------------- */
+
+struct js_gpu_meter;
+
+struct js_gpu_snapshot {
+	uint64_t mono_ns;
+	size_t n;
+	uint64_t energy_uj[JS_MAX_GPUS]; /* counter, or integral when no counter */
+	uint64_t integrated_uj[JS_MAX_GPUS];
+	uint32_t uncertain[JS_MAX_GPUS];
+	uint32_t resets[JS_MAX_GPUS];
+	bool integrated[JS_MAX_GPUS];    /* energy_uj is the power integral      */
+	int err[JS_MAX_GPUS];
+};
+
+int js_gpu_meter_start(struct js_gpus *g, uint64_t period_ns, bool start_thread,
+		       struct js_gpu_meter **out);
+/* The cumulative figures as of now. A counter's value is taken as of the
+ * call: it is polled until its next update (NVML: ~10 ms), and the power
+ * drawn since the call is taken off. */
+int js_gpu_meter_snapshot(struct js_gpu_meter *m, struct js_gpu_snapshot *out);
+/* The same, as of an earlier CLOCK_MONOTONIC time (a marker's arrival, when
+ * the clock was changed before the reading). */
+int js_gpu_meter_snapshot_at(struct js_gpu_meter *m, uint64_t at_mono_ns,
+			     struct js_gpu_snapshot *out);
+void js_gpu_meter_stop(struct js_gpu_meter *m);
+
+struct js_gpu_interval {
+	size_t n;
+	uint64_t duration_ns;
+	uint64_t energy_uj[JS_MAX_GPUS];
+	bool uncertain[JS_MAX_GPUS];     /* report null for this GPU              */
+	bool integrated[JS_MAX_GPUS];
+	uint64_t total_uj;               /* of the GPUs that are not uncertain    */
+	bool any_uncertain;
+};
+void js_gpu_interval_of(const struct js_gpu_snapshot *a, const struct js_gpu_snapshot *b,
+			struct js_gpu_interval *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

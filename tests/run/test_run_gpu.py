@@ -1,0 +1,177 @@
+"""joulestep-run --gpus on the NVML stand-in (tests/fakehw/gpu/fake_nvml.c).
+
+The command (gpu_job.py) drives the fake GPUs' utilisation and marks phases;
+the truth of each phase is the fakehw GPU model integrated by the test over the
+marker times (fakegpu.energy_mj). joulestep-run must agree within 0.5 % with
+the counter, across a driver reload, and lower the GPU clock only inside the
+I/O phases it was asked to.
+"""
+import json
+import subprocess
+import sys
+
+import pytest
+
+import fakegpu
+
+JOB = [sys.executable, str(__import__("pathlib").Path(__file__).with_name("gpu_job.py"))]
+
+
+@pytest.fixture
+def run_exe(build_dir):
+    return str(build_dir / "bin" / "joulestep-run")
+
+
+@pytest.fixture
+def nvml(build_dir):
+    return str(build_dir / "tests" / "fakehw" / "libnvidia-ml.so.1")
+
+
+def run(run_exe, nvml, root, tmp_path, steps, extra=(), ok=True):
+    out = tmp_path / "job.json"
+    cmd = [run_exe, "--sysfs", str(tmp_path / "no-sysfs"), "--gpus", "--gpu-lib", nvml,
+           "--phases", "--json", *extra, "--", *JOB, str(root), str(out), *steps]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=fakegpu.env(root))
+    if ok:
+        assert p.returncode == 0, p.stderr
+    rep = json.loads(p.stdout) if p.returncode == 0 else None
+    return rep, (json.loads(out.read_text()) if out.exists() else None), p
+
+
+def phase_times(log):
+    """[(t_begin, t_end)] from the command's marker log."""
+    spans, begin = [], None
+    for verb, _args, t in log["markers"]:
+        if verb == "begin":
+            begin = t
+        else:
+            spans.append((begin, t))
+    return spans
+
+
+def test_phase_energy_matches_the_model_across_a_driver_reload(tmp_path, run_exe, nvml):
+    # No idle power: the truth is taken over the marker times, and joulestep-run
+    # reads a little later (its reader thread); at idle that lag costs nothing.
+    root = fakegpu.create(tmp_path / "gpus", n=2, idle_mw=0)
+    steps = ["begin:compute:c1", "sleep:0.05", "load:0:1.0", "load:1:0.4", "sleep:0.8",
+             "load:0:0", "load:1:0", "sleep:0.05", "end",
+             "begin:checkpoint:k1", "sleep:0.05", "load:0:1.0", "sleep:0.5", "load:0:0.1",
+             "sleep:0.3", "reset:0", "sleep:0.3", "load:0:1.0", "sleep:0.5", "load:0:0",
+             "sleep:0.05", "end"]
+    # Sampling every 200 ms, the span around the reload is ~14 J at 70 W: filled
+    # from the power integral, or the phase would be 2 % short. (The counter is seen
+    # in 10 ms steps: the part of one step lost at the reload is at most 0.7 J.)
+    rep, log, _ = run(run_exe, nvml, root, tmp_path, steps, extra=["--gpu-sample-ms", "200"])
+    assert rep["total_includes"] == "gpu"  # no RAPL here: CPU/DRAM are not measured
+    assert rep["energy_cpu_j"] is None and "cpu_not_measured" in rep
+    spans = phase_times(log)
+    assert [p["kind"] for p in rep["phases"]] == ["compute", "checkpoint"]
+    for ph, (t0, t1) in zip(rep["phases"], spans):
+        for g in ph["gpus"]:
+            truth_j = fakegpu.energy_mj(root, g["index"], t0, t1) / 1e3
+            assert g["energy_j"] == pytest.approx(truth_j, rel=5e-3), (ph["kind"], g)
+            assert g["integrated"] is False
+        assert ph["energy_gpu_j"] == pytest.approx(sum(g["energy_j"] for g in ph["gpus"]))
+    # the GPU 0 reload fell inside the checkpoint phase: still followed
+    assert rep["phases"][1]["gpus"][0]["uncertain"] is False
+    assert [g["uuid"] for g in rep["gpus"]] == [
+        (root / f"gpu{i}" / "uuid").read_text().strip() for i in range(2)]
+
+
+def test_gpu_without_counter_is_integrated(tmp_path, run_exe, nvml):
+    root = fakegpu.create(tmp_path / "gpus", n=1, counter=0)
+    steps = ["begin:compute", "sleep:0.05", "load:0:1.0", "sleep:0.6", "load:0:0",
+             "sleep:0.05", "end"]
+    rep, log, _ = run(run_exe, nvml, root, tmp_path, steps, extra=["--gpu-sample-ms", "2"])
+    (t0, t1), = phase_times(log)
+    g = rep["phases"][0]["gpus"][0]
+    assert g["integrated"] is True
+    # sampling every 2 ms: each power step is off by at most ~1 ms of 640 W
+    assert g["energy_j"] == pytest.approx(fakegpu.energy_mj(root, 0, t0, t1) / 1e3, rel=1e-2)
+
+
+def test_clock_is_lowered_only_in_io_phases(tmp_path, run_exe, nvml):
+    root = fakegpu.create(tmp_path / "gpus", n=1, idle_mw=0)  # as above: lag at idle is free
+    # the job starts its load 50 ms into the checkpoint: after the lock, however
+    # busy the machine (the energy check is then of the locked clock alone)
+    steps = ["begin:compute", "load:0:1.0", "sleep:0.2", "locks", "load:0:0", "end",
+             "begin:checkpoint", "sleep:0.05", "load:0:1.0", "sleep:0.4", "locks", "load:0:0",
+             "sleep:0.02", "end", "sleep:0.1", "locks", "begin:write", "sleep:0.05", "end"]
+    rep, log, _ = run(run_exe, nvml, root, tmp_path, steps, extra=["--gpu-io-clock-mhz", "900"])
+    in_compute, in_ckpt, after = (seen[0] for seen in log["locks_seen"])
+    assert in_compute == []                       # compute: not touched
+    assert len(in_ckpt) == 1 and in_ckpt[0][2] == 900 and in_ckpt[0][1] == 345
+    assert tuple(after[-1][1:]) == (0, 0)         # unlocked at the end marker
+    final = fakegpu.locks(root, 0)
+    assert len(final) == 4 and final[-1][1:] == (0, 0)   # write: locked, then reset
+    ck = rep["phases"][1]
+    assert ck["gpu_clock"]["lowered"] is True and ck["gpu_clock"]["max_mhz"] == 900
+    assert rep["phases"][0]["gpu_clock"] is None
+    (t0, t1) = phase_times(log)[1]
+    truth_j = fakegpu.energy_mj(root, 0, t0, t1) / 1e3
+    assert ck["gpus"][0]["energy_j"] == pytest.approx(truth_j, rel=5e-3)
+    # the model at 900 of 1980 MHz: far below the same load unlocked
+    assert truth_j < 0.5 * 700 * 0.4
+
+
+def test_back_to_back_phases_split_at_the_marker_not_the_counter_update(tmp_path, run_exe, nvml):
+    """NVML's counter moves every ~10 ms: read as is at a boundary it is up to
+    10 ms x 700 W = 7 J stale, and that energy lands in the next phase."""
+    root = fakegpu.create(tmp_path / "gpus", n=1)
+    steps = ["load:0:1.0", "begin:compute", "sleep:0.8", "end", "begin:write", "sleep:0.8",
+             "end", "begin:compute", "sleep:0.8", "end", "load:0:0"]
+    rep, log, _ = run(run_exe, nvml, root, tmp_path, steps)
+    # 1 %: the counter's update is located between two polls ~0.2 ms apart, but a
+    # thread preempted for a few ms on a busy 2-core VM widens that (700 W x 4 ms)
+    for ph, (t0, t1) in zip(rep["phases"], phase_times(log)):
+        truth_j = fakegpu.energy_mj(root, 0, t0, t1) / 1e3
+        assert ph["gpus"][0]["energy_j"] == pytest.approx(truth_j, rel=1e-2), ph["kind"]
+
+
+def test_refused_lock_is_reported_and_measuring_goes_on(tmp_path, run_exe, nvml):
+    root = fakegpu.create(tmp_path / "gpus", n=1, lock_permission=0)
+    rep, _, p = run(run_exe, nvml, root, tmp_path, ["begin:checkpoint", "sleep:0.1", "end"],
+                    extra=["--gpu-io-clock-mhz", "900"])
+    clk = rep["phases"][0]["gpu_clock"]
+    assert clk["lowered"] is False
+    assert "Insufficient Permissions" in clk["error"]
+    assert "Insufficient Permissions" in p.stderr
+    assert fakegpu.locks(root, 0) == []
+    assert rep["phases"][0]["energy_gpu_j"] > 0
+
+
+def test_bad_marker_lines_are_refused_and_the_rest_survive(tmp_path, run_exe, nvml):
+    root = fakegpu.create(tmp_path / "gpus", n=1)
+    steps = ["raw:end", "raw:begin Bad!kind", "begin:compute:ok", "raw:begin write nested",
+             "sleep:0.05", "end", "raw:bogus"]
+    rep, _, p = run(run_exe, nvml, root, tmp_path, steps)
+    assert [ph["kind"] for ph in rep["phases"]] == ["compute"]
+    assert p.stderr.count("ignored marker line") == 4
+    assert "'begin KIND [LABEL] [t=NS]'" in p.stderr
+
+
+def test_unterminated_phase_is_closed_and_clock_restored(tmp_path, run_exe, nvml):
+    root = fakegpu.create(tmp_path / "gpus", n=1)
+    rep, _, _ = run(run_exe, nvml, root, tmp_path, ["begin:flush", "sleep:0.1"],
+                    extra=["--gpu-io-clock-mhz", "600"])
+    assert rep["phases"][0]["unterminated"] is True
+    assert fakegpu.locks(root, 0)[-1][1:] == (0, 0)
+
+
+def test_missing_nvml_is_a_clear_error(tmp_path, run_exe):
+    p = subprocess.run([run_exe, "--gpus", "--gpu-lib", str(tmp_path / "nope.so"), "--", "true"],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 125
+    assert "--gpus: cannot load" in p.stderr
+
+
+def test_selecting_gpus_by_index_and_uuid(tmp_path, run_exe, nvml):
+    root = fakegpu.create(tmp_path / "gpus", n=3)
+    uuid2 = (root / "gpu2" / "uuid").read_text().strip()
+    out = tmp_path / "j.json"
+    p = subprocess.run([run_exe, "--sysfs", str(tmp_path), "--gpus=0," + uuid2, "--gpu-lib", nvml,
+                        "--json", "--", "true"], capture_output=True, text=True, timeout=60,
+                       env=fakegpu.env(root))
+    assert p.returncode == 0, p.stderr
+    assert [g["index"] for g in json.loads(p.stdout)["gpus"]] == [0, 2]
+    assert not out.exists()
