@@ -28,6 +28,7 @@ LOW=$(( ${MAXMHZ:-1980} * 2 / 5 ))
 echo "lock for checkpoint phases: at most $LOW MHz (of $MAXMHZ)"
 
 echo "== clock under load, before"
+nvidia-smi -q -d CLOCK,PERFORMANCE > "$OUT/smi_clock_before.txt" 2>&1
 timeout 60 python3 $HERE/clock_probe.py | tee "$OUT/clock_before.json"
 
 echo "== 1. 10 s load"
@@ -43,7 +44,11 @@ timeout 120 "$RUN" --gpus=0 --phases --json --gpu-io-clock-mhz "$LOW" -- \
   python3 $HERE/phase_job.py phases-verify "$OUT/phases_low.json" > "$OUT/run_low.json"; echo "rc=$?"
 
 echo "== clock under load, after"
+nvidia-smi -q -d CLOCK,PERFORMANCE > "$OUT/smi_clock_after.txt" 2>&1
 timeout 60 python3 $HERE/clock_probe.py | tee "$OUT/clock_after.json"
+echo "== nvidia-smi -q -d CLOCK,PERFORMANCE: settings before -> after (current readings left out)"
+diff <(grep -iE "applications|default|locked|setting" "$OUT/smi_clock_before.txt") \
+     <(grep -iE "applications|default|locked|setting" "$OUT/smi_clock_after.txt") && echo "   the same"
 
 echo "== summary"
 python3 $HERE/report.py "$OUT" "$LOW"
