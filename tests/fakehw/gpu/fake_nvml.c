@@ -129,22 +129,31 @@ static double power_at(const struct model *m, double t)
 	return m->idle + (m->max - m->idle) * u * f * f;
 }
 
-/* Integral of P over [t0, t1] in mJ (mW * ns / 1e9). */
+/* Integral of P over [t0, t1] in mJ (mW * ns / 1e9). Both event lists are in
+ * time order (appended as they happen): one merged pass. */
 static double energy_mj(const struct model *m, double t0, double t1)
 {
-	double e = 0, t = t0;
+	double e = 0, t = t0, u = 0, lmax = 0;
+	int a = 0, b = 0;
 
+	for (; a < m->nload && m->load[a][0] <= t0; a++)
+		u = m->load[a][1];
+	for (; b < m->nlock && m->lock[b][0] <= t0; b++)
+		lmax = m->lock[b][2];
 	while (t < t1) {
-		double next = t1;
+		double next = t1, f;
 
-		for (int k = 0; k < m->nload; k++)
-			if (m->load[k][0] > t && m->load[k][0] < next)
-				next = m->load[k][0];
-		for (int k = 0; k < m->nlock; k++)
-			if (m->lock[k][0] > t && m->lock[k][0] < next)
-				next = m->lock[k][0];
-		e += power_at(m, t) * (next - t) / 1e9;
+		if (a < m->nload && m->load[a][0] < next)
+			next = m->load[a][0];
+		if (b < m->nlock && m->lock[b][0] < next)
+			next = m->lock[b][0];
+		f = (lmax > 0 && lmax < m->fmax ? lmax : m->fmax) / m->fmax;
+		e += (m->idle + (m->max - m->idle) * u * f * f) * (next - t) / 1e9;
 		t = next;
+		for (; a < m->nload && m->load[a][0] <= t; a++)
+			u = m->load[a][1];
+		for (; b < m->nlock && m->lock[b][0] <= t; b++)
+			lmax = m->lock[b][2];
 	}
 	return e;
 }
