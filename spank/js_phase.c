@@ -11,11 +11,15 @@
 /* Every lookup is a hash probe, never a scan of the phases (or ranks, or
  * kinds) seen so far: BEGIN and END cost O(1) however many phases the step
  * has (issue 23, defect 7). The tables hold index + 1 into the arrays they
- * index (0 = empty), open addressing with linear probing, at most half
- * full; they are grown before anything is recorded, so that a refused
- * BEGIN changes nothing. */
+ * index (0 = empty) and the key's hash (32 bits: the array entry is read
+ * only when they match, and growing needs no rehash of the keys), open
+ * addressing with linear probing, at most half full; they are grown before
+ * anything is recorded, so that a refused BEGIN changes nothing. */
+struct islot {
+	uint32_t ix1, hash;
+};
 struct itab {
-	uint32_t *slot;
+	struct islot *slot;
 	size_t cap, n;                      /* cap: 0 or a power of two        */
 };
 
@@ -102,61 +106,52 @@ static uint64_t hash_str(uint64_t h, const char *s)
 	return h;
 }
 
-static uint64_t ph_hash(const char *kind, unsigned depth, uint32_t nth, int parent)
+static uint32_t ph_hash(const char *kind, unsigned depth, uint32_t nth, int parent)
 {
 	uint64_t h = hash_str(0xcbf29ce484222325ULL, kind);
-	return mix(h ^ mix(((uint64_t)depth << 32 | nth) ^ ((uint64_t)(uint32_t)parent << 17)));
+	return (uint32_t)mix(h ^ mix(((uint64_t)depth << 32 | nth) ^ ((uint64_t)(uint32_t)parent << 17)));
 }
 
-static uint64_t rank_hash(int rank) { return mix((uint64_t)(uint32_t)rank); }
+static uint32_t rank_hash(int rank) { return (uint32_t)mix((uint64_t)(uint32_t)rank); }
 
-static uint64_t kc_hash(uint32_t rank_ix, const char *kind, unsigned depth)
+static uint32_t kc_hash(uint32_t rank_ix, const char *kind, unsigned depth)
 {
-	return mix(hash_str(0xcbf29ce484222325ULL, kind) ^ mix((uint64_t)rank_ix << 32 | depth));
-}
-
-static uint64_t ph_hash_at(const struct js_phases *ps, uint32_t i)
-{
-	const struct js_sphase *p = &ps->ph[i];
-	return ph_hash(p->kind, p->depth, p->nth, p->parent_seq);
-}
-static uint64_t rank_hash_at(const struct js_phases *ps, uint32_t i)
-{
-	return rank_hash(ps->rs[i].rank);
-}
-static uint64_t kc_hash_at(const struct js_phases *ps, uint32_t i)
-{
-	return kc_hash(ps->kc[i].rank_ix, ps->kc[i].kind, ps->kc[i].depth);
+	return (uint32_t)mix(hash_str(0xcbf29ce484222325ULL, kind) ^ mix((uint64_t)rank_ix << 32 | depth));
 }
 
-static void itab_put(struct itab *t, uint64_t h, uint32_t i)
+static void itab_put(struct itab *t, uint32_t h, uint32_t i)
 {
-	size_t k = (size_t)h & (t->cap - 1);
-	while (t->slot[k])
+	size_t k = h & (t->cap - 1);
+	while (t->slot[k].ix1)
 		k = (k + 1) & (t->cap - 1);
-	t->slot[k] = i + 1;
+	t->slot[k].ix1 = i + 1;
+	t->slot[k].hash = h;
 	t->n++;
 }
 
-/* Room for one more entry (at most half full): rebuilt from the array it
- * indexes. 0 or -ENOMEM (the table unchanged). */
-static int itab_reserve(const struct js_phases *ps, struct itab *t,
-			uint64_t (*hash_at)(const struct js_phases *, uint32_t))
+/* Room for one more entry (at most half full). 0 or -ENOMEM (the table
+ * unchanged). */
+static int itab_reserve(struct itab *t)
 {
 	if (2 * (t->n + 1) <= t->cap)
 		return 0;
 	size_t nc = t->cap ? 2 * t->cap : 16;
-	uint32_t *ns = calloc(nc, sizeof(*ns));
+	struct islot *ns = calloc(nc, sizeof(*ns));
 	if (!ns)
 		return -ENOMEM;
 	struct itab nt = {.slot = ns, .cap = nc, .n = 0};
 	for (size_t k = 0; k < t->cap; k++)
-		if (t->slot[k])
-			itab_put(&nt, hash_at(ps, t->slot[k] - 1), t->slot[k] - 1);
+		if (t->slot[k].ix1)
+			itab_put(&nt, t->slot[k].hash, t->slot[k].ix1 - 1);
 	free(t->slot);
 	*t = nt;
 	return 0;
 }
+
+/* The probe sequence of hash h: every slot to look at, up to an empty one. */
+#define ITAB_FOR(t, h, k) \
+	for (size_t k = (t)->cap ? (h) & ((t)->cap - 1) : 0; (t)->cap && (t)->slot[k].ix1; \
+	     k = (k + 1) & ((t)->cap - 1))
 
 struct js_phases *js_phases_new(unsigned max_phases, unsigned max_depth,
 				const struct js_phase_ops *ops, uint64_t step_start_ns)
@@ -199,11 +194,10 @@ double js_phases_level(const struct js_phases *ps) { return ps->level; }
 static struct rank_state *rank_find(struct js_phases *ps, int rank)
 {
 	const struct itab *t = &ps->rs_ix;
-	if (!t->cap)
-		return NULL;
-	for (size_t k = (size_t)rank_hash(rank) & (t->cap - 1); t->slot[k]; k = (k + 1) & (t->cap - 1))
-		if (ps->rs[t->slot[k] - 1].rank == rank)
-			return &ps->rs[t->slot[k] - 1];
+	uint32_t h = rank_hash(rank);
+	ITAB_FOR(t, h, k)
+		if (t->slot[k].hash == h && ps->rs[t->slot[k].ix1 - 1].rank == rank)
+			return &ps->rs[t->slot[k].ix1 - 1];
 	return NULL;
 }
 
@@ -213,7 +207,7 @@ static struct rank_state *rank_get(struct js_phases *ps, int rank)
 	if (f)
 		return f;
 	if (grow((void **)&ps->rs, &ps->rscap, ps->nrs + 1, sizeof(*ps->rs)) ||
-	    itab_reserve(ps, &ps->rs_ix, rank_hash_at))
+	    itab_reserve(&ps->rs_ix))
 		return NULL;
 	struct rank_state *r = &ps->rs[ps->nrs];
 	memset(r, 0, sizeof(*r));
@@ -231,13 +225,11 @@ static struct kind_count *count_find(struct js_phases *ps, struct rank_state *r,
 				     unsigned depth)
 {
 	const struct itab *t = &ps->kc_ix;
-	uint32_t ri = rank_ix(ps, r);
-	if (!t->cap)
-		return NULL;
-	for (size_t k = (size_t)kc_hash(ri, kind, depth) & (t->cap - 1); t->slot[k];
-	     k = (k + 1) & (t->cap - 1)) {
-		struct kind_count *c = &ps->kc[t->slot[k] - 1];
-		if (c->rank_ix == ri && c->depth == depth && !strcmp(c->kind, kind))
+	uint32_t ri = rank_ix(ps, r), h = kc_hash(ri, kind, depth);
+	ITAB_FOR(t, h, k) {
+		struct kind_count *c = &ps->kc[t->slot[k].ix1 - 1];
+		if (t->slot[k].hash == h && c->rank_ix == ri && c->depth == depth &&
+		    !strcmp(c->kind, kind))
 			return c;
 	}
 	return NULL;
@@ -247,7 +239,7 @@ static struct kind_count *count_find(struct js_phases *ps, struct rank_state *r,
 static int count_reserve(struct js_phases *ps)
 {
 	if (grow((void **)&ps->kc, &ps->kccap, ps->nkc + 1, sizeof(*ps->kc)) ||
-	    itab_reserve(ps, &ps->kc_ix, kc_hash_at))
+	    itab_reserve(&ps->kc_ix))
 		return -ENOMEM;
 	return 0;
 }
@@ -269,13 +261,11 @@ static struct js_sphase *phase_find(struct js_phases *ps, const char *kind, unsi
 				    uint32_t nth, int parent)
 {
 	const struct itab *t = &ps->ph_ix;
-	if (!t->cap)
-		return NULL;
-	for (size_t k = (size_t)ph_hash(kind, depth, nth, parent) & (t->cap - 1); t->slot[k];
-	     k = (k + 1) & (t->cap - 1)) {
-		struct js_sphase *p = &ps->ph[t->slot[k] - 1];
-		if (p->depth == depth && p->nth == nth && p->parent_seq == parent &&
-		    !strcmp(p->kind, kind))
+	uint32_t h = ph_hash(kind, depth, nth, parent);
+	ITAB_FOR(t, h, k) {
+		struct js_sphase *p = &ps->ph[t->slot[k].ix1 - 1];
+		if (t->slot[k].hash == h && p->depth == depth && p->nth == nth &&
+		    p->parent_seq == parent && !strcmp(p->kind, kind))
 			return p;
 	}
 	return NULL;
@@ -374,7 +364,7 @@ int js_phases_begin(struct js_phases *ps, int rank, const char *kind, const char
 	/* all the room this BEGIN needs, before anything is recorded */
 	if (!p && (grow((void **)&ps->ph, &ps->cap, ps->n + 1, sizeof(*ps->ph)) ||
 		   grow((void **)&ps->link, &ps->linkcap, ps->n + 1, sizeof(*ps->link)) ||
-		   itab_reserve(ps, &ps->ph_ix, ph_hash_at)))
+		   itab_reserve(&ps->ph_ix)))
 		return -ENOMEM;
 	if (!kc && count_reserve(ps))
 		return -ENOMEM;
