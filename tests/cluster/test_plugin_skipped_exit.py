@@ -25,16 +25,28 @@ USER = "jsuser"
 FMAX = 4000000
 FMIN = 800000
 
-# A site plugin that fails its exit callback in slurmstepd; listed `required` before
-# joulestep, so that Slurm calls no later plugin's slurm_spank_exit.
-FAIL_EXIT_C = r'''
+# A site plugin that fails one callback in slurmstepd. Its plugstack argument says
+# which: `exit` (listed `required` before joulestep: Slurm calls no later plugin's
+# slurm_spank_exit, then dlcloses them all), or `post_opt` (listed `required` after
+# joulestep, failing for srun steps only: slurmstepd gives up the step after
+# joulestep's init_post_opt started it, without calling any exit callback).
+FAIL_C = r'''
+#include <string.h>
+#include <slurm/slurm.h>
 #include <slurm/spank.h>
-SPANK_PLUGIN(jstest_fail_exit, 1);
-int slurm_spank_exit(spank_t sp, int ac, char **av)
+SPANK_PLUGIN(jstest_fail, 1);
+static int fails(spank_t sp, int ac, char **av, const char *what)
 {
-	(void)sp; (void)ac; (void)av;
-	return spank_context() == S_CTX_REMOTE ? -1 : 0;
+	uint32_t step = 0;
+	if (spank_context() != S_CTX_REMOTE || ac < 1 || strcmp(av[0], what))
+		return 0;
+	if (!strcmp(what, "post_opt") &&
+	    (spank_get_item(sp, S_JOB_STEPID, &step) != ESPANK_SUCCESS || step == SLURM_BATCH_SCRIPT))
+		return 0;
+	return -1;
 }
+int slurm_spank_init_post_opt(spank_t sp, int ac, char **av) { return fails(sp, ac, av, "post_opt"); }
+int slurm_spank_exit(spank_t sp, int ac, char **av) { return fails(sp, ac, av, "exit"); }
 '''
 
 
@@ -50,22 +62,22 @@ class SkipEnv(NodeEnv):
     def args(self, **extra) -> dict:
         return super().args(**{"cluster": "jstest", **extra})
 
-    def configure(self, **extra):
-        """joulestep's line after the failing plugin's."""
+    def configure(self, fail: str = "exit", **extra):
+        """The failing plugin's line before joulestep's (fail="exit") or after it."""
         super().configure(**extra)
         lines = self.c.plugstack.read_text().splitlines()
         at = next(i for i, l in enumerate(lines) if "joulestep.so" in l)
-        lines.insert(at, f"required {self.fail_so}")
+        lines.insert(at if fail == "exit" else at + 1, f"required {self.fail_so} {fail}")
         self.c.plugstack.write_text("\n".join(lines) + "\n")
 
 
 @pytest.fixture(scope="module")
 def senv(cluster, build_dir, tmp_path_factory):
-    src = tmp_path_factory.mktemp("failexit") / "fail_exit.c"
-    src.write_text(FAIL_EXIT_C)
+    src = tmp_path_factory.mktemp("failexit") / "fail.c"
+    src.write_text(FAIL_C)
     env = None
     try:
-        so = cluster.workdir / "jstest_fail_exit.so"
+        so = cluster.workdir / "jstest_fail.so"
         subprocess.run(["cc", "-shared", "-fPIC", "-O2", str(src), "-o", str(so)], check=True)
         os.chmod(so, 0o755)
         env = SkipEnv(cluster, build_dir, so)
@@ -93,11 +105,14 @@ def _lost(env: SkipEnv, job) -> list[str]:
 
 
 def _kernel_segfaults() -> list[str] | None:
-    """The kernel log's segfault lines, or None where it cannot be read."""
+    """The kernel log's segfaults of slurmstepd or a thread of it (the plugin's is
+    `js-step`; other processes' are not ours: tests elsewhere crash tasks on purpose),
+    or None where the log cannot be read."""
     r = subprocess.run(["dmesg"], capture_output=True, text=True)
     if r.returncode != 0:
         return None
-    return [l for l in r.stdout.splitlines() if "segfault" in l]
+    return [l for l in r.stdout.splitlines()
+            if "segfault" in l and re.search(r"slurmstepd|js-step|joulestep", l)]
 
 
 def test_skipped_exit_restores_clocks_and_keeps_the_record(senv):
@@ -107,7 +122,7 @@ def test_skipped_exit_restores_clocks_and_keeps_the_record(senv):
     job epilog could restore them), slurmstepd does not crash, and every step of the
     job has its record, with the fixed clock it was held at."""
     env = senv
-    env.configure()
+    env.configure(fail="exit")
     env.c.wait_idle()
     orig = " ".join(str(env.orig[i]["scaling_max_freq"]) for i in range(env.ncpus))
     half = round(0.5 * FMAX)
@@ -141,6 +156,33 @@ def test_skipped_exit_restores_clocks_and_keeps_the_record(senv):
     for f in env.c.log_dir.glob("*"):
         hits = [l for l in f.read_text(errors="replace").splitlines() if bad.search(l)]
         assert not hits, (f.name, hits[:5])
+    seg1 = _kernel_segfaults()
+    if seg0 is not None and seg1 is not None:
+        assert seg1[len(seg0):] == [], seg1[len(seg0):]
+
+
+def test_failed_setup_after_joulestep_restores_clocks(senv):
+    """A required plugin after joulestep fails its init_post_opt in an srun step:
+    joulestep had already started the step (fixed:0.5 applied, thread running) when
+    slurmstepd gave the step up without calling any exit callback. The step fails, but
+    its CPUs are back while the job still runs, slurmstepd does not crash, and the step
+    has a record or a counted `.lost`."""
+    env = senv
+    env.configure(fail="post_opt")
+    env.c.wait_idle()
+    orig = " ".join(str(env.orig[i]["scaling_max_freq"]) for i in range(env.ncpus))
+    cpus = f"-n1 -c{env.ncpus}"
+    script = (f"#!/bin/sh\n#SBATCH {cpus}\n"
+              f"srun {cpus} --energy-policy=fixed:0.5 true\n"
+              + _clock_poll(env, "after", orig))
+    seg0 = _kernel_segfaults()
+    job, out = env.run_job(script)
+    assert "launch failed" in out, out   # the step was given up (srun still exits 0)
+    assert f"CLOCKS after {orig} " in out + " ", out
+    if not _lost(env, job):
+        recs = env.wait_records(job, ["batch", "0"])
+        assert any("slurm_spank_exit was not called" in e for e in recs["0"]["provenance"]["errors"])
+    env.assert_restored()
     seg1 = _kernel_segfaults()
     if seg0 is not None and seg1 is not None:
         assert seg1[len(seg0):] == [], seg1[len(seg0):]
