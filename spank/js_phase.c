@@ -335,6 +335,41 @@ static void relevel(struct js_phases *ps, struct js_sphase *trigger, uint64_t t_
 	}
 }
 
+/* A new step-level phase, its meter read now; NULL (nothing recorded) when
+ * out of memory. */
+static struct js_sphase *phase_new(struct js_phases *ps, const char *kind, const char *label,
+				   unsigned d, uint32_t nth, int parent, double own_ratio,
+				   uint64_t t, bool detail)
+{
+	if (grow((void **)&ps->ph, &ps->cap, ps->n + 1, sizeof(*ps->ph)) ||
+	    grow((void **)&ps->link, &ps->linkcap, ps->n + 1, sizeof(*ps->link)) ||
+	    itab_reserve(&ps->ph_ix))
+		return NULL;
+	struct js_sphase *p = &ps->ph[ps->n];
+	memset(p, 0, sizeof(*p));
+	if (detail && grow((void **)&p->ranks, &p->cap, 1, sizeof(*p->ranks)))
+		return NULL;
+	p->seq = (uint32_t)ps->n;
+	snprintf(p->kind, sizeof(p->kind), "%s", kind);
+	snprintf(p->label, sizeof(p->label), "%s", label ? label : "");
+	p->depth = d;
+	p->parent_seq = parent;
+	p->nth = nth;
+	p->marker_start_ns = t;
+	p->bytes = -1;
+	if (own_ratio != JS_RATIO_INHERIT)
+		p->eff_ratio = own_ratio;
+	else
+		p->eff_ratio = parent >= 0 ? ps->ph[parent].eff_ratio : JS_RATIO_BASE;
+	/* the energy interval starts when the meter is read */
+	p->start_ns = ps->ops.now_ns(ps->ops.ctx);
+	ps->ops.snap(ps->ops.ctx, &p->e_cpu0_uj, &p->e_dram0_uj, &p->uncertain);
+	ps->link[p->seq].prev = ps->link[p->seq].next = NO_LINK;
+	itab_put(&ps->ph_ix, ph_hash(kind, d, nth, parent), p->seq);
+	ps->n++;
+	return p;
+}
+
 int js_phases_begin(struct js_phases *ps, int rank, const char *kind, const char *label,
 		    double own_ratio, uint64_t t_ns, uint32_t *seq, uint32_t *khz)
 {
@@ -362,38 +397,12 @@ int js_phases_begin(struct js_phases *ps, int rank, const char *kind, const char
 	if (!p && ps->n >= ps->max_phases)
 		return -ENOSPC;
 	/* all the room this BEGIN needs, before anything is recorded */
-	if (!p && (grow((void **)&ps->ph, &ps->cap, ps->n + 1, sizeof(*ps->ph)) ||
-		   grow((void **)&ps->link, &ps->linkcap, ps->n + 1, sizeof(*ps->link)) ||
-		   itab_reserve(&ps->ph_ix)))
-		return -ENOMEM;
 	if (!kc && count_reserve(ps))
 		return -ENOMEM;
 	if (p && detail && grow((void **)&p->ranks, &p->cap, p->ndetail + 1, sizeof(*p->ranks)))
 		return -ENOMEM;
-	if (!p) {
-		p = &ps->ph[ps->n];
-		memset(p, 0, sizeof(*p));
-		if (detail && grow((void **)&p->ranks, &p->cap, 1, sizeof(*p->ranks)))
-			return -ENOMEM;
-		p->seq = (uint32_t)ps->n;
-		snprintf(p->kind, sizeof(p->kind), "%s", kind);
-		snprintf(p->label, sizeof(p->label), "%s", label ? label : "");
-		p->depth = d;
-		p->parent_seq = parent;
-		p->nth = nth;
-		p->marker_start_ns = t;
-		p->bytes = -1;
-		if (own_ratio != JS_RATIO_INHERIT)
-			p->eff_ratio = own_ratio;
-		else
-			p->eff_ratio = parent >= 0 ? ps->ph[parent].eff_ratio : JS_RATIO_BASE;
-		/* the energy interval starts when the meter is read */
-		p->start_ns = ps->ops.now_ns(ps->ops.ctx);
-		ps->ops.snap(ps->ops.ctx, &p->e_cpu0_uj, &p->e_dram0_uj, &p->uncertain);
-		ps->link[p->seq].prev = ps->link[p->seq].next = NO_LINK;
-		itab_put(&ps->ph_ix, ph_hash(kind, d, nth, parent), p->seq);
-		ps->n++;
-	}
+	if (!p && !(p = phase_new(ps, kind, label, d, nth, parent, own_ratio, t, detail)))
+		return -ENOMEM;
 	if (!kc)
 		kc = count_new(ps, r, kind, d);
 	if (p->nopen == 0)
