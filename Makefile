@@ -161,6 +161,11 @@ $(B)/tests/%: tests/unit/%.c $(ACCT_LIB) $(HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Iaccounting/src $< -o $@ $(ACCT_LIB) $(LDLIBS_ACCT) -lcmocka -ljansson
 
+# the plugin's phase bookkeeping alone (spank/js_phase.c; issue 23, defect 7)
+$(B)/bench/bench_phase: bench/bench_phase.c spank/js_phase.c spank/js_phase.h spank/js_parse.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Ispank $< spank/js_phase.c -o $@
+
 $(B)/bench/%: bench/%.c $(ACCT_LIB) $(HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Iaccounting/src $< -o $@ $(ACCT_LIB) $(LDLIBS_ACCT) -ljansson

@@ -228,7 +228,7 @@ def main():
         server = fakehw.serve_background(str(hw), manual=True, ctl=str(root / "ctl"))
         args = {"spool": root / "spool", "state": root / "state", "sysfs": hw,
                 "socket_dir": mem / "sock", "backend": "sysfs", "rate": 1000000,
-                "max_phases": 1000000}
+                "max_phases": 100000}  # the most allowed (docs/record-format.md "Size")
         pub = c.public_path(build)
         with tempfile.TemporaryDirectory() as td:
             exe = root / "markers"

@@ -102,6 +102,13 @@ def gpu():
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def phase_bookkeeping():
+    """Issue 23 (defect 7): one phase BEGIN+END in the plugin's bookkeeping at 10,
+    10,000 and 100,000 phases in one step, beside the cost at 10 phases (goal: flat,
+    within 1.5x)."""
+    subprocess.run([str(BUILD / "bench" / "bench_phase"), "10", "10000", "100000"], check=True)
+
+
 def python_bench(name):
     script = REPO / "bench" / name
     if not script.exists():
@@ -116,6 +123,8 @@ def main():
         ("accounting: one reading of all RAPL zones (goal: sysfs <= 2 us/zone)", zone_reads),
         ("accounting: one clock change of 128 CPUs (goal <= 1 ms)", clock_change),
         ("GPUs: one reading of all GPUs, marker -> GPU clock (goal p99 <= 1 ms)", gpu),
+        ("SPANK plugin: phase BEGIN+END vs phases in the step (goal: flat, within 1.5x of 10 phases)",
+         phase_bookkeeping),
         ("SPANK plugin (goals: step launch median <= 1.02x with the gap resolved; marker cost "
          "<= 2x a send to another process; marker -> clock written p99 <= 1 ms over >= 1,000 markers)",
          lambda: python_bench("bench_plugin.py")),

@@ -66,6 +66,7 @@ static bool g_conf_ok;
 static char *g_opt_policy, *g_opt_tags, *g_opt_hooks;
 static bool g_opt_report;
 static struct js_step *g_step;
+static pid_t g_step_pid;    /* the slurmstepd that owns g_step (not a fork) */
 static uint32_t g_local_job, g_local_step;
 static bool g_local_known;
 
@@ -872,6 +873,7 @@ static int remote_init(spank_t sp)
 	s->start_mono_ns = now_ns(CLOCK_MONOTONIC);
 	s->mono_to_real_ns = (int64_t)s->start_ns - (int64_t)s->start_mono_ns;
 	g_step = s;
+	g_step_pid = getpid();
 
 	spank_get_item(sp, S_JOB_UID, &s->uid);
 	spank_get_item(sp, S_JOB_GID, &s->gid);
@@ -1154,6 +1156,26 @@ static void print_summary(const char *path, uint32_t jobid, const char *step)
 		fprintf(stderr, "joulestep:   ... and %zu more phase(s): `joulestep job %u`\n",
 			total - REPORT_PHASES, jobid);
 	json_decref(r);
+}
+
+/* The step's end when Slurm never called slurm_spank_exit (issue 23,
+ * defect 1): Slurm 22.05's _do_call_stack stops at the first required plugin
+ * whose callback fails, and spank_fini then dlcloses every plugin anyway; a
+ * slurmstepd that fails later in its setup exit()s without spank_fini. Both
+ * run this destructor (dlclose or exit), before the plugin's code is
+ * unmapped: the step thread is stopped and joined, the meter stopped, the
+ * clocks restored and the record written (or counted lost), as at a normal
+ * step end. Only in the slurmstepd that started the step: a forked task
+ * that exit()s before its exec has a copy of g_step but no step thread. */
+__attribute__((destructor)) static void js_unload(void)
+{
+	struct js_step *s = g_step;
+	if (!s || getpid() != g_step_pid)
+		return;
+	g_step = NULL;
+	js_step_error(s, "step end: slurm_spank_exit was not called (a required SPANK plugin before joulestep failed, or slurmstepd exited early); ended when the plugin was unloaded");
+	remote_exit(s);
+	step_free(s);
 }
 
 int slurm_spank_exit(spank_t sp, int ac, char **av)

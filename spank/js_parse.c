@@ -283,8 +283,9 @@ int js_conf_parse(int ac, char **av, struct js_conf *c, char *err, size_t errlen
 				return fail(err, errlen, "sample_ms=: an integer in [1, 3600000]");
 			c->sample_ms = (unsigned)u;
 		} else if (KEY("max_phases")) {
-			if (parse_uint(v, 1000000, &u) || u < 1)
-				return fail(err, errlen, "max_phases=: an integer in [1, 1000000]");
+			if (parse_uint(v, JS_MAX_PHASES_LIMIT, &u) || u < 1)
+				return fail(err, errlen, "max_phases=: an integer in [1, %d] (each phase adds up to 1.5 KiB to the step's record: docs/record-format.md, \"Size\")",
+					    JS_MAX_PHASES_LIMIT);
 			c->max_phases = (unsigned)u;
 		} else if (KEY("max_depth")) {
 			if (parse_uint(v, JS_DEPTH_LIMIT, &u) || u < 1)

@@ -11,6 +11,10 @@
 
 #define JS_PATH_MAX 256
 #define JS_KIND_LEN 32
+/* max_phases= at most: a record stays within docs/record-format.md's bound
+ * (128 KiB + 1.5 KiB x phases + 160 B x 4096 rank entries: ~147 MiB at this
+ * cap, every string and number at full length). */
+#define JS_MAX_PHASES_LIMIT 100000
 #define JS_LABEL_LEN 64
 #define JS_TAG_KEY_LEN 32
 #define JS_TAG_VAL_LEN 64

@@ -8,13 +8,30 @@
 #include <stdlib.h>
 #include <string.h>
 
-struct kind_count {
-	char kind[JS_KIND_LEN + 1];
+/* Every lookup is a hash probe, never a scan of the phases (or ranks, or
+ * kinds) seen so far: BEGIN and END cost O(1) however many phases the step
+ * has (issue 23, defect 7). The tables hold index + 1 into the arrays they
+ * index (0 = empty) and the key's hash (32 bits: the array entry is read
+ * only when they match, and growing needs no rehash of the keys), open
+ * addressing with linear probing, at most half full; they are grown before
+ * anything is recorded, so that a refused BEGIN changes nothing. */
+struct islot {
+	uint32_t ix1, hash;
+};
+struct itab {
+	struct islot *slot;
+	size_t cap, n;                      /* cap: 0 or a power of two        */
+};
+
+struct kind_count {                         /* one per (rank, kind, depth)     */
+	uint32_t rank_ix;                   /* index into rs[]                 */
 	unsigned depth;
 	uint32_t n;
+	char kind[JS_KIND_LEN + 1];
 };
 
 #define NO_DETAIL SIZE_MAX
+#define NO_LINK UINT32_MAX
 
 struct rank_state {
 	int rank;
@@ -25,8 +42,10 @@ struct rank_state {
 	/* skipped BEGINs (js_phases_skip) not yet matched by an END, stacked
 	 * above real level d (0 = below every open phase); saturating */
 	uint32_t skipped[JS_DEPTH_LIMIT + 1];
-	size_t ncounts, ccap;
-	struct kind_count *counts;
+};
+
+struct open_link {                          /* per phase: the open list       */
+	uint32_t prev, next;                /* seq, NO_LINK                    */
 };
 
 struct js_phases {
@@ -35,10 +54,19 @@ struct js_phases {
 	uint64_t step_start_ns;
 	struct js_sphase *ph;
 	size_t n, cap;
+	struct open_link *link;             /* parallel to ph[]                */
+	size_t linkcap;
+	struct itab ph_ix;                  /* (kind, depth, nth, parent)      */
 	struct rank_state *rs;
 	size_t nrs, rscap;
-	uint32_t *open;                     /* open step phases, opening order */
-	size_t nopen, opencap;
+	struct itab rs_ix;                  /* rank                            */
+	struct kind_count *kc;
+	size_t nkc, kccap;
+	struct itab kc_ix;                  /* (rank, kind, depth)             */
+	/* open step phases in the order they (last) opened: a doubly linked
+	 * list through link[], the clock follows its tail */
+	uint32_t open_head, open_tail;
+	size_t nopen;
 	size_t nentries;                    /* rank entries, all phases        */
 	size_t ndetail;                     /* of which with their own timing  */
 	double level;
@@ -62,6 +90,69 @@ static int grow(void **p, size_t *cap, size_t need, size_t elem)
 	return 0;
 }
 
+static uint64_t mix(uint64_t h)
+{
+	h ^= h >> 33;
+	h *= 0xff51afd7ed558ccdULL;
+	h ^= h >> 33;
+	h *= 0xc4ceb9fe1a85ec53ULL;
+	return h ^ (h >> 33);
+}
+
+static uint64_t hash_str(uint64_t h, const char *s)
+{
+	for (; *s; s++) /* FNV-1a */
+		h = (h ^ (unsigned char)*s) * 0x100000001b3ULL;
+	return h;
+}
+
+static uint32_t ph_hash(const char *kind, unsigned depth, uint32_t nth, int parent)
+{
+	uint64_t h = hash_str(0xcbf29ce484222325ULL, kind);
+	return (uint32_t)mix(h ^ mix(((uint64_t)depth << 32 | nth) ^ ((uint64_t)(uint32_t)parent << 17)));
+}
+
+static uint32_t rank_hash(int rank) { return (uint32_t)mix((uint64_t)(uint32_t)rank); }
+
+static uint32_t kc_hash(uint32_t rank_ix, const char *kind, unsigned depth)
+{
+	return (uint32_t)mix(hash_str(0xcbf29ce484222325ULL, kind) ^ mix((uint64_t)rank_ix << 32 | depth));
+}
+
+static void itab_put(struct itab *t, uint32_t h, uint32_t i)
+{
+	size_t k = h & (t->cap - 1);
+	while (t->slot[k].ix1)
+		k = (k + 1) & (t->cap - 1);
+	t->slot[k].ix1 = i + 1;
+	t->slot[k].hash = h;
+	t->n++;
+}
+
+/* Room for one more entry (at most half full). 0 or -ENOMEM (the table
+ * unchanged). */
+static int itab_reserve(struct itab *t)
+{
+	if (2 * (t->n + 1) <= t->cap)
+		return 0;
+	size_t nc = t->cap ? 2 * t->cap : 16;
+	struct islot *ns = calloc(nc, sizeof(*ns));
+	if (!ns)
+		return -ENOMEM;
+	struct itab nt = {.slot = ns, .cap = nc, .n = 0};
+	for (size_t k = 0; k < t->cap; k++)
+		if (t->slot[k].ix1)
+			itab_put(&nt, t->slot[k].hash, t->slot[k].ix1 - 1);
+	free(t->slot);
+	*t = nt;
+	return 0;
+}
+
+/* The probe sequence of hash h: every slot to look at, up to an empty one. */
+#define ITAB_FOR(t, h, k) \
+	for (size_t k = (t)->cap ? (h) & ((t)->cap - 1) : 0; (t)->cap && (t)->slot[k].ix1; \
+	     k = (k + 1) & ((t)->cap - 1))
+
 struct js_phases *js_phases_new(unsigned max_phases, unsigned max_depth,
 				const struct js_phase_ops *ops, uint64_t step_start_ns)
 {
@@ -73,6 +164,7 @@ struct js_phases *js_phases_new(unsigned max_phases, unsigned max_depth,
 	ps->max_depth = max_depth > JS_DEPTH_LIMIT ? JS_DEPTH_LIMIT : max_depth;
 	ps->step_start_ns = step_start_ns;
 	ps->level = JS_RATIO_BASE;
+	ps->open_head = ps->open_tail = NO_LINK;
 	return ps;
 }
 
@@ -82,11 +174,13 @@ void js_phases_free(struct js_phases *ps)
 		return;
 	for (size_t i = 0; i < ps->n; i++)
 		free(ps->ph[i].ranks);
-	for (size_t i = 0; i < ps->nrs; i++)
-		free(ps->rs[i].counts);
 	free(ps->ph);
+	free(ps->link);
+	free(ps->ph_ix.slot);
 	free(ps->rs);
-	free(ps->open);
+	free(ps->rs_ix.slot);
+	free(ps->kc);
+	free(ps->kc_ix.slot);
 	free(ps);
 }
 
@@ -99,9 +193,11 @@ double js_phases_level(const struct js_phases *ps) { return ps->level; }
 
 static struct rank_state *rank_find(struct js_phases *ps, int rank)
 {
-	for (size_t i = 0; i < ps->nrs; i++)
-		if (ps->rs[i].rank == rank)
-			return &ps->rs[i];
+	const struct itab *t = &ps->rs_ix;
+	uint32_t h = rank_hash(rank);
+	ITAB_FOR(t, h, k)
+		if (t->slot[k].hash == h && ps->rs[t->slot[k].ix1 - 1].rank == rank)
+			return &ps->rs[t->slot[k].ix1 - 1];
 	return NULL;
 }
 
@@ -110,32 +206,97 @@ static struct rank_state *rank_get(struct js_phases *ps, int rank)
 	struct rank_state *f = rank_find(ps, rank);
 	if (f)
 		return f;
-	if (grow((void **)&ps->rs, &ps->rscap, ps->nrs + 1, sizeof(*ps->rs)))
+	if (grow((void **)&ps->rs, &ps->rscap, ps->nrs + 1, sizeof(*ps->rs)) ||
+	    itab_reserve(&ps->rs_ix))
 		return NULL;
-	struct rank_state *r = &ps->rs[ps->nrs++];
+	struct rank_state *r = &ps->rs[ps->nrs];
 	memset(r, 0, sizeof(*r));
 	r->rank = rank;
+	itab_put(&ps->rs_ix, rank_hash(rank), (uint32_t)ps->nrs++);
 	return r;
 }
 
-static struct kind_count *count_find(struct rank_state *r, const char *kind, unsigned depth)
+static uint32_t rank_ix(const struct js_phases *ps, const struct rank_state *r)
 {
-	for (size_t i = 0; i < r->ncounts; i++)
-		if (r->counts[i].depth == depth && !strcmp(r->counts[i].kind, kind))
-			return &r->counts[i];
+	return (uint32_t)(r - ps->rs);
+}
+
+static struct kind_count *count_find(struct js_phases *ps, struct rank_state *r, const char *kind,
+				     unsigned depth)
+{
+	const struct itab *t = &ps->kc_ix;
+	uint32_t ri = rank_ix(ps, r), h = kc_hash(ri, kind, depth);
+	ITAB_FOR(t, h, k) {
+		struct kind_count *c = &ps->kc[t->slot[k].ix1 - 1];
+		if (t->slot[k].hash == h && c->rank_ix == ri && c->depth == depth &&
+		    !strcmp(c->kind, kind))
+			return c;
+	}
 	return NULL;
 }
 
-/* Called only once the phase is joined: a refused BEGIN leaves nothing. */
-static struct kind_count *count_new(struct rank_state *r, const char *kind, unsigned depth)
+/* Room for count_new: called before anything of a BEGIN is recorded. */
+static int count_reserve(struct js_phases *ps)
 {
-	if (grow((void **)&r->counts, &r->ccap, r->ncounts + 1, sizeof(*r->counts)))
-		return NULL;
-	struct kind_count *c = &r->counts[r->ncounts++];
+	if (grow((void **)&ps->kc, &ps->kccap, ps->nkc + 1, sizeof(*ps->kc)) ||
+	    itab_reserve(&ps->kc_ix))
+		return -ENOMEM;
+	return 0;
+}
+
+/* Called only once the phase is joined: a refused BEGIN leaves nothing. */
+static struct kind_count *count_new(struct js_phases *ps, struct rank_state *r, const char *kind,
+				    unsigned depth)
+{
+	struct kind_count *c = &ps->kc[ps->nkc];
+	c->rank_ix = rank_ix(ps, r);
 	snprintf(c->kind, sizeof(c->kind), "%s", kind);
 	c->depth = depth;
 	c->n = 0;
+	itab_put(&ps->kc_ix, kc_hash(c->rank_ix, kind, depth), (uint32_t)ps->nkc++);
 	return c;
+}
+
+static struct js_sphase *phase_find(struct js_phases *ps, const char *kind, unsigned depth,
+				    uint32_t nth, int parent)
+{
+	const struct itab *t = &ps->ph_ix;
+	uint32_t h = ph_hash(kind, depth, nth, parent);
+	ITAB_FOR(t, h, k) {
+		struct js_sphase *p = &ps->ph[t->slot[k].ix1 - 1];
+		if (t->slot[k].hash == h && p->depth == depth && p->nth == nth &&
+		    p->parent_seq == parent && !strcmp(p->kind, kind))
+			return p;
+	}
+	return NULL;
+}
+
+/* The open list: append when a phase opens, unlink when it closes. */
+static void open_push(struct js_phases *ps, uint32_t seq)
+{
+	ps->link[seq].prev = ps->open_tail;
+	ps->link[seq].next = NO_LINK;
+	if (ps->open_tail != NO_LINK)
+		ps->link[ps->open_tail].next = seq;
+	else
+		ps->open_head = seq;
+	ps->open_tail = seq;
+	ps->nopen++;
+}
+
+static void open_unlink(struct js_phases *ps, uint32_t seq)
+{
+	struct open_link *l = &ps->link[seq];
+	if (l->prev != NO_LINK)
+		ps->link[l->prev].next = l->next;
+	else
+		ps->open_head = l->next;
+	if (l->next != NO_LINK)
+		ps->link[l->next].prev = l->prev;
+	else
+		ps->open_tail = l->prev;
+	l->prev = l->next = NO_LINK;
+	ps->nopen--;
 }
 
 static void mm_add(struct js_minmax *m, uint64_t v)
@@ -158,7 +319,7 @@ static uint64_t clamp_t(struct js_phases *ps, uint64_t t, uint64_t now)
 /* Bring the clock to the level of the most recently opened open phase. */
 static void relevel(struct js_phases *ps, struct js_sphase *trigger, uint64_t t_ns)
 {
-	double want = ps->nopen ? ps->ph[ps->open[ps->nopen - 1]].eff_ratio : JS_RATIO_BASE;
+	double want = ps->nopen ? ps->ph[ps->open_tail].eff_ratio : JS_RATIO_BASE;
 	if (want == ps->level || ps->closing)
 		return;
 	uint32_t khz = 0;
@@ -172,6 +333,41 @@ static void relevel(struct js_phases *ps, struct js_sphase *trigger, uint64_t t_
 		trigger->freq_lag_ns = now > t_ns ? now - t_ns : 0;
 		trigger->freq_err = rc;
 	}
+}
+
+/* A new step-level phase, its meter read now; NULL (nothing recorded) when
+ * out of memory. */
+static struct js_sphase *phase_new(struct js_phases *ps, const char *kind, const char *label,
+				   unsigned d, uint32_t nth, int parent, double own_ratio,
+				   uint64_t t, bool detail)
+{
+	if (grow((void **)&ps->ph, &ps->cap, ps->n + 1, sizeof(*ps->ph)) ||
+	    grow((void **)&ps->link, &ps->linkcap, ps->n + 1, sizeof(*ps->link)) ||
+	    itab_reserve(&ps->ph_ix))
+		return NULL;
+	struct js_sphase *p = &ps->ph[ps->n];
+	memset(p, 0, sizeof(*p));
+	if (detail && grow((void **)&p->ranks, &p->cap, 1, sizeof(*p->ranks)))
+		return NULL;
+	p->seq = (uint32_t)ps->n;
+	snprintf(p->kind, sizeof(p->kind), "%s", kind);
+	snprintf(p->label, sizeof(p->label), "%s", label ? label : "");
+	p->depth = d;
+	p->parent_seq = parent;
+	p->nth = nth;
+	p->marker_start_ns = t;
+	p->bytes = -1;
+	if (own_ratio != JS_RATIO_INHERIT)
+		p->eff_ratio = own_ratio;
+	else
+		p->eff_ratio = parent >= 0 ? ps->ph[parent].eff_ratio : JS_RATIO_BASE;
+	/* the energy interval starts when the meter is read */
+	p->start_ns = ps->ops.now_ns(ps->ops.ctx);
+	ps->ops.snap(ps->ops.ctx, &p->e_cpu0_uj, &p->e_dram0_uj, &p->uncertain);
+	ps->link[p->seq].prev = ps->link[p->seq].next = NO_LINK;
+	itab_put(&ps->ph_ix, ph_hash(kind, d, nth, parent), p->seq);
+	ps->n++;
+	return p;
 }
 
 int js_phases_begin(struct js_phases *ps, int rank, const char *kind, const char *label,
@@ -190,55 +386,27 @@ int js_phases_begin(struct js_phases *ps, int rank, const char *kind, const char
 	if (r->depth >= ps->max_depth)
 		return -ERANGE;
 	unsigned d = r->depth;
-	struct kind_count *kc = count_find(r, kind, d);
+	struct kind_count *kc = count_find(ps, r, kind, d);
 	uint32_t nth = kc ? kc->n : 0;
 	int parent = d ? (int)r->stack[d - 1] : -1;
 
-	size_t idx = ps->n;
-	for (size_t i = ps->n; i-- > 0;) {
-		struct js_sphase *p = &ps->ph[i];
-		if (p->depth == d && p->nth == nth && p->parent_seq == parent &&
-		    !strcmp(p->kind, kind)) {
-			idx = i;
-			break;
-		}
-	}
 	/* Ranks whose enclosing phases merged share the parent; if they did
-	 * not (different parents) the phase is distinct: matched above. */
-	if (idx == ps->n) {
-		if (ps->n >= ps->max_phases)
-			return -ENOSPC;
-		if (grow((void **)&ps->ph, &ps->cap, ps->n + 1, sizeof(*ps->ph)))
-			return -ENOMEM;
-		struct js_sphase *p = &ps->ph[ps->n];
-		memset(p, 0, sizeof(*p));
-		p->seq = (uint32_t)ps->n;
-		snprintf(p->kind, sizeof(p->kind), "%s", kind);
-		snprintf(p->label, sizeof(p->label), "%s", label ? label : "");
-		p->depth = d;
-		p->parent_seq = parent;
-		p->nth = nth;
-		p->marker_start_ns = t;
-		p->bytes = -1;
-		if (own_ratio != JS_RATIO_INHERIT)
-			p->eff_ratio = own_ratio;
-		else
-			p->eff_ratio = parent >= 0 ? ps->ph[parent].eff_ratio : JS_RATIO_BASE;
-		/* the energy interval starts when the meter is read */
-		p->start_ns = ps->ops.now_ns(ps->ops.ctx);
-		ps->ops.snap(ps->ops.ctx, &p->e_cpu0_uj, &p->e_dram0_uj, &p->uncertain);
-		ps->n++;
-	}
-	struct js_sphase *p = &ps->ph[idx];
+	 * not (different parents) the phase is distinct. */
+	struct js_sphase *p = phase_find(ps, kind, d, nth, parent);
 	bool detail = ps->ndetail < JS_RANK_DETAIL_MAX;
-	if (detail && grow((void **)&p->ranks, &p->cap, p->ndetail + 1, sizeof(*p->ranks)))
+	if (!p && ps->n >= ps->max_phases)
+		return -ENOSPC;
+	/* all the room this BEGIN needs, before anything is recorded */
+	if (!kc && count_reserve(ps))
 		return -ENOMEM;
-	if (p->nopen == 0 && grow((void **)&ps->open, &ps->opencap, ps->nopen + 1, sizeof(*ps->open)))
+	if (p && detail && grow((void **)&p->ranks, &p->cap, p->ndetail + 1, sizeof(*p->ranks)))
 		return -ENOMEM;
-	if (!kc && !(kc = count_new(r, kind, d)))
+	if (!p && !(p = phase_new(ps, kind, label, d, nth, parent, own_ratio, t, detail)))
 		return -ENOMEM;
+	if (!kc)
+		kc = count_new(ps, r, kind, d);
 	if (p->nopen == 0)
-		ps->open[ps->nopen++] = p->seq;
+		open_push(ps, p->seq);
 	r->stack[d] = p->seq;
 	r->timing[d] = NO_DETAIL;
 	r->start[d] = t;
@@ -297,13 +465,7 @@ static void end_one(struct js_phases *ps, struct rank_state *r, long long bytes,
 		p->end_ns = ps->ops.now_ns(ps->ops.ctx);
 		ps->ops.snap(ps->ops.ctx, &p->e_cpu1_uj, &p->e_dram1_uj, &unc);
 		p->uncertain = p->uncertain || unc;
-		for (size_t i = 0; i < ps->nopen; i++)
-			if (ps->open[i] == p->seq) {
-				memmove(&ps->open[i], &ps->open[i + 1],
-					(ps->nopen - i - 1) * sizeof(*ps->open));
-				ps->nopen--;
-				break;
-			}
+		open_unlink(ps, p->seq);
 		relevel(ps, NULL, t);
 	}
 }

@@ -44,6 +44,7 @@
 #define MSGS_PER_WAKEUP 64
 #define ACCEPTS_PER_WAKEUP 64
 #define REFUSALS_LOGGED 16
+#define MSG_ERRORS_LOGGED 16                /* bad messages logged per step      */
 #define DRAIN_MAX_MSGS 1024                 /* read at step end, all connections */
 #define DRAIN_MAX_NS (20ULL * 1000000ULL)   /* and for at most this long         */
 #define PEER_MAX_DEPTH 64                   /* processes between peer and us     */
@@ -57,6 +58,7 @@ struct srv {
 	struct js_markcap cap;     /* BEGIN markers only: per second, per step */
 	bool rate_logged, cap_logged;
 	unsigned long refused;
+	unsigned long msg_errors;  /* malformed or rejected messages, all conns */
 };
 
 static uint64_t mono_now(void)
@@ -129,6 +131,26 @@ static void not_recorded(struct js_step *s, struct js_conn *c, const struct js_m
 		(void)js_phases_skip(s->phases, rank);
 }
 
+/* A malformed or rejected message: one log line per connection at most,
+ * and MSG_ERRORS_LOGGED per step in all (any process of the step may open
+ * connections without end, issue 23 defect 4); every one is counted in
+ * markers_rejected by the caller, and those not logged in errors_total. */
+static void msg_error(struct js_step *s, struct srv *v, struct js_conn *c, const char *what)
+{
+	if (c->logged || v->msg_errors >= MSG_ERRORS_LOGGED) {
+		pthread_mutex_lock(&s->err_mu);
+		s->errors_total++;
+		pthread_mutex_unlock(&s->err_mu);
+		return;
+	}
+	c->logged = true;
+	v->msg_errors++;
+	slurm_error("joulestep: job %u step %s: %s; %s", s->job_id, s->step_id, what,
+		    v->msg_errors == MSG_ERRORS_LOGGED
+			    ? "further phase message errors of this step are not logged (counted in the record's provenance.errors_total)"
+			    : "further errors on this connection are not logged");
+}
+
 /* One message. draining: step end (BEGINs are not replayed). */
 static void handle(struct js_step *s, struct srv *v, struct js_conn *c, const char *buf,
 		   size_t len, bool truncated, bool draining)
@@ -165,11 +187,9 @@ static void handle(struct js_step *s, struct srv *v, struct js_conn *c, const ch
 	}
 	if (code) {
 		s->rejected++;
-		if (!c->logged) {
-			c->logged = true;
-			slurm_error("joulestep: job %u step %s: malformed phase message (%s); further errors on this connection are not logged",
-				    s->job_id, s->step_id, why);
-		}
+		char what[160];
+		snprintf(what, sizeof(what), "malformed phase message (%s)", why);
+		msg_error(s, v, c, what);
 		reply(c->fd, "JS1 ERR %d%s %s", code, id, why);
 		return;
 	}
@@ -251,11 +271,9 @@ static void handle(struct js_step *s, struct srv *v, struct js_conn *c, const ch
 			: rc == -ENOENT ? "no open phase for this rank"
 			: rc == -ENOMEM ? "out of memory"
 			: "rejected";
-	if (!c->logged) {
-		c->logged = true;
-		slurm_error("joulestep: job %u step %s: phase message rejected (rank %d: %s); further errors on this connection are not logged",
-			    s->job_id, s->step_id, rank, msg);
-	}
+	char what[160];
+	snprintf(what, sizeof(what), "phase message rejected (rank %d: %s)", rank, msg);
+	msg_error(s, v, c, what);
 	reply(c->fd, "JS1 ERR %d%s %s", -rc, id, msg);
 }
 
@@ -450,7 +468,7 @@ static void *server_main(void *arg)
 {
 	struct js_step *s = arg;
 	struct pollfd pfd[JS_MAX_CONNS + 2];
-	struct srv v = {.rate_logged = false, .cap_logged = false, .refused = 0};
+	struct srv v = {.rate_logged = false, .cap_logged = false, .refused = 0, .msg_errors = 0};
 
 	(void)pthread_setname_np(pthread_self(), "js-step");
 	/* The meter has no thread of its own: sample it at its period (half the

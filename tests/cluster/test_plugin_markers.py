@@ -556,3 +556,43 @@ def test_error_logging_is_capped_per_step(mk):
     assert per and max(per.values()) <= ERRORS_LOGGED, per
     assert any("further errors" in l for f in mk.c.log_dir.glob("*")
                for l in f.read_text(errors="replace").splitlines() if f"job {job} step batch" in l)
+
+
+# ------------------------------- issue 23, defect 4: message errors capped per step
+BADCONN = PROTO + r'''
+n = int(sys.argv[1])
+replies = 0
+for i in range(n):   # a new connection each time, one bad message on each
+    s = connect()
+    # even: malformed; odd: well-formed but rejected (no open phase for the rank)
+    s.send(b"JS1 NOSUCHOP id=%d" % i if i % 2 == 0 else b"JS1 END rank=0 id=%d" % i)
+    replies += s.recv(300).decode().startswith("JS1 ERR ")
+    s.close()
+print("BAD", n, replies, flush=True)
+'''
+
+
+def test_message_errors_are_capped_per_step(mk):
+    """Many connections, each sending one bad message (malformed, or refused), cannot
+    grow slurmd.log without bound: the step logs at most 16 such lines in all (the 16th
+    says so), every message is still answered and counted in markers_rejected, and those
+    not logged are counted in provenance.errors_total."""
+    n = 120
+    prog = mk.pyfile("badconn.py", BADCONN)
+    job, out = mk.run_job(f"#!/bin/sh\n#SBATCH -n1\npython3 {prog} {n}\n", timeout=180)
+    assert f"BAD {n} {n}" in out, out  # every message answered with an error
+    rec = mk.wait_records(job, ["batch"])["batch"]
+    prov = rec["provenance"]
+    assert prov["markers_rejected"] == n, prov
+    # the plugin's other errors are all listed (fewer than 32): the rest of the count
+    # is the message errors that were not logged
+    assert len(prov["errors"]) < 32, prov["errors"]
+    assert prov["errors_total"] - len(prov["errors"]) == n - ERRORS_LOGGED, prov
+    per = {}
+    for needle in ("malformed phase message", "phase message rejected"):
+        for f, k in _log_lines(mk.c, f"joulestep: job {job} step batch: {needle}").items():
+            per[f] = per.get(f, 0) + k
+    assert per and max(per.values()) == ERRORS_LOGGED, per
+    last = [l for f in mk.c.log_dir.glob("*") for l in f.read_text(errors="replace").splitlines()
+            if f"joulestep: job {job} step batch:" in l and "further phase message errors" in l]
+    assert last, "the 16th line does not say that further errors are not logged"

@@ -38,7 +38,7 @@ static void check_conf(const struct js_conf *c, bool expanded)
 	FUZZ_CHECK(c->tuned[0] || !(c->policies_mask & (1u << JS_POL_TUNED)));
 	FUZZ_CHECK(c->min_ratio > 0.0 && c->min_ratio <= 1.0);
 	FUZZ_CHECK(c->sample_ms >= 1 && c->sample_ms <= 3600000);
-	FUZZ_CHECK(c->max_phases >= 1 && c->max_phases <= 1000000);
+	FUZZ_CHECK(c->max_phases >= 1 && c->max_phases <= JS_MAX_PHASES_LIMIT);
 	FUZZ_CHECK(c->max_depth >= 1 && c->max_depth <= JS_DEPTH_LIMIT);
 	FUZZ_CHECK(c->rate >= 1 && c->rate <= 1000000);
 	FUZZ_CHECK(c->max_markers_per_step >= 1 && c->max_markers_per_step <= 1000000000ULL);

@@ -56,6 +56,28 @@ static void conf_sidechannel_keys(void **st)
 	assert_non_null(strstr(err, "hooks_dir)")); /* the list is not truncated */
 }
 
+/* max_phases is bounded so that a record stays within its documented size
+ * (docs/record-format.md, "Size": 128 KiB + 1.5 KiB x phases + 160 B x
+ * 4096 rank entries): at most 100000 phases; the error says the bound and
+ * why (issue 23, defect 7). */
+static void conf_max_phases_bound(void **st)
+{
+	(void)st;
+	struct js_conf c;
+	char err[400];
+	char *ok[] = {"max_phases=100000"};
+	assert_int_equal(js_conf_parse(1, ok, &c, err, sizeof(err)), 0);
+	assert_int_equal(c.max_phases, 100000);
+	assert_int_equal(c.max_phases, JS_MAX_PHASES_LIMIT);
+	char *bad[][1] = {{"max_phases=100001"}, {"max_phases=1000000"}, {"max_phases=0"}};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		err[0] = 0;
+		assert_int_equal(js_conf_parse(1, bad[i], &c, err, sizeof(err)), -EINVAL);
+		assert_non_null(strstr(err, "[1, 100000]"));
+		assert_non_null(strstr(err, "record"));
+	}
+}
+
 static void conf_defaults_and_keys(void **st)
 {
 	(void)st;
@@ -605,6 +627,88 @@ static void phases_collective_and_nesting(void **st)
 	js_phases_free(ps);
 }
 
+/* f_set without its record of ratios (room for 64): for long runs */
+static int f_set_quiet(void *ctx, double ratio, uint32_t *khz, uint64_t *took)
+{
+	struct fake *f = ctx;
+	f->nset++;
+	*khz = ratio == JS_RATIO_BASE ? 2400000 : (uint32_t)(ratio * 2400000);
+	*took = 1000;
+	return 0;
+}
+
+/* Many phases, many ranks, and phases closed out of their opening order:
+ * the same merging, nesting and clock level as ever, however large the
+ * step (BEGIN/END find their phase without scanning: issue 23, defect 7). */
+static void phases_many_keep_their_rules(void **st)
+{
+	(void)st;
+	struct fake f = {.now = 10};
+	struct js_phase_ops ops = {&f, f_set_quiet, f_snap, f_now};
+	uint32_t seq, khz;
+	enum { NP = 20000, NR = 3 };
+	struct js_phases *ps = js_phases_new(JS_MAX_PHASES_LIMIT, 4, &ops, 5);
+	/* rank r enters its k-th "compute" and, inside it, its k-th "write";
+	 * ranks take turns phase by phase, so every pair merges */
+	for (int k = 0; k < NP / 2; k++)
+		for (int r = 0; r < NR; r++) {
+			uint32_t s1, s2;
+			assert_int_equal(js_phases_begin(ps, r, "compute", NULL, JS_RATIO_INHERIT, 0, &s1, &khz), 0);
+			assert_int_equal(js_phases_begin(ps, r, "write", NULL, 0.5, 0, &s2, &khz), 0);
+			assert_int_equal(s1, 2 * k);
+			assert_int_equal(s2, 2 * k + 1);
+			assert_int_equal(js_phases_end(ps, r, r, 0, &seq), 0);
+			assert_int_equal(seq, s2);
+			assert_int_equal(js_phases_end(ps, r, -1, 0, &seq), 0);
+			assert_int_equal(seq, s1);
+		}
+	assert_int_equal(js_phases_count(ps), NP);
+	for (size_t i = 0; i < NP; i++) {
+		const struct js_sphase *p = js_phases_get(ps, i);
+		assert_int_equal(p->nranks, NR);
+		assert_int_equal(p->nopen, 0);
+		assert_int_equal(p->depth, i % 2);
+		assert_int_equal(p->parent_seq, i % 2 ? (int)i - 1 : -1);
+		assert_int_equal(p->nth, i / 2);
+		if (i % 2)
+			assert_true(p->bytes == 0 + 1 + 2);
+	}
+	assert_true(js_phases_level(ps) == JS_RATIO_BASE);
+	/* the first "write" at depth 0 of ranks 7 and 0 merge; rank 0's
+	 * second "compute" (nth NP/2) is new */
+	assert_int_equal(js_phases_begin(ps, 7, "write", NULL, JS_RATIO_INHERIT, 0, &seq, &khz), 0);
+	assert_int_equal(seq, NP);
+	assert_int_equal(js_phases_begin(ps, 0, "write", NULL, JS_RATIO_INHERIT, 0, &seq, &khz), 0);
+	assert_int_equal(seq, NP);
+	assert_int_equal(js_phases_begin(ps, 1, "compute", NULL, JS_RATIO_INHERIT, 0, &seq, &khz), 0);
+	assert_int_equal(seq, NP + 1);
+	/* closed out of opening order: the level follows the latest still open */
+	assert_int_equal(js_phases_begin(ps, 8, "flush", NULL, 0.7, 0, &seq, &khz), 0);
+	assert_int_equal(seq, NP + 2);
+	assert_true(js_phases_level(ps) == 0.7);
+	assert_int_equal(js_phases_begin(ps, 9, "flush", NULL, 0.6, 0, &seq, &khz), 0);
+	assert_int_equal(seq, NP + 2);            /* merged: rank 9's 1st flush */
+	assert_int_equal(js_phases_begin(ps, 10, "compress", NULL, 0.6, 0, &seq, &khz), 0);
+	assert_int_equal(seq, NP + 3);
+	assert_true(js_phases_level(ps) == 0.6);
+	assert_int_equal(js_phases_end(ps, 8, -1, 0, &seq), 0); /* flush still open (rank 9) */
+	assert_true(js_phases_level(ps) == 0.6);
+	assert_int_equal(js_phases_end(ps, 10, -1, 0, &seq), 0);
+	assert_int_equal(seq, NP + 3);
+	assert_true(js_phases_level(ps) == 0.7); /* back to the flush's */
+	assert_int_equal(js_phases_end(ps, 9, -1, 0, &seq), 0);
+	assert_true(js_phases_level(ps) == JS_RATIO_BASE); /* write, compute: the base */
+	assert_int_equal(js_phases_end(ps, 7, -1, 0, &seq), 0);
+	assert_int_equal(seq, NP);
+	assert_int_equal(js_phases_get(ps, NP)->nopen, 1);   /* rank 0 is still in */
+	js_phases_close_all(ps, 0);
+	assert_true(js_phases_get(ps, NP)->closed_by_step_end);
+	assert_true(js_phases_get(ps, NP + 1)->closed_by_step_end);
+	assert_false(js_phases_get(ps, NP + 2)->closed_by_step_end);
+	assert_int_equal(js_phases_get(ps, NP)->nopen, 0);
+	js_phases_free(ps);
+}
+
 static void phases_ckpt_and_limits(void **st)
 {
 	(void)st;
@@ -827,6 +931,8 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(conf_defaults_and_keys),
+		cmocka_unit_test(conf_max_phases_bound),
+		cmocka_unit_test(phases_many_keep_their_rules),
 		cmocka_unit_test(conf_sidechannel_keys),
 		cmocka_unit_test(conf_node_expansion),
 		cmocka_unit_test(conf_path_trailing_dot_components),
