@@ -53,7 +53,7 @@ HOOKS := $(HOOK_DIR)/libjoulestep-mpiio.so $(HOOK_DIR)/libjoulestep-veloc.so
 # Test doubles of the wrapped libraries and programs using them (tests/hooks/)
 HOOKT := $(B)/tests/hooks
 # the NVML stand-in (tests/fakehw/gpu): a GPU for machines without one
-FAKE_NVML := $(B)/tests/fakehw/libnvidia-ml.so.1
+FAKE_NVML := $(B)/tests/fakehw/libnvidia-ml.so.1 $(B)/tests/fakehw/libamd_smi.so
 HOOK_TESTS := $(HOOKT)/libfakempi.so $(HOOKT)/libfakeveloc.so $(HOOKT)/libmpiapp.so \
               $(HOOKT)/prog_mpiio $(HOOKT)/prog_veloc $(HOOKT)/prog_dlopen $(HOOKT)/bench_hooks \
               $(HOOKT)/bench_hooks_ompi
@@ -126,9 +126,12 @@ $(HOOK_DIR)/libjoulestep-%.so: spank/hooks/%.c spank/hooks/js_hook.c spank/hooks
 	  -Wl,--version-script=spank/hooks/$*.map -Wl,-z,defs $< spank/hooks/js_hook.c -o $@ \
 	  -L$(B)/lib -ljoulestep-client -Wl,-rpath,'$$ORIGIN/..' -ldl
 
-$(FAKE_NVML): tests/fakehw/gpu/fake_nvml.c
+$(B)/tests/fakehw/libnvidia-ml.so.1: tests/fakehw/gpu/fake_nvml.c tests/fakehw/gpu/fake_model.c tests/fakehw/gpu/fake_model.h
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -shared -Wl,-soname,libnvidia-ml.so.1 $< -o $@
+	$(CC) $(CFLAGS) -shared -Wl,-soname,libnvidia-ml.so.1 $(filter %.c,$^) -o $@
+$(B)/tests/fakehw/libamd_smi.so: tests/fakehw/gpu/fake_amdsmi.c tests/fakehw/gpu/fake_model.c tests/fakehw/gpu/fake_model.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -shared -Wl,-soname,libamd_smi.so $(filter %.c,$^) -o $@
 
 # fakes: no mpi.h (they define Open MPI's predefined handles as plain objects)
 $(HOOKT)/libfake%.so: tests/hooks/fake_%.c

@@ -48,7 +48,7 @@ int main(int argc, char **argv)
 			lib = optarg;
 		else if (c == 'i')
 			iters = atol(optarg);
-	struct js_gpu_opts o = {.nvml_lib = lib};
+	struct js_gpu_opts o = {.backend = "nvml", .lib = lib};
 	struct js_gpus *g;
 	char why[256];
 	if (!lib || iters < 10 || js_gpu_open(&o, &g, why, sizeof(why)) < 0) {

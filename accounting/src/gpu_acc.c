@@ -22,16 +22,16 @@ static void add_power(struct js_gpu_acc *a, uint32_t p_mw, uint64_t mono_ns)
 	a->have_last_power = true;
 }
 
-static bool jump_plausible(uint64_t delta_mj, uint64_t elapsed_ns, uint32_t max_power_mw)
+static bool jump_plausible(uint64_t delta_uj, uint64_t elapsed_ns, uint32_t max_power_mw)
 {
 	unsigned __int128 bound;
 
 	if (!max_power_mw)
 		return true;
-	/* mW * ns / 1e9 = mJ */
+	/* mW * ns / 1e6 = uJ */
 	bound = (unsigned __int128)max_power_mw * JS_GPU_JUMP_FACTOR *
-		(elapsed_ns + JS_GPU_UPDATE_SLACK_NS) / 1000000000u;
-	return delta_mj <= bound;
+		(elapsed_ns + JS_GPU_UPDATE_SLACK_NS) / 1000000u;
+	return delta_uj <= bound;
 }
 
 void js_gpu_acc_add(struct js_gpu_acc *a, const struct js_gpu_raw *r, uint64_t mono_ns,
@@ -46,12 +46,12 @@ void js_gpu_acc_add(struct js_gpu_acc *a, const struct js_gpu_raw *r, uint64_t m
 		return;
 	if (!a->have_last) {
 		a->have_last = true;
-		a->last_mj = r->energy_mj;
+		a->last_uj = r->energy_uj;
 		a->last_mono_ns = a->moved_mono_ns = mono_ns;
 		a->integ_at_last_uj = a->integrated_uj;
 		return;
 	}
-	if (r->energy_mj < a->last_mj) { /* driver reload, a second die's 0, a step back */
+	if (r->energy_uj < a->last_uj) { /* driver reload, a second die's 0, a step back */
 		a->resets++;
 		/* The counter cannot say what was drawn since the last reading; the
 		 * power integral over the same span can, when power was sampled on
@@ -60,12 +60,12 @@ void js_gpu_acc_add(struct js_gpu_acc *a, const struct js_gpu_raw *r, uint64_t m
 			a->counter_uj += a->integrated_uj - a->integ_at_last_uj;
 		else
 			a->uncertain++;
-		a->last_mj = r->energy_mj;
+		a->last_uj = r->energy_uj;
 		a->last_mono_ns = a->moved_mono_ns = mono_ns;
 		a->integ_at_last_uj = a->integrated_uj;
 		return;
 	}
-	delta = r->energy_mj - a->last_mj;
+	delta = r->energy_uj - a->last_uj;
 	if (delta == 0) {
 		drawing = a->have_last_power && a->last_power_mw >= JS_GPU_STUCK_MIN_MW;
 		if (drawing && mono_ns - a->moved_mono_ns > JS_GPU_STUCK_NS) {
@@ -79,8 +79,8 @@ void js_gpu_acc_add(struct js_gpu_acc *a, const struct js_gpu_raw *r, uint64_t m
 	if (!jump_plausible(delta, mono_ns - a->last_mono_ns, max_power_mw))
 		a->uncertain++; /* a garbled or foreign counter: add nothing */
 	else
-		a->counter_uj += delta * 1000u;
-	a->last_mj = r->energy_mj;
+		a->counter_uj += delta;
+	a->last_uj = r->energy_uj;
 	a->last_mono_ns = a->moved_mono_ns = mono_ns;
 	a->integ_at_last_uj = a->integrated_uj;
 }

@@ -103,41 +103,58 @@ int js_gpu_meter_start(struct js_gpus *g, uint64_t period_ns, bool start_thread,
 
 /* A counter that is updated every few ms (NVML: ~10 ms) is stale by up to
  * one update at any instant, which moves up to P x 10 ms of energy across a
- * phase boundary. So at a snapshot the counter is polled until it next
- * changes (at t_c; for at most JS_GPU_POLL_MAX_NS) and the energy at the
- * boundary is that value less the power drawn from the boundary to t_c
- * (the mean of the power read around the span). */
+ * phase boundary. So at a snapshot the counter is polled until it has moved
+ * twice: each update is placed midway between the two polls around it, the
+ * two give the rate of the counter itself, and the energy at the boundary is
+ * the value at the first update less that rate times the time from the
+ * boundary to it. (The counter's own rate, not the power reading: NVML's
+ * power is an average over about a second on recent GPUs, and AMD SMI gives
+ * none here.) A counter that does not move within JS_GPU_POLL_MAX_NS is
+ * taken as read. */
 #define JS_GPU_POLL_NS (200ULL * 1000)
 #define JS_GPU_POLL_MAX_NS (30ULL * 1000 * 1000)
 
-static uint64_t at_boundary_uj(struct js_gpu_meter *m, size_t i, uint64_t at_ns)
+/* Poll GPU i until its counter differs from *val; *t_mid: when it changed. */
+static bool next_update(struct js_gpu_meter *m, size_t i, uint64_t *val, uint64_t *t_mid)
 {
-	struct js_gpu_acc *a = &m->acc[i];
-	uint64_t start_mj = a->last_mj, t0 = mono_now(), t = t0, prev = t0, back_uj;
-	uint32_t p0 = a->last_power_mw;
+	uint64_t t0 = mono_now(), t = t0, prev;
 	struct js_gpu_raw r;
 
-	if (!js_gpu_info(m->g, i)->energy_counter || !a->have_last)
-		return a->counter_uj;
 	for (;;) {
 		struct timespec ts = {0, (long)JS_GPU_POLL_NS};
 
 		if (t - t0 > JS_GPU_POLL_MAX_NS)
-			return a->counter_uj; /* a counter that did not move: as read */
+			return false;
 		nanosleep(&ts, NULL);
 		prev = t;
 		m->err[i] = js_gpu_read(m->g, i, &r);
 		t = mono_now();
-		js_gpu_acc_add(a, &r, t, js_gpu_info(m->g, i)->max_power_mw);
-		if (m->err[i] || !r.have_energy || r.energy_mj != start_mj)
-			break;
+		js_gpu_acc_add(&m->acc[i], &r, t, js_gpu_info(m->g, i)->max_power_mw);
+		if (m->err[i] || !r.have_energy || r.energy_uj < *val)
+			return false; /* a reset or an error: no boundary estimate */
+		if (r.energy_uj != *val) {
+			*val = r.energy_uj;
+			*t_mid = prev + (t - prev) / 2;
+			return true;
+		}
 	}
-	if (m->err[i] || !r.have_energy || r.energy_mj < start_mj)
+}
+
+static uint64_t at_boundary_uj(struct js_gpu_meter *m, size_t i, uint64_t at_ns)
+{
+	struct js_gpu_acc *a = &m->acc[i];
+	uint64_t v = a->last_uj, v1, t1, t2, at_first, back;
+
+	if (!js_gpu_info(m->g, i)->energy_counter || !a->have_last)
 		return a->counter_uj;
-	/* mW * ns / 1e6 = uJ, at the mean of the power around the span */
-	t = prev + (t - prev) / 2; /* the update fell between the last two polls */
-	back_uj = t > at_ns ? (uint64_t)(((uint64_t)p0 + a->last_power_mw) / 2 * (t - at_ns) / 1000000u) : 0;
-	return a->counter_uj > back_uj ? a->counter_uj - back_uj : 0;
+	if (!next_update(m, i, &v, &t1))
+		return a->counter_uj;
+	v1 = v;
+	at_first = a->counter_uj;
+	if (!next_update(m, i, &v, &t2) || t2 <= t1 || t1 <= at_ns)
+		return at_first;
+	back = (uint64_t)((unsigned __int128)(v - v1) * (t1 - at_ns) / (t2 - t1));
+	return at_first > back ? at_first - back : 0;
 }
 
 int js_gpu_meter_snapshot_at(struct js_gpu_meter *m, uint64_t at_mono_ns, struct js_gpu_snapshot *out)

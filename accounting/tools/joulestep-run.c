@@ -3,10 +3,12 @@
  *
  *   joulestep-run [--sysfs DIR] [--backend powercap|papi|sysfs] [--papi-components LIST]
  *                 [--sample-ms N] [--freq-ratio R | --freq-khz K] [--state DIR] [--json]
- *                 [--gpus[=LIST]] [--gpu-lib PATH] [--phases] [--gpu-io-clock-mhz M]
+ *                 [--gpus[=LIST]] [--gpu-backend nvml|amdsmi] [--gpu-lib PATH]
+ *                 [--phases] [--gpu-io-clock-mhz M]
  *                 -- CMD ARGS...
  *
- * With --gpus the GPUs' energy is measured too (NVML, loaded at run time);
+ * With --gpus the GPUs' energy is measured too (NVML or AMD SMI, loaded at
+ * run time);
  * the CPU side is then optional: a node without readable RAPL still gives
  * the GPU figures. With --phases the command marks phases by writing lines
  * "begin KIND [LABEL] [t=NS]" and "end [t=NS]" (NS: its CLOCK_MONOTONIC time
@@ -54,7 +56,7 @@ struct opts {
 	long freq_khz;
 	bool json;
 	bool gpus, phases;
-	const char *gpu_select, *gpu_lib;
+	const char *gpu_select, *gpu_lib, *gpu_backend;
 	long gpu_io_mhz, gpu_sample_ms;
 	char **cmd;
 };
@@ -76,7 +78,8 @@ static void usage(FILE *f)
 		"  --state DIR      root-only journal of saved frequencies (default /var/lib/joulestep)\n"
 		"  --json           print one JSON object instead of a table\n"
 		"  --gpus[=LIST]    measure the GPUs too (all, or a comma list of indices/UUIDs)\n"
-		"  --gpu-lib PATH   NVML library to load (default libnvidia-ml.so.1)\n"
+		"  --gpu-backend B  nvml or amdsmi (default: the first that loads and sees a GPU)\n"
+		"  --gpu-lib PATH   the backend's library (default libnvidia-ml.so.1, libamd_smi.so)\n"
 		"  --gpu-sample-ms N  GPU sampling period, 1..10000 ms (default 50)\n"
 		"  --phases         the command marks phases: lines 'begin KIND [LABEL] [t=NS]' and\n"
 		"                   'end [t=NS]' (NS: CLOCK_MONOTONIC ns of the marker, optional)\n"
@@ -107,6 +110,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		{"json", no_argument, NULL, 'j'},
 		{"gpus", optional_argument, NULL, 'g'},
 		{"gpu-lib", required_argument, NULL, 'L'},
+		{"gpu-backend", required_argument, NULL, 'B'},
 		{"gpu-sample-ms", required_argument, NULL, 'G'},
 		{"phases", no_argument, NULL, 'M'},
 		{"gpu-io-clock-mhz", required_argument, NULL, 'C'},
@@ -127,6 +131,13 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		case 'j': o->json = true; break;
 		case 'g': o->gpus = true; o->gpu_select = optarg; break;
 		case 'L': o->gpu_lib = optarg; break;
+		case 'B':
+			if (strcmp(optarg, "nvml") && strcmp(optarg, "amdsmi")) {
+				fprintf(stderr, PROG ": --gpu-backend must be nvml or amdsmi, not '%s'\n", optarg);
+				return -1;
+			}
+			o->gpu_backend = optarg;
+			break;
 		case 'M': o->phases = true; break;
 		case 'G':
 			if (parse_long(optarg, 1, 10000, &o->gpu_sample_ms) < 0) {
@@ -327,7 +338,7 @@ static int meters_open(const struct opts *o, struct meters *ms)
 {
 	struct js_energy_opts eo = {.sysfs_root = o->sysfs, .order = o->backend,
 				    .papi_components = o->papi_components};
-	struct js_gpu_opts go = {.nvml_lib = o->gpu_lib, .select = o->gpu_select};
+	struct js_gpu_opts go = {.backend = o->gpu_backend, .lib = o->gpu_lib, .select = o->gpu_select};
 	char why[1024] = "";
 	int rc;
 

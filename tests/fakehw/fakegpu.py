@@ -1,6 +1,8 @@
 """Fake GPUs for the NVML stand-in (tests/fakehw/gpu/fake_nvml.c).
 
-A GPU is a directory gpuN under a root that $FAKEHW_NVML_ROOT names. Tests set
+A GPU is a directory gpuN under a root that $FAKEHW_GPU_ROOT names; its `vendor`
+("nvidia" or "amd") says which stand-in shows it (tests/fakehw/gpu: libnvidia-ml.so.1,
+libamd_smi.so, which share the model). Tests set
 its utilisation over time (`load`), make the driver reload (`reset`), and ask
 for the truth: the energy the model drew between two CLOCK_MONOTONIC times,
 with the clock locks the library under test applied (`locks`, written by the
@@ -16,7 +18,7 @@ import os
 import pathlib
 import time
 
-DEFAULTS = {"idle_mw": 60000, "max_mw": 700000, "max_mhz": 1980, "min_mhz": 345,
+DEFAULTS = {"vendor": "nvidia", "resolution_uj": 15.259, "idle_mw": 60000, "max_mw": 700000, "max_mhz": 1980, "min_mhz": 345,
             "mem_mhz": 2619, "period_ms": 10, "counter": 1, "mig": 0,
             "lock_permission": 1, "offset_mj": 0, "wrap_mj": 0}
 
@@ -25,12 +27,13 @@ def gpu_dir(root, i) -> pathlib.Path:
     return pathlib.Path(root) / f"gpu{i}"
 
 
-def create(root, n=1, **params) -> pathlib.Path:
-    """n fake GPUs under root (created), idle since now; params override DEFAULTS."""
+def create(root, n=1, first=0, **params) -> pathlib.Path:
+    """n fake GPUs gpu<first>.. under root (created), idle since now; params override
+    DEFAULTS (vendor="amd" for AMD GPUs)."""
     root = pathlib.Path(root)
     root.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic_ns()
-    for i in range(n):
+    for i in range(first, first + n):
         d = gpu_dir(root, i)
         d.mkdir()
         (d / "uuid").write_text(f"GPU-fake0000-0000-0000-0000-{i:012d}\n")
@@ -104,4 +107,4 @@ def energy_mj(root, i, t0_ns, t1_ns) -> float:
 
 def env(root) -> dict:
     """The environment that makes a process load this tree's GPUs."""
-    return {**os.environ, "FAKEHW_NVML_ROOT": str(root)}
+    return {**os.environ, "FAKEHW_GPU_ROOT": str(root)}

@@ -27,6 +27,11 @@ def nvml(build_dir):
     return str(build_dir / "tests" / "fakehw" / "libnvidia-ml.so.1")
 
 
+@pytest.fixture
+def amdsmi(build_dir):
+    return str(build_dir / "tests" / "fakehw" / "libamd_smi.so")
+
+
 def run(run_exe, nvml, root, tmp_path, steps, extra=(), ok=True):
     out = tmp_path / "job.json"
     cmd = [run_exe, "--sysfs", str(tmp_path / "no-sysfs"), "--gpus", "--gpu-lib", nvml,
@@ -162,7 +167,7 @@ def test_missing_nvml_is_a_clear_error(tmp_path, run_exe):
     p = subprocess.run([run_exe, "--gpus", "--gpu-lib", str(tmp_path / "nope.so"), "--", "true"],
                        capture_output=True, text=True, timeout=60)
     assert p.returncode == 125
-    assert "--gpus: cannot load" in p.stderr
+    assert "--gpus: nvml: cannot load" in p.stderr and "amdsmi: cannot load" in p.stderr
 
 
 def test_selecting_gpus_by_index_and_uuid(tmp_path, run_exe, nvml):
@@ -175,3 +180,36 @@ def test_selecting_gpus_by_index_and_uuid(tmp_path, run_exe, nvml):
     assert p.returncode == 0, p.stderr
     assert [g["index"] for g in json.loads(p.stdout)["gpus"]] == [0, 2]
     assert not out.exists()
+
+
+def test_amd_energy_is_the_accumulator_times_its_resolution(tmp_path, run_exe, amdsmi):
+    """AMD SMI returns an accumulator in units of a resolution (15.259 uJ here):
+    without the multiplication every figure would be 15 times too small."""
+    root = fakegpu.create(tmp_path / "gpus", n=2, vendor="amd", idle_mw=0)
+    steps = ["begin:compute", "sleep:0.05", "load:0:1.0", "load:1:0.3", "sleep:0.8", "load:0:0",
+             "load:1:0", "sleep:0.05", "end"]
+    rep, log, _ = run(run_exe, amdsmi, root, tmp_path, steps, extra=["--gpu-backend", "amdsmi"])
+    (t0, t1), = phase_times(log)
+    for g in rep["phases"][0]["gpus"]:
+        truth_j = fakegpu.energy_mj(root, g["index"], t0, t1) / 1e3
+        assert g["energy_j"] == pytest.approx(truth_j, rel=5e-3), g
+    assert rep["gpus"][0]["uuid"] == (root / "gpu0" / "uuid").read_text().strip()
+
+
+def test_amd_clock_change_is_refused_with_the_reason(tmp_path, run_exe, amdsmi):
+    root = fakegpu.create(tmp_path / "gpus", n=1, vendor="amd")
+    rep, _, _ = run(run_exe, amdsmi, root, tmp_path, ["begin:checkpoint", "sleep:0.05", "end"],
+                    extra=["--gpu-backend", "amdsmi", "--gpu-io-clock-mhz", "900"])
+    clk = rep["phases"][0]["gpu_clock"]
+    assert clk["lowered"] is False and "not implemented for AMD" in clk["error"]
+
+
+def test_each_stand_in_sees_only_its_vendor(tmp_path, run_exe, nvml, amdsmi):
+    root = fakegpu.create(tmp_path / "gpus", n=1)                      # gpu0: NVIDIA
+    fakegpu.create(root, n=2, first=1, vendor="amd")                    # gpu1, gpu2: AMD
+    for lib, backend, want in ((nvml, "nvml", 1), (amdsmi, "amdsmi", 2)):
+        p = subprocess.run([run_exe, "--sysfs", str(tmp_path), "--gpus", "--gpu-backend", backend,
+                            "--gpu-lib", lib, "--json", "--", "true"], capture_output=True,
+                           text=True, timeout=60, env=fakegpu.env(root))
+        assert p.returncode == 0, p.stderr
+        assert len(json.loads(p.stdout)["gpus"]) == want

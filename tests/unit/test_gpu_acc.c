@@ -15,7 +15,7 @@
 
 static void feed(struct js_gpu_acc *a, uint64_t t_ms, bool e, uint64_t mj, bool p, uint32_t mw)
 {
-	struct js_gpu_raw r = {.have_energy = e, .energy_mj = mj, .have_power = p, .power_mw = mw};
+	struct js_gpu_raw r = {.have_energy = e, .energy_uj = mj * 1000u, .have_power = p, .power_mw = mw};
 
 	js_gpu_acc_add(a, &r, t_ms * MS, MAXP);
 }

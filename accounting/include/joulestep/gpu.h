@@ -1,8 +1,8 @@
 /* joulestep accounting library: GPU energy and GPU clocks.
  *
- * The vendor management library (NVIDIA NVML: libnvidia-ml.so.1) is loaded
- * with dlopen() at run time, so a node without it still runs and measures
- * CPU and DRAM. Conventions as energy.h: every function returns 0 or -errno
+ * The vendor management library (NVIDIA NVML: libnvidia-ml.so.1; AMD SMI:
+ * libamd_smi.so) is loaded with dlopen() at run time, so a node without it
+ * still runs and measures CPU and DRAM. Conventions as energy.h: every function returns 0 or -errno
  * and never logs; the vendor library's own words for the last failure are
  * kept for the caller (js_gpu_last_error). Units are in every name.
  */
@@ -36,20 +36,25 @@ struct js_gpu_info {
 /* One reading of one GPU. */
 struct js_gpu_raw {
 	bool have_energy, have_power;
-	uint64_t energy_mj;              /* counter, mJ since the driver loaded   */
+	uint64_t energy_uj;              /* counter in uJ (NVML: mJ since the driver
+	                                    loaded, x 1000; AMD SMI: accumulator x
+	                                    its resolution)                        */
 	uint32_t power_mw;               /* instantaneous board power             */
 };
 
 struct js_gpus; /* opaque: the opened library and its devices */
 
 struct js_gpu_opts {
-	const char *nvml_lib;            /* NULL = "libnvidia-ml.so.1"            */
+	const char *backend;             /* "nvml", "amdsmi"; NULL = the first that
+	                                    loads and sees a GPU, in that order      */
+	const char *lib;                 /* NULL = the backend's library:
+	                                    libnvidia-ml.so.1, libamd_smi.so        */
 	const char *select;              /* NULL/"all", or a comma list of indices
 	                                    and UUIDs                              */
 };
 
-/* Open the library and the selected devices. -ENOENT when the library or a
- * selected device is absent, -ENODEV when no GPU; why says which. */
+/* Open the library and the selected devices. -ENOENT when the library is
+ * absent, -ENODEV when no (selected) GPU; why says so for each backend tried. */
 int js_gpu_open(const struct js_gpu_opts *o, struct js_gpus **out, char *why, size_t whylen);
 void js_gpu_close(struct js_gpus *g);
 const char *js_gpu_backend_name(const struct js_gpus *g);
@@ -78,7 +83,7 @@ int js_gpu_unlock(struct js_gpus *g, size_t i);
  * sampled beside it, and is counted in `resets`. */
 struct js_gpu_acc {
 	bool have_last, have_last_power;
-	uint64_t last_mj, last_mono_ns, last_power_mono_ns;
+	uint64_t last_uj, last_mono_ns, last_power_mono_ns;
 	uint64_t moved_mono_ns;          /* when the counter last advanced        */
 	uint32_t last_power_mw;
 	uint64_t counter_uj;             /* cumulative from the counter           */
