@@ -690,3 +690,14 @@ int js_freq_saved_read(const char *state_dir, int cpu, struct js_freq_saved *out
 	close(dfd);
 	return rc;
 }
+
+/* ---- shared with the GPU journal (gpustate.c) ----------------------------- */
+
+int js_state_open_locked(const char *state_dir, bool create, int *dfd, int *lfd)
+{
+	return open_locked(state_dir, create, dfd, lfd);
+}
+
+void js_state_unlock(int dfd, int lfd) { unlock_dir(dfd, lfd); }
+
+int js_proc_starttime(int pid, unsigned long long *st) { return proc_starttime(pid, st); }

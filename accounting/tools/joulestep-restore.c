@@ -5,6 +5,9 @@
  * Without --force only CPUs whose owners (plugin steps, joulestep-run) are
  * all gone are restored, so a running step keeps its clock. --force restores
  * every saved CPU (for an admin on a drained node). --list shows the journal.
+ * GPUs whose clocks a process locked (joulestep-run --gpu-io-clock-mhz) and
+ * that it did not unlock are unlocked the same way, through the GPU library
+ * (--gpu-backend, --gpu-lib: as joulestep-run).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -13,6 +16,7 @@
 #include <string.h>
 
 #include "joulestep/freq.h"
+#include "joulestep/gpu.h"
 
 #define PROG "joulestep-restore"
 
@@ -22,7 +26,42 @@ static void usage(FILE *f)
 		   "  --state DIR  journal directory (default /var/lib/joulestep)\n"
 		   "  --sysfs DIR  sysfs root (default /sys)\n"
 		   "  --force      restore CPUs even if their owners still run\n"
-		   "  --list       only list saved CPUs\n");
+		   "  --list       only list saved CPUs\n"
+		   "  --gpu-backend nvml|amdsmi, --gpu-lib PATH\n"
+		   "               the GPU library for locked GPUs (default: as joulestep-run)\n");
+}
+
+/* GPUs left locked: only when the journal has entries is the library loaded. */
+static int restore_gpus(const char *state, const struct js_gpu_opts *o, bool force)
+{
+	struct js_gpu_recovery r;
+	struct js_gpus *g;
+	char why[512];
+	int rc = js_gpu_journal_count(state);
+
+	if (rc <= 0)
+		return rc < 0 && rc != -ENOENT ? 1 : 0;
+	rc = js_gpu_open(o, &g, why, sizeof(why));
+	if (rc < 0) {
+		fprintf(stderr, PROG ": %d GPU journal entr%s, but no GPU library: %s\n",
+			js_gpu_journal_count(state), js_gpu_journal_count(state) == 1 ? "y" : "ies", why);
+		return 1;
+	}
+	rc = js_gpu_journal_recover(state, g, force, &r);
+	js_gpu_close(g);
+	if (rc < 0) {
+		fprintf(stderr, PROG ": %s: %s\n", state, strerror(-rc));
+		return 1;
+	}
+	printf("unlocked %d GPU%s", r.restored, r.restored == 1 ? "" : "s");
+	if (r.busy)
+		printf(", %d still held by running processes", r.busy);
+	if (r.unknown)
+		printf(", %d not seen by this GPU library", r.unknown);
+	printf("\n");
+	if (r.failed)
+		fprintf(stderr, PROG ": %d GPU%s could not be unlocked\n", r.failed, r.failed == 1 ? "" : "s");
+	return r.failed ? 1 : 0;
 }
 
 int main(int argc, char **argv)
@@ -32,11 +71,14 @@ int main(int argc, char **argv)
 		{"sysfs", required_argument, NULL, 'y'},
 		{"force", no_argument, NULL, 'f'},
 		{"list", no_argument, NULL, 'l'},
+		{"gpu-backend", required_argument, NULL, 'B'},
+		{"gpu-lib", required_argument, NULL, 'L'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
 	const char *state = "/var/lib/joulestep", *sysfs = "/sys";
 	bool force = false, list = false;
+	struct js_gpu_opts gopts = {0};
 	int c, rc, n = 0;
 
 	while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
@@ -45,6 +87,8 @@ int main(int argc, char **argv)
 		case 'y': sysfs = optarg; break;
 		case 'f': force = true; break;
 		case 'l': list = true; break;
+		case 'B': gopts.backend = optarg; break;
+		case 'L': gopts.lib = optarg; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
@@ -74,5 +118,5 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	printf("restored %d CPU%s\n", n, n == 1 ? "" : "s");
-	return 0;
+	return restore_gpus(state, &gopts, force);
 }

@@ -85,7 +85,8 @@ static void usage(FILE *f)
 		"                   'end [t=NS]' (NS: CLOCK_MONOTONIC ns of the marker, optional)\n"
 		"                   written to the descriptor in $JOULESTEP_RUN_MARK_FD\n"
 		"  --gpu-io-clock-mhz M  lock the GPUs' graphics clock at most at M MHz during\n"
-		"                   checkpoint, flush and write phases (needs --gpus --phases; root)\n");
+		"                   checkpoint, flush and write phases (needs --gpus --phases; root);\n"
+		"                   journaled in --state, so joulestep-restore unlocks them if we die\n");
 }
 
 static int parse_long(const char *s, long lo, long hi, long *out)
@@ -401,6 +402,7 @@ struct phases {
 	size_t n;
 	bool open;
 	unsigned bad_lines, lock_warned;
+	bool journaled[JS_MAX_GPUS];    /* a journal entry is ours              */
 };
 
 static bool io_kind(const char *k)
@@ -425,15 +427,29 @@ static bool valid_word(const char *s, size_t max, bool label)
 	return true;
 }
 
+/* Lock every GPU's clock for an I/O phase: journal first (so joulestep-restore
+ * can undo it if we die), then the lock. A GPU whose journal entry cannot be
+ * written is left alone. */
 static void lower_gpus(struct phases *ph, struct phase_rec *p)
 {
 	struct js_gpus *g = ph->ms->g;
 	uint32_t max = (uint32_t)ph->o->gpu_io_mhz;
 
 	for (size_t i = 0; i < js_gpu_count(g); i++) {
-		uint32_t lo = js_gpu_info(g, i)->min_sm_mhz;
-		int rc = js_gpu_lock_mhz(g, i, lo && lo <= max ? lo : max, max);
+		const struct js_gpu_info *in = js_gpu_info(g, i);
+		uint32_t lo = in->min_sm_mhz;
+		int rc = js_gpu_journal_acquire(ph->o->state, in->uuid, 0);
 
+		if (rc < 0) {
+			if (!p->lock_error[0])
+				snprintf(p->lock_error, sizeof(p->lock_error),
+					 rc == -EBUSY ? "GPU %s: another live process holds it lowered"
+						      : "GPU %s: cannot journal its clocks in the state directory",
+					 in->uuid);
+			continue;
+		}
+		ph->journaled[i] = true;
+		rc = js_gpu_lock_mhz(g, i, lo && lo <= max ? lo : max, max);
 		if (rc < 0) {
 			js_gpu_unlock(g, i); /* a partial lock: back to the default */
 			if (!p->lock_error[0])
@@ -449,18 +465,24 @@ static void lower_gpus(struct phases *ph, struct phase_rec *p)
 
 static void restore_gpus(struct phases *ph)
 {
-	for (size_t i = 0; i < js_gpu_count(ph->ms->g); i++)
-		if (js_gpu_unlock(ph->ms->g, i) < 0)
-			fprintf(stderr, PROG ": GPU %zu: cannot unlock its clocks: %s\n", i,
-				js_gpu_last_error(ph->ms->g));
+	for (size_t i = 0; i < js_gpu_count(ph->ms->g); i++) {
+		if (!ph->journaled[i])
+			continue;
+		if (js_gpu_unlock(ph->ms->g, i) < 0) {
+			fprintf(stderr, PROG ": GPU %zu: cannot unlock its clocks: %s (run joulestep-restore)\n",
+				i, js_gpu_last_error(ph->ms->g));
+			continue; /* the journal entry stays for joulestep-restore */
+		}
+		js_gpu_journal_release(ph->o->state, js_gpu_info(ph->ms->g, i)->uuid);
+		ph->journaled[i] = false;
+	}
 }
 
 static void phase_end(struct phases *ph, uint64_t arrival)
 {
 	struct phase_rec *p = &ph->v[ph->n - 1];
 
-	if (p->lowered)
-		restore_gpus(ph);
+	restore_gpus(ph);
 	take_at(ph->ms, &p->b, arrival);
 	ph->open = false;
 }

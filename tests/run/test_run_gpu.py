@@ -7,8 +7,11 @@ the counter, across a driver reload, and lower the GPU clock only inside the
 I/O phases it was asked to.
 """
 import json
+import os
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -34,8 +37,9 @@ def amdsmi(build_dir):
 
 def run(run_exe, nvml, root, tmp_path, steps, extra=(), ok=True):
     out = tmp_path / "job.json"
-    cmd = [run_exe, "--sysfs", str(tmp_path / "no-sysfs"), "--gpus", "--gpu-lib", nvml,
-           "--phases", "--json", *extra, "--", *JOB, str(root), str(out), *steps]
+    cmd = [run_exe, "--sysfs", str(tmp_path / "no-sysfs"), "--state", str(tmp_path / "state"),
+           "--gpus", "--gpu-lib", nvml, "--phases", "--json", *extra, "--", *JOB, str(root),
+           str(out), *steps]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=fakegpu.env(root))
     if ok:
         assert p.returncode == 0, p.stderr
@@ -213,3 +217,72 @@ def test_each_stand_in_sees_only_its_vendor(tmp_path, run_exe, nvml, amdsmi):
                            text=True, timeout=60, env=fakegpu.env(root))
         assert p.returncode == 0, p.stderr
         assert len(json.loads(p.stdout)["gpus"]) == want
+
+
+def _starttime(pid):
+    stat = open(f"/proc/{pid}/stat").read()
+    return int(stat[stat.rindex(")") + 2:].split()[19])
+
+
+def _journal(tmp_path):
+    d = tmp_path / "state"
+    return sorted(p.name for p in d.glob("gpu-*")) if d.exists() else []
+
+
+def test_kill_9_leaves_a_journal_entry_that_joulestep_restore_undoes(tmp_path, run_exe, nvml,
+                                                                      build_dir):
+    root = fakegpu.create(tmp_path / "gpus", n=2)
+    out = tmp_path / "job.json"
+    cmd = [run_exe, "--sysfs", str(tmp_path / "no"), "--state", str(tmp_path / "state"), "--gpus",
+           "--gpu-lib", nvml, "--phases", "--gpu-io-clock-mhz", "700", "--", *JOB, str(root),
+           str(out), "begin:checkpoint", "sleep:60", "end"]
+    p = subprocess.Popen(cmd, env=fakegpu.env(root), stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 30
+        while len(_journal(tmp_path)) < 2 or len(fakegpu.locks(root, 1)) < 1:
+            assert time.monotonic() < deadline, "the GPUs were never locked"
+            time.sleep(0.05)
+        os.kill(p.pid, signal.SIGKILL)          # joulestep-run dies inside the phase
+        p.wait(timeout=10)
+    finally:
+        os.killpg(p.pid, signal.SIGKILL)        # and its job
+    assert [lk[1:] for lk in fakegpu.locks(root, 0)] == [(345, 700)]   # still locked
+    assert len(_journal(tmp_path)) == 2
+    restore = [str(build_dir / "bin" / "joulestep-restore"), "--state", str(tmp_path / "state"),
+               "--sysfs", str(tmp_path / "no"), "--gpu-lib", nvml]
+    r = subprocess.run(restore, capture_output=True, text=True, timeout=60, env=fakegpu.env(root))
+    assert r.returncode == 0, r.stderr
+    assert "unlocked 2 GPUs" in r.stdout
+    for i in range(2):
+        assert fakegpu.locks(root, i)[-1][1:] == (0, 0)
+    assert _journal(tmp_path) == []
+    # a second run has nothing left to do
+    r = subprocess.run(restore, capture_output=True, text=True, timeout=60, env=fakegpu.env(root))
+    assert r.returncode == 0 and "GPU" not in r.stdout
+
+
+def test_a_gpu_held_by_a_live_process_is_left_alone(tmp_path, run_exe, nvml, build_dir):
+    root = fakegpu.create(tmp_path / "gpus", n=1)
+    state = tmp_path / "state"
+    state.mkdir(mode=0o700)
+    uuid = (root / "gpu0" / "uuid").read_text().strip()
+    (state / f"gpu-{uuid}").write_text(f"{os.getpid()} {_starttime(os.getpid())}\n")
+    rep, _, _ = run(run_exe, nvml, root, tmp_path, ["begin:write", "sleep:0.05", "end"],
+                    extra=["--gpu-io-clock-mhz", "900"])
+    clk = rep["phases"][0]["gpu_clock"]
+    assert clk["lowered"] is False and "another live process" in clk["error"]
+    assert fakegpu.locks(root, 0) == []
+    r = subprocess.run([str(build_dir / "bin" / "joulestep-restore"), "--state", str(state),
+                        "--sysfs", str(tmp_path), "--gpu-lib", nvml], capture_output=True,
+                       text=True, timeout=60, env=fakegpu.env(root))
+    assert "1 still held by running processes" in r.stdout
+    assert fakegpu.locks(root, 0) == [] and (state / f"gpu-{uuid}").exists()
+
+
+def test_journal_is_empty_after_a_clean_run(tmp_path, run_exe, nvml):
+    root = fakegpu.create(tmp_path / "gpus", n=2)
+    run(run_exe, nvml, root, tmp_path, ["begin:checkpoint", "sleep:0.05", "end"],
+        extra=["--gpu-io-clock-mhz", "900"])
+    assert _journal(tmp_path) == []
+    assert all(fakegpu.locks(root, i)[-1][1:] == (0, 0) for i in range(2))

@@ -72,6 +72,25 @@ int js_gpu_sm_clock_mhz(struct js_gpus *g, size_t i, uint32_t *mhz);
 int js_gpu_lock_mhz(struct js_gpus *g, size_t i, uint32_t min_mhz, uint32_t max_mhz);
 int js_gpu_unlock(struct js_gpus *g, size_t i);
 
+/* ---- the GPU clock journal (crash-safe restore) ------------------------- */
+
+/* In the CPU journal's state directory (joulestep/freq.h), one root-only
+ * entry per locked GPU names its owner (pid, 0 = the caller). Acquire before
+ * locking (-EBUSY when another live process holds the GPU lowered), release
+ * after unlocking. */
+int js_gpu_journal_acquire(const char *state_dir, const char *uuid, int pid);
+int js_gpu_journal_release(const char *state_dir, const char *uuid);
+
+struct js_gpu_recovery {
+	int entries, restored, busy, unknown, failed;
+};
+/* Unlock every GPU of g whose entry's owner is gone (every one with force)
+ * and drop its entry. Entries of GPUs g does not see are left. */
+int js_gpu_journal_recover(const char *state_dir, struct js_gpus *g, bool force,
+			   struct js_gpu_recovery *out);
+/* Entries in the journal (0 when the directory does not exist), or -errno. */
+int js_gpu_journal_count(const char *state_dir);
+
 /* ---- the counter rule (pure) ------------------------------------------- */
 
 /* Per-GPU accumulator. The rule is RAPL's: an interval whose energy cannot
