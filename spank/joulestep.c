@@ -461,18 +461,31 @@ static void node_model(struct js_step *s)
 			 non, s->fmax_khz);
 }
 
-/* The step's cores (S_STEP_ALLOC_CORES, batch: S_JOB_ALLOC_CORES): parsing
- * only, no file I/O. */
+/* The step's Linux CPUs. Slurm gives the step's cores (S_STEP_ALLOC_CORES,
+ * batch: S_JOB_ALLOC_CORES) in its abstract numbering; they are translated
+ * as Slurm's task plugins do (xcpuinfo_abs_to_mac), with the node's
+ * topology under the sysfs root, every SMT sibling included. */
 static void parse_cpus(spank_t sp, struct js_step *s)
 {
 	char *cores = NULL;
+	struct js_cpuset abs;
 	js_cpuset_zero(&s->cpus);
 	if (spank_get_item(sp, S_STEP_ALLOC_CORES, &cores) != ESPANK_SUCCESS || !cores || !*cores)
 		if (spank_get_item(sp, S_JOB_ALLOC_CORES, &cores) != ESPANK_SUCCESS)
 			cores = NULL;
-	if (!cores || js_cpuset_parse(cores, &s->cpus) < 0) {
+	if (!cores || js_cpuset_parse(cores, &abs) < 0) {
 		js_step_error(s, "cpus: cannot read the step's allocated cores (%s); no frequency control",
 			      cores ? cores : "none");
+		return;
+	}
+	struct js_cpu_topo *topo = calloc(1, sizeof(*topo));
+	int rc = topo ? js_cpu_topo_read(s->conf.sysfs, topo) : -ENOMEM;
+	if (rc == 0)
+		rc = js_cpu_topo_cores_to_cpus(topo, &abs, &s->cpus);
+	free(topo);
+	if (rc < 0) {
+		js_step_error(s, "cpus: cannot map Slurm's cores %s to this node's CPUs (%s/devices/system/cpu/cpuN/topology: %s); no frequency control",
+			      cores, s->conf.sysfs, rc == -ERANGE ? "fewer cores than slurm.conf's node layout" : strerror(-rc));
 		js_cpuset_zero(&s->cpus);
 	}
 }

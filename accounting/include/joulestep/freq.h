@@ -26,6 +26,29 @@ int js_cpuset_parse(const char *list, struct js_cpuset *out);
 /* Format as a list; returns -ENOSPC when buf is too small. */
 int js_cpuset_format(const struct js_cpuset *s, char *buf, size_t len);
 
+/* ---- CPU topology: Slurm's abstract cores to Linux CPUs ------------------ */
+/* Slurm numbers a node's cores abstractly (S_STEP_ALLOC_CORES): socket by
+ * socket in hwloc's logical order, then core by core within a socket. Linux
+ * numbers CPUs (hardware threads) as the firmware lists them: sockets may
+ * alternate (cpu0 on socket 0, cpu1 on socket 1) and a core's SMT siblings
+ * may be far apart (cpu0 and cpu64). */
+struct js_cpu_topo {
+	struct js_cpuset present;  /* CPUs described (cpuN/topology read)      */
+	int16_t pkg[JS_MAX_CPUS];  /* physical_package_id                      */
+	int16_t core[JS_MAX_CPUS]; /* the core's key: lowest CPU of its
+				    * thread_siblings_list (the CPU itself when
+				    * the list is absent)                     */
+};
+/* Read <sysfs_root>/devices/system/cpu/cpuN/topology/{physical_package_id,
+ * thread_siblings_list}. A CPU without topology (offline) is left out;
+ * -ENOENT when no CPU has any. */
+int js_cpu_topo_read(const char *sysfs_root, struct js_cpu_topo *out);
+/* Pure: Slurm's abstract cores to the Linux CPUs of those cores, every SMT
+ * sibling included (as Slurm's xcpuinfo_abs_to_mac). -ERANGE when a core is
+ * beyond the topology (slurm.conf's node layout does not match it). */
+int js_cpu_topo_cores_to_cpus(const struct js_cpu_topo *t, const struct js_cpuset *cores,
+			      struct js_cpuset *cpus);
+
 /* ---- discovery ------------------------------------------------------------ */
 /* How js_freq_apply (one-shot tools) pins a clock. The plugin's step path
  * caps scaling_max_freq on every driver (js_freq_ctl below). */
