@@ -639,8 +639,8 @@ static void setup_freq(spank_t sp, struct js_step *s)
 		 * unless an enclosing step (the batch step of an srun step) holds
 		 * the CPU changed, whose setting this step must not undo. */
 		struct js_freq_saved orig, entry;
-		rc = js_freq_acquire_entry(s->conf.state, s->conf.sysfs, s->cpu_list[i], s->owner, 0,
-					   &orig, &entry);
+		rc = js_freq_acquire_entry(s->conf.state, s->conf.sysfs, js_freq_domain_key(f), s->owner,
+					   0, &orig, &entry);
 		if (rc < 0) {
 			js_step_error(s, "freq: cpu%d: save state: %s; clock left alone", s->cpu_list[i],
 				      strerror(-rc));
@@ -1050,7 +1050,8 @@ static void remote_exit(struct js_step *s)
 		if (!s->acquired[i])
 			continue;
 		bool restored = false;
-		int rc = js_freq_release(s->conf.state, s->conf.sysfs, s->cpu_list[i], s->owner, &restored);
+		int rc = js_freq_release(s->conf.state, s->conf.sysfs, js_freq_domain_key(&s->cf[i]),
+					 s->owner, &restored);
 		if (rc < 0)
 			js_step_error(s, "freq: cpu%d: restore: %s (joulestep-restore will retry)",
 				      s->cpu_list[i], strerror(-rc));

@@ -503,22 +503,22 @@ static int restore_cpu(const char *sysfs_root, const struct js_freq_saved *s)
 	struct js_cpufreq now;
 	int rc, first = 0;
 
-	rc = js_cpufreq_write_khz(sysfs_root, s->cpu, "scaling_max_freq", s->max_khz);
+	rc = js_domain_write_khz(sysfs_root, s->cpu, "scaling_max_freq", s->max_khz);
 	if (rc < 0 && !first)
 		first = rc;
-	rc = js_cpufreq_write_khz(sysfs_root, s->cpu, "scaling_min_freq", s->min_khz);
+	rc = js_domain_write_khz(sysfs_root, s->cpu, "scaling_min_freq", s->min_khz);
 	if (rc < 0 && !first)
 		first = rc;
-	if (js_cpufreq_read(sysfs_root, s->cpu, &now) < 0 || strcmp(now.governor, s->governor)) {
+	if (js_cpufreq_read_domain(sysfs_root, s->cpu, &now) < 0 || strcmp(now.governor, s->governor)) {
 		char g[JS_GOV_LEN + 2];
 
 		js_fmt(g, sizeof(g), "%s\n", s->governor);
-		rc = js_cpufreq_write(sysfs_root, s->cpu, "scaling_governor", g);
+		rc = js_domain_write(sysfs_root, s->cpu, "scaling_governor", g);
 		if (rc < 0 && !first)
 			first = rc;
 	}
 	if (!strcmp(s->governor, "userspace") && s->setspeed_khz) {
-		rc = js_cpufreq_write_khz(sysfs_root, s->cpu, "scaling_setspeed", s->setspeed_khz);
+		rc = js_domain_write_khz(sysfs_root, s->cpu, "scaling_setspeed", s->setspeed_khz);
 		if (rc < 0 && !first)
 			first = rc;
 	}
@@ -636,7 +636,7 @@ int js_freq_acquire_entry(const char *state_dir, const char *sysfs_root, int cpu
 		if (nlive == 0 && ndead > 0)
 			restore_and_drop(dfd, sysfs_root, cpu);
 	}
-	rc = js_cpufreq_read(sysfs_root, cpu, &f);
+	rc = js_cpufreq_read_domain(sysfs_root, cpu, &f);
 	if (rc < 0)
 		goto out;
 	s.cpu = cpu;

@@ -439,6 +439,61 @@ static void test_dead_owner_below_a_live_one(void **state)
 	close(ready[0]);
 }
 
+/* Issue 23, defect 8: one clock domain, one key. policy0 covers cpu0 and
+ * cpu1 (cpuN/cpufreq -> ../cpufreq/policy0). A step saves the domain and
+ * caps it; then cpu0 is unplugged (its cpufreq link gone, as the kernel
+ * does) and a second step, which can read only cpu1, takes the same domain:
+ * it must find the same backup (key: the policy), not save the first step's
+ * cap as a second "original"; the last release restores through policy0. */
+static void policy_tree(const char *sys)
+{
+	char pol[1200], link[1200], path[1300];
+
+	tt_cpufreq(sys, 5, 1); /* build the files in cpu5/cpufreq, then move them */
+	snprintf(pol, sizeof(pol), "%s/devices/system/cpu/cpufreq", sys);
+	tt_mkdirs(pol);
+	snprintf(path, sizeof(path), "%s/devices/system/cpu/cpu5/cpufreq", sys);
+	snprintf(pol, sizeof(pol), "%s/devices/system/cpu/cpufreq/policy0", sys);
+	assert_int_equal(rename(path, pol), 0);
+	for (int c = 0; c < 2; c++) {
+		snprintf(link, sizeof(link), "%s/devices/system/cpu/cpu%d/cpufreq", sys, c);
+		tt_rmrf(strdup(link));
+		assert_int_equal(symlink("../cpufreq/policy0", link), 0);
+	}
+}
+
+static void test_domain_key_survives_an_unplugged_cpu(void **state)
+{
+	struct fx *f = *state;
+	struct js_cpufreq c0, c1;
+	struct js_freq_saved saved, entry;
+	char link[1200], buf[64];
+	bool restored = true;
+
+	policy_tree(f->sys);
+	assert_int_equal(js_cpufreq_read(f->sys, 0, &c0), 0);
+	assert_int_equal(js_freq_domain_key(&c0), 0);
+	assert_int_equal(js_freq_acquire_entry(f->state, f->sys, js_freq_domain_key(&c0), "job5.0", 0,
+					       &saved, &entry), 0);
+	tt_cpufile(f->sys, 1, "scaling_max_freq", "1200000"); /* its cap, on the domain */
+	snprintf(link, sizeof(link), "%s/devices/system/cpu/cpu0/cpufreq", f->sys);
+	assert_int_equal(unlink(link), 0); /* cpu0 unplugged */
+	assert_int_equal(js_cpufreq_read(f->sys, 0, &c0), -ENOENT);
+	assert_int_equal(js_cpufreq_read(f->sys, 1, &c1), 0);
+	assert_int_equal(js_freq_domain_key(&c1), 0); /* not 1: the lowest readable CPU */
+	assert_int_equal(js_freq_acquire_entry(f->state, f->sys, js_freq_domain_key(&c1), "job6.0", 0,
+					       &saved, &entry), 0);
+	assert_int_equal(saved.max_khz, 2400000); /* the true original, not job5's cap */
+	assert_int_equal(entry.max_khz, 1200000);
+	assert_false(exists(f->state, "cpu1.orig"));
+	assert_int_equal(js_freq_release(f->state, f->sys, 0, "job5.0", &restored), 0);
+	assert_false(restored);
+	assert_int_equal(js_freq_release(f->state, f->sys, 0, "job6.0", &restored), 0);
+	assert_true(restored);
+	assert_string_equal(tt_cpuread(f->sys, 1, "scaling_max_freq", buf, sizeof(buf)), "2400000");
+	assert_false(exists(f->state, "cpu0.orig"));
+}
+
 /* An owner that died but was never reaped (a zombie: what a SIGKILLed
  * slurmstepd becomes under an init that does not reap) owns nothing. */
 static void test_zombie_owner_is_dead(void **state)
@@ -549,6 +604,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_dead_inner_owner_is_undone_for_the_live_one, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_dead_inner_owner_found_at_acquire, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_dead_owner_below_a_live_one, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_domain_key_survives_an_unplugged_cpu, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_never_overwrite, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_crash_then_recover, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_pid_reuse, setup, teardown),

@@ -77,6 +77,9 @@ struct js_cpufreq {
 /* Read cpuN/cpufreq under <sysfs_root>/devices/system/cpu. -ENOENT when the
  * CPU has no cpufreq directory. */
 int js_cpufreq_read(const char *sysfs_root, int cpu, struct js_cpufreq *out);
+/* Pure: the journal's key for f's clock domain: its cpufreq policy number
+ * (policyN), stable whichever of its CPUs could be read. */
+int js_freq_domain_key(const struct js_cpufreq *f);
 /* Which CPUs exist (cpuN directories with cpufreq). */
 int js_cpufreq_online(const char *sysfs_root, struct js_cpuset *out);
 
@@ -165,10 +168,13 @@ void js_freq_ctl_close(struct js_freq_ctl *c);
 size_t js_freq_fmt_khz(char *buf, size_t len, uint32_t khz);
 
 /* ---- save / restore journal ------------------------------------------------
- * State directory (root-only, 0700) holds per CPU:
+ * State directory (root-only, 0700) holds per clock domain, keyed by its
+ * cpufreq policy number N (js_freq_domain_key; policyN is named after a CPU,
+ * so the name stays cpuN; I/O goes through cpufreq/policyN where it exists):
  *   cpuN.orig            original governor/min/max/setspeed and the boot it
  *                        was saved in; never overwritten during that boot
- *   cpuN.owners/<owner>  one file per owner ("pid starttime")
+ *   cpuN.owners/<owner>  one file per owner: "pid starttime seq", then the
+ *                        settings in force when it registered (its entry)
  * Writes are tmp + rename (link for no-overwrite), without fsync: cpufreq
  * settings do not survive a reboot, so a backup only matters during the boot
  * that wrote it (where the page cache is coherent whatever happens to a
