@@ -109,7 +109,6 @@ EXPORT int PMPI_File_close(struct file **fh)
 }
 ALIAS(MPI_File_close)
 
-
 /* For the hooks' fork and thread tests (tests/hooks/prog_hooks_mt.c): a
  * thread that called fake_mpi_hold(in, rel) first makes its next
  * MPI_File_write* or MPI_File_sync write one byte to `in` and wait for one
