@@ -697,9 +697,9 @@ static void recover(struct js_step *s)
 		slurm_info("joulestep: restored %d CPU(s) left changed by a killed step", nrest);
 }
 
-/* Does the journal hold a saved clock (cpuN.orig, freq.h) for one of the
- * step's CPUs? Then a killed step may have left it changed: recover before
- * the tasks start. Otherwise recovery (of other CPUs only) can wait for the
+/* Does the journal hold a saved clock (cpuN.orig, freq.h, N the policy) for
+ * one of the step's CPUs? Then a killed step may have left it changed:
+ * recover before the tasks start. Otherwise recovery (of other CPUs only) can wait for the
  * step thread. Creates the state directory like every journal user. */
 static bool own_cpu_saved(struct js_step *s)
 {
@@ -712,7 +712,17 @@ static bool own_cpu_saved(struct js_step *s)
 		struct stat st;
 		if (!js_cpuset_isset(&s->cpus, c))
 			continue;
-		snprintf(name, sizeof(name), "cpu%d.orig", c);
+		/* the journal's key: the CPU's policy (cpuN/cpufreq -> ../cpufreq/policyK) */
+		char link[JS_PATH_MAX + 64], target[256];
+		int key = c;
+		snprintf(link, sizeof(link), "%s/devices/system/cpu/cpu%d/cpufreq", s->conf.sysfs, c);
+		ssize_t n = readlink(link, target, sizeof(target) - 1);
+		if (n > 0) {
+			target[n] = 0;
+			if (js_parse_policy_link(target, &key) < 0)
+				key = c;
+		}
+		snprintf(name, sizeof(name), "cpu%d.orig", key);
 		found = fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 || errno != ENOENT;
 	}
 	close(dfd);
