@@ -12,7 +12,9 @@ __thread int js_hook_busy;
 static int pinged; /* this process connected and was accepted (reset by fork) */
 
 /* The hooks' open phases in this process, oldest first: what the plugin's
- * nesting holds for it. A thread may push only on an empty stack or on its
+ * nesting holds for it. js_hook_begin and js_hook_end are exported by both
+ * hook libraries, so when both are preloaded every call binds to the first
+ * one's, and its stack is the one nesting of the process. A thread may push only on an empty stack or on its
  * own entry; an entry being closed (closing) lets nobody push on it, so an
  * END always reaches the plugin while its phase is the latest. st_mu guards
  * the stack only, never a call into the client or a wrapped library. */
@@ -40,7 +42,7 @@ __attribute__((constructor)) static void hook_init(void)
 	(void)pthread_atfork(NULL, NULL, forked_child);
 }
 
-int js_hook_begin(const char *kind, const char *label)
+JS_HOOK_API int js_hook_begin(const char *kind, const char *label)
 {
 	pthread_t self = pthread_self();
 	int h = 0;
@@ -64,7 +66,7 @@ int js_hook_begin(const char *kind, const char *label)
 	return 0;
 }
 
-void js_hook_end(int h, long long bytes)
+JS_HOOK_API void js_hook_end(int h, long long bytes)
 {
 	if (!h)
 		return;

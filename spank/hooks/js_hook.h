@@ -41,16 +41,17 @@ extern __thread int js_hook_busy;
  * (docs/phase-protocol.md, "Transport"). Call it without holding a lock.
  *
  * Threads: the plugin closes a process's latest open phase at each END, so
- * the hooks keep their open phases per process, each with the thread that
- * opened it. A thread begins a phase only when none is open or the latest
+ * the hooks keep their open phases per process (one stack for both hook
+ * libraries: these two functions are exported by both, and every call binds
+ * to the first loaded one's), each with the thread that opened it. A thread begins a phase only when none is open or the latest
  * is its own (nesting within one thread); a hooked call made by another
  * thread meanwhile is not marked (returns 0) and falls inside the open
  * phase. A forked child starts with none open. */
-int js_hook_begin(const char *kind, const char *label);
+JS_HOOK_API int js_hook_begin(const char *kind, const char *label);
 
 /* End the phase of handle h (0: nothing). When it is not the latest open
  * one (a VELOC flush closed by one thread while the thread that opened it
  * is in a nested call), its END is sent when the phases above it end. */
-void js_hook_end(int h, long long bytes);
+JS_HOOK_API void js_hook_end(int h, long long bytes);
 
 #endif

@@ -364,3 +364,24 @@ def test_forked_and_threaded_programs(henv):
     assert phases(rec) == [("checkpoint", "t", ckpt), ("flush", "t", ckpt),
                            ("write", "MPI_File_write", n * INT)], out
     assert out_file.stat().st_size == n * INT
+
+
+def test_flush_ended_by_another_thread_inside_a_nested_write(henv):
+    """Issue 23, defect 9: the main thread's VELOC flush is open and the main thread is
+    inside an MPI_File_write nested in it when another thread's VELOC_Checkpoint_wait
+    ends the flush. That END must not close the write (the latest open phase): it is
+    sent once the write has ended, so each phase keeps its own bytes."""
+    d = henv.c.user_dir(USER)
+    va = veloc_cfg(henv, "veloc-flush-mt", "async")
+    n = 777
+    out_file = d / "flush-mt.dat"
+    out_file.unlink(missing_ok=True)
+    job, out = henv.run_job(f"#!/bin/sh\n#SBATCH -n1\n#SBATCH --energy-hooks=mpiio,veloc\n"
+                            f"{henv.t}/prog_hooks_mt flush {va}/veloc.cfg {out_file} {n}\n")
+    assert "flush: checkpoint 0 write 0 wait 0 finalize 0" in out, out
+    rec = henv.records(job, ["batch"])["batch"]
+    ckpt = 1000 * DOUBLE
+    assert phases(rec) == [("checkpoint", "f", ckpt), ("flush", "f", ckpt),
+                           ("write", "MPI_File_write", n * INT)], out
+    ph = sorted(rec["phases"], key=lambda p: p["seq"])
+    assert ph[2]["marker_end_ns"] <= ph[1]["marker_end_ns"], ph  # the flush ended after the write

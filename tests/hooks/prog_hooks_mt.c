@@ -11,7 +11,12 @@
  *     A call that hangs is ended by alarm() (the child 5 s, the parent 10 s).
  *   prog_hooks_mt threads FILE N
  *     thread A is inside MPI_File_write(N ints) (held) when thread B calls
- *     MPI_File_sync (held too); A returns first, then B. */
+ *     MPI_File_sync (held too); A returns first, then B.
+ *   prog_hooks_mt flush CFG FILE N
+ *     the main thread ends a VELOC checkpoint "f" of 1000 doubles (async:
+ *     its flush phase opens), then is inside MPI_File_write(N ints) (held)
+ *     when thread W calls VELOC_Checkpoint_wait, which ends the flush while
+ *     the write, nested in it, is still open; then the write returns. */
 #include <mpi.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -151,8 +156,43 @@ static int threads_mode(int argc, char **argv, const char *file, int n)
 	return 0;
 }
 
+static void *wait_thread(void *arg)
+{
+	struct held *h = arg;
+	wait_inside(h); /* the main thread is inside its write */
+	h->rc = VELOC_Checkpoint_wait();
+	release(h);
+	return NULL;
+}
+
+static int flush_mode(int argc, char **argv, const char *cfg, const char *file, int n)
+{
+	struct held w = {0};
+	pthread_t tw;
+	int *buf = calloc((size_t)n + 1, sizeof(int));
+	MPI_File fh;
+	if (!buf || VELOC_Init_single(0, cfg) || VELOC_Mem_protect(0, data, 1000, sizeof(double)) ||
+	    MPI_Init(&argc, &argv) != MPI_SUCCESS ||
+	    MPI_File_open(MPI_COMM_WORLD, file, MPI_MODE_CREATE | MPI_MODE_WRONLY, MPI_INFO_NULL,
+			  &fh) != MPI_SUCCESS)
+		return 1;
+	int c = VELOC_Checkpoint_begin("f", 0) || VELOC_Checkpoint_mem() || VELOC_Checkpoint_end(1);
+	pipes(&w);
+	pthread_create(&tw, NULL, wait_thread, &w);
+	fake_mpi_hold(w.in[1], w.rel[0]);
+	int rc = MPI_File_write(fh, buf, n, MPI_INT, MPI_STATUS_IGNORE);
+	pthread_join(tw, NULL);
+	printf("flush: checkpoint %d write %d wait %d finalize %d\n", c, rc, w.rc, VELOC_Finalize(1));
+	MPI_File_close(&fh);
+	MPI_Finalize();
+	free(buf);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
+	if (argc == 5 && !strcmp(argv[1], "flush"))
+		return flush_mode(argc, argv, argv[2], argv[3], atoi(argv[4]));
 	if (argc == 3 && !strcmp(argv[1], "fork"))
 		return fork_mode(argv[2]);
 	if (argc == 4 && !strcmp(argv[1], "threads"))
