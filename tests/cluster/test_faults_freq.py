@@ -204,6 +204,41 @@ srun --overlap -n1 --energy-policy=io-dvfs sh -c '{fe.phase("begin", "write")}; 
     fe.check_baseline(hw, orig)
 
 
+def test_kill9_inner_step_while_the_batch_step_owns_the_cpus(fe):
+    """Issue 23, defect 2: `sbatch --energy-policy=io-dvfs`, so the batch step owns every
+    CPU of the job; srun step 0's slurmstepd is SIGKILLed inside a write phase. The next
+    srun step (its start runs the journal's recovery) finds the dead owner and puts the
+    CPUs back to what the live batch step expects, the original: it starts there, records
+    it as its base, lowers from there and returns to it; so does the batch script after
+    it. Before, recovery skipped the CPUs while the batch step lived, and step 1 took the
+    dead step's cap as its base for the rest of the job."""
+    hw, orig = fe.fresh()
+    up, go = fe.flag("k9b.up"), fe.flag("k9b.go")
+    job = fe.submit(f"""#!/bin/sh
+#SBATCH -n1
+srun --overlap -n1 sh -c '{fe.phase("begin", "write")}; touch {up}; exec sleep 300' &
+{fe.wait_sh(go)}
+srun --overlap -n1 sh -c '{fe.cf("in")}; {fe.phase("begin", "write")}; {fe.cf("w")}; {fe.phase("end")}; {fe.cf("after")}'
+{fe.cf("batch")}
+""", args=["--energy-policy=io-dvfs"])
+    wait_for(up.exists, "step 0 in its write phase", 60)
+    lowered = fe.wait_lowered()
+    kill9_stepd(job, "0")
+    assert fe.lowered() == lowered
+    go.touch()
+    out = fe.finish(job)
+    rec = fe.records(job, ["1"])["1"]
+    assert rec["step"]["base_freq_khz"] == FMAX
+    cf = cf_lines(out)
+    for c in range(fe.ncpus):
+        for tag in ("in", "after", "batch"):
+            for k in freqcheck.KEYS:
+                assert cf[tag][c][k] == orig[c][k], (tag, c, k)
+    for c in expand_cpus(rec["step"]["cpus"]):
+        assert cf["w"][c]["scaling_max_freq"] == LOW
+    fe.check_restored(hw, orig)
+
+
 # --------------------------------------------------------------- 2. slurmd restarted
 def test_slurmd_restart_during_throttled_phase(fe):
     hw, orig = fe.fresh()
