@@ -484,8 +484,10 @@ static void parse_cpus(spank_t sp, struct js_step *s)
 		rc = js_cpu_topo_cores_to_cpus(topo, &abs, &s->cpus);
 	free(topo);
 	if (rc < 0) {
+		const char *why = rc == -ERANGE ? "fewer cores than slurm.conf's node layout"
+						: strerror(-rc);
 		js_step_error(s, "cpus: cannot map Slurm's cores %s to this node's CPUs (%s/devices/system/cpu/cpuN/topology: %s); no frequency control",
-			      cores, s->conf.sysfs, rc == -ERANGE ? "fewer cores than slurm.conf's node layout" : strerror(-rc));
+			      cores, s->conf.sysfs, why);
 		js_cpuset_zero(&s->cpus);
 	}
 }
@@ -699,8 +701,9 @@ static void recover(struct js_step *s)
 
 /* Does the journal hold a saved clock (cpuN.orig, freq.h, N the policy) for
  * one of the step's CPUs? Then a killed step may have left it changed:
- * recover before the tasks start. Otherwise recovery (of other CPUs only) can wait for the
- * step thread. Creates the state directory like every journal user. */
+ * recover before the tasks start. Otherwise recovery (of other CPUs only)
+ * can wait for the step thread. Creates the state directory like every
+ * journal user. */
 static bool own_cpu_saved(struct js_step *s)
 {
 	int dfd = js_root_dirfd(s->conf.state, 0700, true);
