@@ -56,7 +56,7 @@ HOOKT := $(B)/tests/hooks
 FAKE_NVML := $(B)/tests/fakehw/libnvidia-ml.so.1 $(B)/tests/fakehw/libamd_smi.so
 HOOK_TESTS := $(HOOKT)/libfakempi.so $(HOOKT)/libfakeveloc.so $(HOOKT)/libmpiapp.so \
               $(HOOKT)/prog_mpiio $(HOOKT)/prog_veloc $(HOOKT)/prog_dlopen $(HOOKT)/bench_hooks \
-              $(HOOKT)/bench_hooks_ompi
+              $(HOOKT)/bench_hooks_ompi $(HOOKT)/prog_hooks_mt
 BENCH_SRC := $(wildcard bench/*.c)
 BENCH_BIN := $(patsubst bench/%.c,$(B)/bench/%,$(BENCH_SRC))
 # MPI benchmarks (bench/ckpt, bench/damaris; docs/experiments.md), built with
@@ -143,6 +143,8 @@ $(HOOKT)/prog_mpiio: tests/hooks/prog_mpiio.c $(HOOKT)/libfakempi.so
 	$(CC) $(CFLAGS) $(MPI_CFLAGS) $< -o $@ -L$(HOOKT) -lfakempi -Wl,-rpath,'$$ORIGIN'
 $(HOOKT)/prog_veloc: tests/hooks/prog_veloc.c $(HOOKT)/libfakeveloc.so
 	$(CC) $(CFLAGS) $< -o $@ -L$(HOOKT) -lfakeveloc -Wl,-rpath,'$$ORIGIN'
+$(HOOKT)/prog_hooks_mt: tests/hooks/prog_hooks_mt.c $(HOOKT)/libfakempi.so $(HOOKT)/libfakeveloc.so
+	$(CC) $(CFLAGS) $(MPI_CFLAGS) $< -o $@ -L$(HOOKT) -lfakempi -lfakeveloc -Wl,-rpath,'$$ORIGIN'
 $(HOOKT)/prog_dlopen: tests/hooks/prog_dlopen.c
 	$(CC) $(CFLAGS) $< -o $@ -ldl
 $(HOOKT)/bench_hooks: bench/hooks/bench_hooks.c $(HOOKT)/libfakempi.so $(HOOKT)/libfakeveloc.so

@@ -462,18 +462,33 @@ static void node_model(struct js_step *s)
 			 non, s->fmax_khz);
 }
 
-/* The step's cores (S_STEP_ALLOC_CORES, batch: S_JOB_ALLOC_CORES): parsing
- * only, no file I/O. */
+/* The step's Linux CPUs. Slurm gives the step's cores (S_STEP_ALLOC_CORES,
+ * batch: S_JOB_ALLOC_CORES) in its abstract numbering; they are translated
+ * as Slurm's task plugins do (xcpuinfo_abs_to_mac), with the node's
+ * topology under the sysfs root, every SMT sibling included. */
 static void parse_cpus(spank_t sp, struct js_step *s)
 {
 	char *cores = NULL;
+	struct js_cpuset abs;
 	js_cpuset_zero(&s->cpus);
 	if (spank_get_item(sp, S_STEP_ALLOC_CORES, &cores) != ESPANK_SUCCESS || !cores || !*cores)
 		if (spank_get_item(sp, S_JOB_ALLOC_CORES, &cores) != ESPANK_SUCCESS)
 			cores = NULL;
-	if (!cores || js_cpuset_parse(cores, &s->cpus) < 0) {
+	if (!cores || js_cpuset_parse(cores, &abs) < 0) {
 		js_step_error(s, "cpus: cannot read the step's allocated cores (%s); no frequency control",
 			      cores ? cores : "none");
+		return;
+	}
+	struct js_cpu_topo *topo = calloc(1, sizeof(*topo));
+	int rc = topo ? js_cpu_topo_read(s->conf.sysfs, topo) : -ENOMEM;
+	if (rc == 0)
+		rc = js_cpu_topo_cores_to_cpus(topo, &abs, &s->cpus);
+	free(topo);
+	if (rc < 0) {
+		const char *why = rc == -ERANGE ? "fewer cores than slurm.conf's node layout"
+						: strerror(-rc);
+		js_step_error(s, "cpus: cannot map Slurm's cores %s to this node's CPUs (%s/devices/system/cpu/cpuN/topology: %s); no frequency control",
+			      cores, s->conf.sysfs, why);
 		js_cpuset_zero(&s->cpus);
 	}
 }
@@ -627,8 +642,8 @@ static void setup_freq(spank_t sp, struct js_step *s)
 		 * unless an enclosing step (the batch step of an srun step) holds
 		 * the CPU changed, whose setting this step must not undo. */
 		struct js_freq_saved orig, entry;
-		rc = js_freq_acquire_entry(s->conf.state, s->conf.sysfs, s->cpu_list[i], s->owner, 0,
-					   &orig, &entry);
+		rc = js_freq_acquire_entry(s->conf.state, s->conf.sysfs, js_freq_domain_key(f), s->owner,
+					   0, &orig, &entry);
 		if (rc < 0) {
 			js_step_error(s, "freq: cpu%d: save state: %s; clock left alone", s->cpu_list[i],
 				      strerror(-rc));
@@ -685,10 +700,11 @@ static void recover(struct js_step *s)
 		slurm_info("joulestep: restored %d CPU(s) left changed by a killed step", nrest);
 }
 
-/* Does the journal hold a saved clock (cpuN.orig, freq.h) for one of the
- * step's CPUs? Then a killed step may have left it changed: recover before
- * the tasks start. Otherwise recovery (of other CPUs only) can wait for the
- * step thread. Creates the state directory like every journal user. */
+/* Does the journal hold a saved clock (cpuN.orig, freq.h, N the policy) for
+ * one of the step's CPUs? Then a killed step may have left it changed:
+ * recover before the tasks start. Otherwise recovery (of other CPUs only)
+ * can wait for the step thread. Creates the state directory like every
+ * journal user. */
 static bool own_cpu_saved(struct js_step *s)
 {
 	int dfd = js_root_dirfd(s->conf.state, 0700, true);
@@ -700,7 +716,17 @@ static bool own_cpu_saved(struct js_step *s)
 		struct stat st;
 		if (!js_cpuset_isset(&s->cpus, c))
 			continue;
-		snprintf(name, sizeof(name), "cpu%d.orig", c);
+		/* the journal's key: the CPU's policy (cpuN/cpufreq -> ../cpufreq/policyK) */
+		char link[JS_PATH_MAX + 64], target[256];
+		int key = c;
+		snprintf(link, sizeof(link), "%s/devices/system/cpu/cpu%d/cpufreq", s->conf.sysfs, c);
+		ssize_t n = readlink(link, target, sizeof(target) - 1);
+		if (n > 0) {
+			target[n] = 0;
+			if (js_parse_policy_link(target, &key) < 0)
+				key = c;
+		}
+		snprintf(name, sizeof(name), "cpu%d.orig", key);
 		found = fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 || errno != ENOENT;
 	}
 	close(dfd);
@@ -1039,7 +1065,8 @@ static void remote_exit(struct js_step *s)
 		if (!s->acquired[i])
 			continue;
 		bool restored = false;
-		int rc = js_freq_release(s->conf.state, s->conf.sysfs, s->cpu_list[i], s->owner, &restored);
+		int rc = js_freq_release(s->conf.state, s->conf.sysfs, js_freq_domain_key(&s->cf[i]),
+					 s->owner, &restored);
 		if (rc < 0)
 			js_step_error(s, "freq: cpu%d: restore: %s (joulestep-restore will retry)",
 				      s->cpu_list[i], strerror(-rc));

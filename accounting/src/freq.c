@@ -239,6 +239,11 @@ bool js_freq_policy_shared(const struct js_cpufreq *f, const struct js_cpuset *m
 	return false;
 }
 
+int js_freq_domain_key(const struct js_cpufreq *f)
+{
+	return f->policy >= 0 ? f->policy : f->cpu;
+}
+
 int js_parse_policy_link(const char *target, int *policy)
 {
 	const char *p;
@@ -311,18 +316,55 @@ static bool has_word(const char *list, const char *word)
 	return false;
 }
 
+/* A clock domain's directory for the journal (key: its policy number):
+ * cpufreq/policyN, which stays while its CPUs are unplugged; cpuN/cpufreq on
+ * kernels without policy directories. */
+static int domain_dir(char *buf, size_t len, const char *root, int key)
+{
+	struct stat st;
+	int rc = js_path(buf, len, "%s/devices/system/cpu/cpufreq/policy%d",
+			 root ? root : JS_SYSFS_DEFAULT, key);
+
+	if (rc == 0 && stat(buf, &st) == 0 && S_ISDIR(st.st_mode))
+		return 0;
+	return cpufreq_dir(buf, len, root, key);
+}
+
+static int read_dir(const char *dir, int cpu, struct js_cpufreq *out);
+
 int js_cpufreq_read(const char *sysfs_root, int cpu, struct js_cpufreq *out)
 {
-	char dir[JS_PATH_LEN], buf[2048];
-	struct stat st;
-	ssize_t n;
+	char dir[JS_PATH_LEN];
 	int rc;
 
 	if (!out || cpu < 0 || cpu >= JS_MAX_CPUS)
 		return -EINVAL;
 	rc = cpufreq_dir(dir, sizeof(dir), sysfs_root, cpu);
-	if (rc < 0)
-		return rc;
+	return rc < 0 ? rc : read_dir(dir, cpu, out);
+}
+
+int js_cpufreq_read_domain(const char *sysfs_root, int key, struct js_cpufreq *out)
+{
+	char dir[JS_PATH_LEN];
+	int rc;
+
+	if (!out || key < 0 || key >= JS_MAX_CPUS)
+		return -EINVAL;
+	rc = domain_dir(dir, sizeof(dir), sysfs_root, key);
+	if (rc == 0)
+		rc = read_dir(dir, key, out);
+	if (rc == 0)
+		out->policy = key;
+	return rc;
+}
+
+static int read_dir(const char *dir, int cpu, struct js_cpufreq *out)
+{
+	char buf[2048];
+	struct stat st;
+	ssize_t n;
+	int rc;
+
 	if (stat(dir, &st) < 0)
 		return -errno;
 	if (!S_ISDIR(st.st_mode))
@@ -407,16 +449,37 @@ int js_cpufreq_online(const char *sysfs_root, struct js_cpuset *out)
 
 /* ---- journal writes (paths; step start and end only) ---------------------------- */
 
-int js_cpufreq_write(const char *sysfs_root, int cpu, const char *file, const char *val)
+static int write_in(int rc, const char *dir, const char *file, const char *val)
 {
-	char dir[JS_PATH_LEN], path[JS_PATH_LEN];
-	int rc = cpufreq_dir(dir, sizeof(dir), sysfs_root, cpu);
+	char path[JS_PATH_LEN];
 
 	if (rc == 0)
 		rc = js_path(path, sizeof(path), "%s/%s", dir, file);
 	if (rc < 0)
 		return rc;
 	return js_write_file(path, val);
+}
+
+int js_cpufreq_write(const char *sysfs_root, int cpu, const char *file, const char *val)
+{
+	char dir[JS_PATH_LEN];
+
+	return write_in(cpufreq_dir(dir, sizeof(dir), sysfs_root, cpu), dir, file, val);
+}
+
+int js_domain_write(const char *sysfs_root, int key, const char *file, const char *val)
+{
+	char dir[JS_PATH_LEN];
+
+	return write_in(domain_dir(dir, sizeof(dir), sysfs_root, key), dir, file, val);
+}
+
+int js_domain_write_khz(const char *sysfs_root, int key, const char *file, uint32_t khz)
+{
+	char v[16];
+
+	js_freq_fmt_khz(v, sizeof(v), khz);
+	return js_domain_write(sysfs_root, key, file, v);
 }
 
 int js_cpufreq_write_khz(const char *sysfs_root, int cpu, const char *file, uint32_t khz)

@@ -23,6 +23,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "js_internal.h"
@@ -381,6 +382,105 @@ static int count_owners(int odfd, bool prune, bool force)
 	return n;
 }
 
+static int restore_cpu(const char *sysfs_root, const struct js_freq_saved *s);
+
+/* An owner file: "pid starttime seq\n" and then the settings in force when
+ * it registered (the js_freq_saved format): what the owner returns to, and
+ * what its death gives back. seq is CLOCK_MONOTONIC ns at registration, so
+ * owners are ordered within a boot. Older files hold "pid starttime". */
+struct owner_info {
+	char name[72];
+	bool alive, has_entry;
+	unsigned long long seq;
+	struct js_freq_saved entry;
+};
+
+#define JS_MAX_OWNERS 256
+
+static void owner_read(int odfd, const char *name, struct owner_info *o)
+{
+	char buf[512];
+	unsigned long long st;
+	int pid, off = 0;
+
+	memset(o, 0, sizeof(*o));
+	js_fmt(o->name, sizeof(o->name), "%s", name);
+	o->alive = owner_alive(odfd, name);
+	if (js_read_fileat(odfd, name, buf, sizeof(buf)) <= 0)
+		return;
+	if (sscanf(buf, "%d %llu %llu%n", &pid, &st, &o->seq, &off) == 3 && buf[off] == '\n')
+		o->has_entry = js_freq_saved_parse(buf + off + 1, &o->entry) == 0;
+	else
+		o->seq = 0;
+}
+
+/* Pure: the settings to write back for dead owners, given every owner of a
+ * CPU. Only dead owners registered after the newest live one have changes
+ * in force; the oldest of them found the clock as the live owners expect
+ * it. false: none to undo (no dead owner above a live one, no live owner at
+ * all: the backup is the answer, or an older file without its entry). */
+static bool undo_for_dead(const struct owner_info *o, int n, struct js_freq_saved *out)
+{
+	unsigned long long live_top = 0;
+	int nlive = 0, pick = -1;
+
+	for (int i = 0; i < n; i++)
+		if (o[i].alive) {
+			nlive++;
+			if (o[i].seq > live_top)
+				live_top = o[i].seq;
+		}
+	if (!nlive)
+		return false;
+	for (int i = 0; i < n; i++)
+		if (!o[i].alive && o[i].seq > live_top && (pick < 0 || o[i].seq < o[pick].seq))
+			pick = i;
+	if (pick < 0 || !o[pick].has_entry)
+		return false;
+	*out = o[pick].entry;
+	return true;
+}
+
+/* Drop cpu's dead owners, first undoing their changes back to what the live
+ * owners expect (undo_for_dead). Returns the live owners' count (or
+ * -errno); *ndead the dead ones dropped. */
+static int settle_owners(int odfd, const char *sysfs_root, int cpu, const char *boot, int *ndead)
+{
+	struct owner_info *o = calloc(JS_MAX_OWNERS, sizeof(*o));
+	struct js_freq_saved undo;
+	int fd, n = 0, nlive = 0, rc = 0;
+	DIR *d;
+	struct dirent *de;
+
+	*ndead = 0;
+	if (!o)
+		return -ENOMEM;
+	fd = fcntl(odfd, F_DUPFD_CLOEXEC, 0);
+	d = fd >= 0 ? fdopendir(fd) : NULL;
+	if (!d) {
+		rc = -errno;
+		if (fd >= 0)
+			close(fd);
+		free(o);
+		return rc;
+	}
+	while ((de = readdir(d)))
+		if (de->d_name[0] != '.' && n < JS_MAX_OWNERS)
+			owner_read(odfd, de->d_name, &o[n++]);
+	closedir(d);
+	if (undo_for_dead(o, n, &undo) && undo.cpu == cpu &&
+	    (!undo.boot_id[0] || !boot[0] || !strcmp(undo.boot_id, boot)))
+		rc = restore_cpu(sysfs_root, &undo);
+	for (int i = 0; i < n; i++) {
+		if (o[i].alive)
+			nlive++;
+		else if (rc == 0 && unlinkat(odfd, o[i].name, 0) == 0)
+			(*ndead)++; /* kept when the undo failed: a later pass retries */
+	}
+	free(o);
+	return rc < 0 ? rc : nlive;
+}
+
 static int saved_read_at(int dfd, int cpu, struct js_freq_saved *out)
 {
 	char name[32], buf[512];
@@ -403,22 +503,22 @@ static int restore_cpu(const char *sysfs_root, const struct js_freq_saved *s)
 	struct js_cpufreq now;
 	int rc, first = 0;
 
-	rc = js_cpufreq_write_khz(sysfs_root, s->cpu, "scaling_max_freq", s->max_khz);
+	rc = js_domain_write_khz(sysfs_root, s->cpu, "scaling_max_freq", s->max_khz);
 	if (rc < 0 && !first)
 		first = rc;
-	rc = js_cpufreq_write_khz(sysfs_root, s->cpu, "scaling_min_freq", s->min_khz);
+	rc = js_domain_write_khz(sysfs_root, s->cpu, "scaling_min_freq", s->min_khz);
 	if (rc < 0 && !first)
 		first = rc;
-	if (js_cpufreq_read(sysfs_root, s->cpu, &now) < 0 || strcmp(now.governor, s->governor)) {
+	if (js_cpufreq_read_domain(sysfs_root, s->cpu, &now) < 0 || strcmp(now.governor, s->governor)) {
 		char g[JS_GOV_LEN + 2];
 
 		js_fmt(g, sizeof(g), "%s\n", s->governor);
-		rc = js_cpufreq_write(sysfs_root, s->cpu, "scaling_governor", g);
+		rc = js_domain_write(sysfs_root, s->cpu, "scaling_governor", g);
 		if (rc < 0 && !first)
 			first = rc;
 	}
 	if (!strcmp(s->governor, "userspace") && s->setspeed_khz) {
-		rc = js_cpufreq_write_khz(sysfs_root, s->cpu, "scaling_setspeed", s->setspeed_khz);
+		rc = js_domain_write_khz(sysfs_root, s->cpu, "scaling_setspeed", s->setspeed_khz);
 		if (rc < 0 && !first)
 			first = rc;
 	}
@@ -507,7 +607,8 @@ int js_freq_acquire_entry(const char *state_dir, const char *sysfs_root, int cpu
 	struct js_cpufreq f;
 	struct js_freq_saved s;
 	unsigned long long st;
-	char buf[256], name[32];
+	char buf[256], obuf[320], name[32];
+	struct timespec ts;
 	int dfd, lfd, odfd, rc;
 
 	if (cpu < 0 || cpu >= JS_MAX_CPUS || !owner_ok(owner) || pid < 0)
@@ -525,7 +626,17 @@ int js_freq_acquire_entry(const char *state_dir, const char *sysfs_root, int cpu
 		return rc;
 	if (backup_stale(dfd, cpu, s.boot_id))
 		drop_stale(dfd, cpu);
-	rc = js_cpufreq_read(sysfs_root, cpu, &f);
+	/* dead owners' changes are undone before the settings in force are read
+	 * (issue 23, defect 2); when they were the only owners, the original */
+	odfd = open_owners(dfd, cpu, false);
+	if (odfd >= 0) {
+		int ndead = 0, nlive = settle_owners(odfd, sysfs_root, cpu, s.boot_id, &ndead);
+
+		close(odfd);
+		if (nlive == 0 && ndead > 0)
+			restore_and_drop(dfd, sysfs_root, cpu);
+	}
+	rc = js_cpufreq_read_domain(sysfs_root, cpu, &f);
 	if (rc < 0)
 		goto out;
 	s.cpu = cpu;
@@ -554,8 +665,10 @@ int js_freq_acquire_entry(const char *state_dir, const char *sysfs_root, int cpu
 		rc = odfd;
 		goto out;
 	}
-	js_fmt(buf, sizeof(buf), "%d %llu\n", pid, st);
-	rc = write_atomic(odfd, owner, buf, false);
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	js_fmt(obuf, sizeof(obuf), "%d %llu %llu\n%s", pid, st,
+	       (unsigned long long)ts.tv_sec * 1000000000ULL + (unsigned long long)ts.tv_nsec, buf);
+	rc = write_atomic(odfd, owner, obuf, false);
 	close(odfd);
 out:
 	unlock_dir(dfd, lfd);
@@ -565,7 +678,8 @@ out:
 int js_freq_release(const char *state_dir, const char *sysfs_root, int cpu,
 		    const char *owner, bool *restored)
 {
-	int dfd, lfd, odfd, rc, n;
+	char boot[JS_BOOT_ID_LEN];
+	int dfd, lfd, odfd, rc, n, ndead;
 
 	if (restored)
 		*restored = false;
@@ -585,8 +699,11 @@ int js_freq_release(const char *state_dir, const char *sysfs_root, int cpu,
 		goto out;
 	}
 	/* owners whose process died (a killed slurmstepd) do not hold the CPU:
-	 * the last live owner restores it */
-	n = count_owners(odfd, true, false);
+	 * their changes are undone for the live ones, and the last live owner
+	 * restores the original */
+	if (current_boot_id(boot, sizeof(boot)) < 0)
+		boot[0] = '\0';
+	n = settle_owners(odfd, sysfs_root, cpu, boot, &ndead);
 	close(odfd);
 	if (n < 0) {
 		rc = n;
@@ -605,7 +722,7 @@ out:
 int js_freq_recover(const char *state_dir, const char *sysfs_root, bool force,
 		    int *nrestored)
 {
-	struct js_cpuset backups;
+	struct js_cpuset backups, owned;
 	DIR *d;
 	struct dirent *de;
 	char boot[JS_BOOT_ID_LEN];
@@ -619,6 +736,7 @@ int js_freq_recover(const char *state_dir, const char *sysfs_root, bool force,
 	if (rc < 0)
 		return rc;
 	js_cpuset_zero(&backups);
+	js_cpuset_zero(&owned);
 	fd = fcntl(dfd, F_DUPFD_CLOEXEC, 0);
 	d = fd >= 0 ? fdopendir(fd) : NULL;
 	if (!d) {
@@ -633,35 +751,29 @@ int js_freq_recover(const char *state_dir, const char *sysfs_root, bool force,
 		if (sscanf(de->d_name, "cpu%d.%15s", &cpu, rest) != 2 || cpu < 0 ||
 		    cpu >= JS_MAX_CPUS)
 			continue;
-		if (!strcmp(rest, "owners")) {
-			int odfd = open_owners(dfd, cpu, false);
-
-			if (odfd >= 0) {
-				count_owners(odfd, true, force);
-				close(odfd);
-			}
-		} else if (!strcmp(rest, "orig")) {
+		if (!strcmp(rest, "owners"))
+			js_cpuset_set(&owned, cpu);
+		else if (!strcmp(rest, "orig"))
 			js_cpuset_set(&backups, cpu);
-		}
 	}
 	closedir(d);
 	if (current_boot_id(boot, sizeof(boot)) < 0)
 		boot[0] = '\0';
 	for (cpu = 0; cpu < JS_MAX_CPUS; cpu++) {
-		int odfd, n = 0;
+		bool backup = js_cpuset_isset(&backups, cpu);
+		int odfd, n = 0, ndead;
 
-		if (!js_cpuset_isset(&backups, cpu))
-			continue;
-		if (backup_stale(dfd, cpu, boot)) {
+		if (backup && backup_stale(dfd, cpu, boot)) {
 			drop_stale(dfd, cpu);
 			continue;
 		}
-		odfd = open_owners(dfd, cpu, false);
-		if (odfd >= 0) {
-			n = count_owners(odfd, false, false);
+		if (js_cpuset_isset(&owned, cpu) && (odfd = open_owners(dfd, cpu, false)) >= 0) {
+			/* dead owners: undone for the live ones (or all dropped with force) */
+			n = force ? count_owners(odfd, true, true)
+				  : settle_owners(odfd, sysfs_root, cpu, boot, &ndead);
 			close(odfd);
 		}
-		if (n != 0)
+		if (!backup || n != 0)
 			continue; /* still owned (or unreadable: leave it) */
 		rc = restore_and_drop(dfd, sysfs_root, cpu);
 		if (rc == 0)

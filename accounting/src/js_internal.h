@@ -73,6 +73,12 @@ int js_write_file(const char *path, const char *s);
 /* Write into <sysfs_root>/devices/system/cpu/cpuN/cpufreq/<file>. */
 int js_cpufreq_write(const char *sysfs_root, int cpu, const char *file, const char *val);
 int js_cpufreq_write_khz(const char *sysfs_root, int cpu, const char *file, uint32_t khz);
+/* The journal's I/O on a clock domain by its key (policy number): through
+ * <sysfs_root>/devices/system/cpu/cpufreq/policyN when it exists (it stays
+ * while the domain's CPUs are unplugged), else cpuN/cpufreq. */
+int js_cpufreq_read_domain(const char *sysfs_root, int key, struct js_cpufreq *out);
+int js_domain_write(const char *sysfs_root, int key, const char *file, const char *val);
+int js_domain_write_khz(const char *sysfs_root, int key, const char *file, uint32_t khz);
 int js_path(char *buf, size_t len, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 

@@ -200,7 +200,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 /* ---- frequency for the command's CPUs ------------------------------------ */
 
 struct freq_ctx {
-	struct js_cpuset cpus; /* CPUs we changed (acquired) */
+	struct js_cpuset cpus; /* clock domains we changed (acquired): journal keys */
 	char owner[64];
 	const struct opts *o;
 };
@@ -241,13 +241,17 @@ static int freq_set(struct freq_ctx *fc)
 		} else {
 			khz = js_freq_clamp_round_khz(&f, (uint32_t)fc->o->freq_khz);
 		}
-		rc = js_freq_acquire(fc->o->state, fc->o->sysfs, cpu, fc->owner, 0);
-		if (rc < 0) {
-			fprintf(stderr, PROG ": cpu%d: cannot save the original frequency in %s: %s\n",
-				cpu, fc->o->state, strerror(-rc));
-			return rc;
+		/* the journal keys a clock domain by its policy (issue 23, defect 8) */
+		int key = js_freq_domain_key(&f);
+		if (!js_cpuset_isset(&fc->cpus, key)) {
+			rc = js_freq_acquire(fc->o->state, fc->o->sysfs, key, fc->owner, 0);
+			if (rc < 0) {
+				fprintf(stderr, PROG ": cpu%d: cannot save the original frequency in %s: %s\n",
+					cpu, fc->o->state, strerror(-rc));
+				return rc;
+			}
+			js_cpuset_set(&fc->cpus, key);
 		}
-		js_cpuset_set(&fc->cpus, cpu);
 		rc = js_freq_apply(fc->o->sysfs, &f, khz, &back, &ignored);
 		if (rc < 0) {
 			fprintf(stderr, PROG ": cpu%d: cannot set %u kHz: %s\n", cpu, khz, strerror(-rc));
@@ -274,7 +278,7 @@ static int freq_restore(struct freq_ctx *fc)
 			continue;
 		rc = js_freq_release(fc->o->state, fc->o->sysfs, cpu, fc->owner, &restored);
 		if (rc < 0) {
-			fprintf(stderr, PROG ": cpu%d: restore failed: %s (run joulestep-restore)\n",
+			fprintf(stderr, PROG ": policy %d: restore failed: %s (run joulestep-restore)\n",
 				cpu, strerror(-rc));
 			ret = rc;
 		}

@@ -11,8 +11,29 @@ __thread int js_hook_busy;
 
 static int pinged; /* this process connected and was accepted (reset by fork) */
 
+/* The hooks' open phases in this process, oldest first: what the plugin's
+ * nesting holds for it. js_hook_begin and js_hook_end are exported by both
+ * hook libraries, so when both are preloaded every call binds to the first
+ * one's, and its stack is the one nesting of the process. A thread may push only on an empty stack or on its
+ * own entry; an entry being closed (closing) lets nobody push on it, so an
+ * END always reaches the plugin while its phase is the latest. st_mu guards
+ * the stack only, never a call into the client or a wrapped library. */
+#define MAX_OPEN 64
+struct open_phase {
+	int h;
+	pthread_t owner;
+	int closing, ended; /* ended: its END is owed once the ones above end */
+	long long bytes;
+};
+static pthread_mutex_t st_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct open_phase st[MAX_OPEN];
+static int depth, next_h;
+
 static void forked_child(void)
 {
+	pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
+	st_mu = fresh; /* another thread of the parent may have held it */
+	depth = 0;
 	__atomic_store_n(&pinged, 0, __ATOMIC_RELAXED);
 }
 
@@ -21,11 +42,55 @@ __attribute__((constructor)) static void hook_init(void)
 	(void)pthread_atfork(NULL, NULL, forked_child);
 }
 
-int js_hook_begin(const char *kind, const char *label)
+JS_HOOK_API int js_hook_begin(const char *kind, const char *label)
 {
+	pthread_t self = pthread_self();
+	int h = 0;
+	pthread_mutex_lock(&st_mu);
+	if (depth < MAX_OPEN &&
+	    (depth == 0 || (pthread_equal(st[depth - 1].owner, self) && !st[depth - 1].closing))) {
+		h = ++next_h > 0 ? next_h : (next_h = 1);
+		st[depth++] = (struct open_phase){.h = h, .owner = self};
+	}
+	pthread_mutex_unlock(&st_mu);
+	if (!h)
+		return 0; /* another thread's phase is open: this call falls inside it */
 	if (!__atomic_exchange_n(&pinged, 1, __ATOMIC_ACQ_REL))
 		(void)js_phase_ping();
-	return js_phase_begin(kind, label) == 0;
+	if (js_phase_begin(kind, label) == 0)
+		return h;
+	pthread_mutex_lock(&st_mu); /* not sent: no END either; it is still the latest */
+	if (depth > 0 && st[depth - 1].h == h)
+		depth--;
+	pthread_mutex_unlock(&st_mu);
+	return 0;
+}
+
+JS_HOOK_API void js_hook_end(int h, long long bytes)
+{
+	if (!h)
+		return;
+	pthread_mutex_lock(&st_mu);
+	int i = depth - 1;
+	while (i >= 0 && st[i].h != h)
+		i--;
+	if (i < 0) { /* not ours (a forked child's copy of the parent's phase) */
+		pthread_mutex_unlock(&st_mu);
+		return;
+	}
+	st[i].ended = 1;
+	st[i].bytes = bytes;
+	/* send the ENDs owed from the top down: each while its phase is the latest */
+	while (depth > 0 && st[depth - 1].ended && !st[depth - 1].closing) {
+		struct open_phase *top = &st[depth - 1];
+		top->closing = 1;
+		long long b = top->bytes;
+		pthread_mutex_unlock(&st_mu);
+		(void)js_phase_end(b);
+		pthread_mutex_lock(&st_mu);
+		depth--;
+	}
+	pthread_mutex_unlock(&st_mu);
 }
 
 #define MAX_OBJS 512

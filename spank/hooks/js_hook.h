@@ -30,21 +30,28 @@ void js_hook_missing(const char *lib, const char *name);
  * library makes to its own hooked functions are passed through unmarked. */
 extern __thread int js_hook_busy;
 
-/* A phase around one call: begun only when the marker was sent (returns 1),
- * ended only then, so that an END never closes a phase this library did not
- * open (outside a step, or when an asynchronous marker was dropped).
- * The first marker of a process is preceded by a PING, which waits for the
- * plugin's reply (at most once per process; nothing outside a step): the
- * plugin accepts a connection only from a live process of the step, and a
- * short program that marks its writes and exits at once would otherwise
+/* A phase around one call: begun only when the marker was sent (returns a
+ * handle > 0), ended only then, so that an END never closes a phase this
+ * library did not open (outside a step, or when an asynchronous marker was
+ * dropped). The first marker of a process is preceded by a PING, which waits
+ * for the plugin's reply (at most once per process; nothing outside a step):
+ * the plugin accepts a connection only from a live process of the step, and
+ * a short program that marks its writes and exits at once would otherwise
  * lose them when it is gone before the plugin accepted its connection
- * (docs/phase-protocol.md, "Transport"). */
-int js_hook_begin(const char *kind, const char *label);
+ * (docs/phase-protocol.md, "Transport"). Call it without holding a lock.
+ *
+ * Threads: the plugin closes a process's latest open phase at each END, so
+ * the hooks keep their open phases per process (one stack for both hook
+ * libraries: these two functions are exported by both, and every call binds
+ * to the first loaded one's), each with the thread that opened it. A thread begins a phase only when none is open or the latest
+ * is its own (nesting within one thread); a hooked call made by another
+ * thread meanwhile is not marked (returns 0) and falls inside the open
+ * phase. A forked child starts with none open. */
+JS_HOOK_API int js_hook_begin(const char *kind, const char *label);
 
-static inline void js_hook_end(int began, long long bytes)
-{
-	if (began)
-		(void)js_phase_end(bytes);
-}
+/* End the phase of handle h (0: nothing). When it is not the latest open
+ * one (a VELOC flush closed by one thread while the thread that opened it
+ * is in a nested call), its END is sent when the phases above it end. */
+JS_HOOK_API void js_hook_end(int h, long long bytes);
 
 #endif

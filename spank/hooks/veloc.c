@@ -43,15 +43,35 @@ struct region {
 	long long bytes;
 };
 
+/* mu guards the state below, only for the bookkeeping around a call:
+ * never across a call into VELOC or a marker (js_hook_begin may wait up to
+ * 5 s for the plugin's first reply), so a thread inside a slow VELOC call
+ * never stalls another one, and a fork while it is held cannot leave the
+ * child waiting for a thread that does not exist there (issue 23, defect 9;
+ * the child also starts with its parent's phases forgotten: they are the
+ * parent's, on the parent's connection). */
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static struct region regions[MAX_REGIONS];
 static size_t nregions;
 static int regions_overflow;  /* more regions than tracked: sizes unknown  */
-static int ckpt_open;         /* a checkpoint phase of ours is open        */
+static int ckpt_claimed;      /* a checkpoint begun by the program is open */
+static int ckpt_h;            /* its phase (js_hook_begin), 0: not marked  */
 static long long ckpt_bytes;  /* its bytes so far; -1 unknown              */
-static int flush_open;
+static int flush_h;           /* the open flush phase, 0: none             */
 static long long flush_bytes;
 static char ckpt_label[65];   /* the checkpoint's name, for its flush too  */
+
+static void forked_child(void)
+{
+	pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
+	mu = fresh;
+	ckpt_claimed = ckpt_h = flush_h = 0;
+}
+
+__attribute__((constructor)) static void veloc_hook_init(void)
+{
+	(void)pthread_atfork(NULL, NULL, forked_child);
+}
 
 /* The real function, resolved on first use. */
 #define REAL(name) \
@@ -60,8 +80,7 @@ static char ckpt_label[65];   /* the checkpoint's name, for its flush too  */
 		(__typeof__(&name))js_hook_next(&cache_##name, #name, (void *)name)
 
 /* Call it with the guard set: VELOC's own calls to its C API (VELOC_Finalize
- * calls VELOC_Checkpoint_wait) pass through our wrappers unmarked, and
- * without taking mu, which the caller may hold. */
+ * calls VELOC_Checkpoint_wait) pass through our wrappers unmarked. */
 #define CALL(rc, call) \
 	do { \
 		js_hook_busy = 1; \
@@ -117,16 +136,19 @@ static const char *label_of(const char *name)
 	return strcmp(name, "-") ? name : NULL;
 }
 
-/* mu held */
+/* Close the open flush phase, if any (mu not held). */
 static void close_flush(void)
 {
-	if (flush_open)
-		js_hook_end(1, flush_bytes);
-	flush_open = 0;
+	pthread_mutex_lock(&mu);
+	int h = flush_h;
+	long long bytes = flush_bytes;
+	flush_h = 0;
+	pthread_mutex_unlock(&mu);
+	js_hook_end(h, bytes);
 }
 
-/* After a successful checkpoint end (mu held): a flush phase while VELOC's
- * backend is still busy with it. */
+/* After a successful checkpoint end (mu not held): a flush phase while
+ * VELOC's backend is still busy with it. */
 static void open_flush(long long bytes, const char *label)
 {
 	typedef int (*ready_fn)(void);
@@ -138,8 +160,13 @@ static void open_flush(long long bytes, const char *label)
 		if (r != 0)
 			return; /* done already (sync mode), or no client */
 	}
-	flush_open = js_hook_begin("flush", label);
+	int h = js_hook_begin("flush", label);
+	pthread_mutex_lock(&mu);
+	int old = flush_h;
+	flush_h = h;
 	flush_bytes = bytes;
+	pthread_mutex_unlock(&mu);
+	js_hook_end(old, -1); /* none, unless two threads checkpoint at once */
 }
 
 JS_HOOK_API int VELOC_Mem_protect(int id, void *ptr, size_t count, size_t base_size)
@@ -195,16 +222,26 @@ JS_HOOK_API int VELOC_Checkpoint_begin(const char *name, int version)
 		MISSING(VELOC_Checkpoint_begin);
 	if (js_hook_busy)
 		return real_VELOC_Checkpoint_begin(name, version);
-	pthread_mutex_lock(&mu);
 	close_flush();
 	int rc;
 	CALL(rc, real_VELOC_Checkpoint_begin(name, version));
-	if (rc == V_SUCCESS && !ckpt_open) {
-		ckpt_open = js_hook_begin("checkpoint", label_of(name));
+	if (rc != V_SUCCESS)
+		return rc;
+	pthread_mutex_lock(&mu);
+	int mine = !ckpt_claimed;
+	if (mine) {
+		ckpt_claimed = 1;
+		ckpt_h = 0;
 		ckpt_bytes = -1; /* until a memory checkpoint says otherwise */
 		snprintf(ckpt_label, sizeof(ckpt_label), "%s", label_of(name) ? name : "");
 	}
 	pthread_mutex_unlock(&mu);
+	if (mine) {
+		int h = js_hook_begin("checkpoint", label_of(name));
+		pthread_mutex_lock(&mu);
+		ckpt_h = h;
+		pthread_mutex_unlock(&mu);
+	}
 	return rc;
 }
 
@@ -215,7 +252,7 @@ static int ckpt_mem_done(int rc, int mode, const int *ids, int n)
 	if (rc != V_SUCCESS)
 		return rc;
 	pthread_mutex_lock(&mu);
-	if (ckpt_open)
+	if (ckpt_claimed)
 		ckpt_bytes = add_bytes(ckpt_bytes < 0 ? 0 : ckpt_bytes, selected_bytes(mode, ids, n));
 	pthread_mutex_unlock(&mu);
 	return rc;
@@ -252,16 +289,20 @@ JS_HOOK_API int VELOC_Checkpoint_end(int success)
 		MISSING(VELOC_Checkpoint_end);
 	if (js_hook_busy)
 		return real_VELOC_Checkpoint_end(success);
-	pthread_mutex_lock(&mu);
 	int rc;
 	CALL(rc, real_VELOC_Checkpoint_end(success));
-	if (ckpt_open) {
-		js_hook_end(1, rc == V_SUCCESS ? ckpt_bytes : -1);
-		ckpt_open = 0;
-		if (rc == V_SUCCESS)
-			open_flush(ckpt_bytes, ckpt_label[0] ? ckpt_label : NULL);
-	}
+	char label[sizeof(ckpt_label)];
+	pthread_mutex_lock(&mu);
+	int h = ckpt_h;
+	long long bytes = ckpt_bytes;
+	snprintf(label, sizeof(label), "%s", ckpt_label);
+	ckpt_claimed = ckpt_h = 0;
 	pthread_mutex_unlock(&mu);
+	if (h) {
+		js_hook_end(h, rc == V_SUCCESS ? bytes : -1);
+		if (rc == V_SUCCESS)
+			open_flush(bytes, label[0] ? label : NULL);
+	}
 	return rc;
 }
 
@@ -273,10 +314,8 @@ JS_HOOK_API int VELOC_Checkpoint_wait(void)
 	if (js_hook_busy)
 		return real_VELOC_Checkpoint_wait();
 	int rc;
-	CALL(rc, real_VELOC_Checkpoint_wait()); /* not under mu: it may take long */
-	pthread_mutex_lock(&mu);
+	CALL(rc, real_VELOC_Checkpoint_wait());
 	close_flush();
-	pthread_mutex_unlock(&mu);
 	return rc;
 }
 
@@ -288,24 +327,30 @@ JS_HOOK_API int VELOC_Checkpoint(const char *name, int version)
 	if (js_hook_busy)
 		return real_VELOC_Checkpoint(name, version);
 	pthread_mutex_lock(&mu);
-	js_hook_busy = 1;
-	if (flush_open) {
+	int flushing = flush_h != 0;
+	pthread_mutex_unlock(&mu);
+	if (flushing) {
 		typedef int (*wait_fn)(void);
 		static void *cache;
 		wait_fn w = (wait_fn)js_hook_next(&cache, "VELOC_Checkpoint_wait",
 						  (void *)VELOC_Checkpoint_wait);
-		if (w)
-			(void)w(); /* VELOC_Checkpoint waits first anyway */
+		if (w) {
+			int r;
+			CALL(r, w()); /* VELOC_Checkpoint waits first anyway */
+			(void)r;
+		}
 		close_flush();
 	}
+	pthread_mutex_lock(&mu);
 	long long bytes = selected_bytes(V_CKPT_ALL, NULL, 0);
-	int began = ckpt_open ? 0 : js_hook_begin("checkpoint", label_of(name));
-	int rc = real_VELOC_Checkpoint(name, version);
-	js_hook_busy = 0;
+	int nested = ckpt_claimed;
+	pthread_mutex_unlock(&mu);
+	int began = nested ? 0 : js_hook_begin("checkpoint", label_of(name));
+	int rc;
+	CALL(rc, real_VELOC_Checkpoint(name, version));
 	js_hook_end(began, rc == V_SUCCESS ? bytes : -1);
 	if (began && rc == V_SUCCESS)
 		open_flush(bytes, label_of(name));
-	pthread_mutex_unlock(&mu);
 	return rc;
 }
 
@@ -318,13 +363,13 @@ JS_HOOK_API int VELOC_Finalize(int drain)
 		return real_VELOC_Finalize(drain);
 	int rc;
 	CALL(rc, real_VELOC_Finalize(drain));
-	pthread_mutex_lock(&mu);
 	close_flush();
-	if (ckpt_open)
-		js_hook_end(1, -1);
-	ckpt_open = 0;
+	pthread_mutex_lock(&mu);
+	int h = ckpt_h;
+	ckpt_claimed = ckpt_h = 0;
 	nregions = 0;
 	regions_overflow = 0;
 	pthread_mutex_unlock(&mu);
+	js_hook_end(h, -1);
 	return rc;
 }

@@ -204,6 +204,77 @@ srun --overlap -n1 --energy-policy=io-dvfs sh -c '{fe.phase("begin", "write")}; 
     fe.check_baseline(hw, orig)
 
 
+def test_kill9_inner_step_while_the_batch_step_owns_the_cpus(fe):
+    """Issue 23, defect 2: `sbatch --energy-policy=io-dvfs`, so the batch step owns every
+    CPU of the job; srun step 0's slurmstepd is SIGKILLed inside a write phase. The next
+    srun step (its start runs the journal's recovery) finds the dead owner and puts the
+    CPUs back to what the live batch step expects, the original: it starts there, records
+    it as its base, lowers from there and returns to it; so does the batch script after
+    it. Before, recovery skipped the CPUs while the batch step lived, and step 1 took the
+    dead step's cap as its base for the rest of the job."""
+    hw, orig = fe.fresh()
+    up, go = fe.flag("k9b.up"), fe.flag("k9b.go")
+    job = fe.submit(f"""#!/bin/sh
+#SBATCH -n1
+srun --overlap -n1 sh -c '{fe.phase("begin", "write")}; touch {up}; exec sleep 300' &
+{fe.wait_sh(go)}
+srun --overlap -n1 sh -c '{fe.cf("in")}; {fe.phase("begin", "write")}; {fe.cf("w")}; {fe.phase("end")}; {fe.cf("after")}'
+{fe.cf("batch")}
+""", args=["--energy-policy=io-dvfs"])
+    wait_for(up.exists, "step 0 in its write phase", 60)
+    lowered = fe.wait_lowered()
+    kill9_stepd(job, "0")
+    assert fe.lowered() == lowered
+    go.touch()
+    out = fe.finish(job)
+    rec = fe.records(job, ["1"])["1"]
+    assert rec["step"]["base_freq_khz"] == FMAX
+    cf = cf_lines(out)
+    for c in range(fe.ncpus):
+        for tag in ("in", "after", "batch"):
+            for k in freqcheck.KEYS:
+                assert cf[tag][c][k] == orig[c][k], (tag, c, k)
+    for c in expand_cpus(rec["step"]["cpus"]):
+        assert cf["w"][c]["scaling_max_freq"] == LOW
+    fe.check_restored(hw, orig)
+
+
+def test_cpu_unplugged_between_two_steps_on_one_policy(fe):
+    """Issue 23, defect 8: one cpufreq policy covers cpu0 and cpu1. Step 0 lowers it in a
+    write phase; cpu0 is then unplugged (its cpufreq link goes, as the kernel does), and
+    step 1 starts on the same CPUs, reading only cpu1. Step 0 ends first, step 1 last.
+    The journal must key the domain by its policy for both steps: keyed by the lowest
+    readable CPU, step 1 saved step 0's cap as a second "original" under another key and,
+    as the last owner of that key, made the cap permanent."""
+    if fe.c.cpus < 2:
+        pytest.skip("needs a node with 2 CPUs (one policy over both)")
+    hw, orig = fe.fresh(cpus_per_policy=2)
+    up0, go0, up1, go1 = (fe.flag(n) for n in ("up0.up", "up0.go", "up1.up", "up1.go"))
+    job = fe.submit(f"""#!/bin/sh
+#SBATCH -n1 -c2
+srun --overlap -n1 -c2 --energy-policy=io-dvfs sh -c '{fe.phase("begin", "write")}; touch {up0}; {fe.wait_sh(go0)}; {fe.phase("end")}' &
+S0=$!
+{fe.wait_sh(up1)}
+srun --overlap -n1 -c2 --energy-policy=io-dvfs sh -c 'touch {up1}.in; {fe.wait_sh(go1)}' &
+S1=$!
+i=0; while [ ! -e {up1}.in ] && [ $i -lt 1200 ]; do sleep 0.1; i=$((i+1)); done
+touch {go0}; wait $S0; touch {up1}.s0done
+wait $S1
+""")
+    wait_for(up0.exists, "step 0 in its write phase", 60)
+    assert fe.wait_lowered() == [0, 1]
+    link = hw / "devices/system/cpu/cpu0/cpufreq"
+    target = os.readlink(link)
+    os.unlink(link)  # cpu0 unplugged
+    up1.touch()
+    s0done = pathlib.Path(f"{up1}.s0done")
+    wait_for(s0done.exists, "step 0 ended while step 1 runs", 60)
+    go1.touch()
+    fe.finish(job)
+    os.symlink(target, link)  # back online, to check the files through both CPUs
+    fe.check_restored(hw, orig)  # and no backup left in the journal
+
+
 # --------------------------------------------------------------- 2. slurmd restarted
 def test_slurmd_restart_during_throttled_phase(fe):
     hw, orig = fe.fresh()

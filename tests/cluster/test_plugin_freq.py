@@ -232,6 +232,38 @@ def test_faster_cpu_keeps_its_own_maximum(fe):
     fe.assert_files(orig, hw)
 
 
+# ------------------------------------------------------ issue 23, defect 3
+def test_smt_siblings_numbered_far_apart_follow_their_core(fe):
+    """SMT as on most two-socket servers: the fake tree has twice as many CPUs as Slurm
+    has cores, and core k's second thread is CPU k + m (cpu0 and cpu<m>). Slurm gives the
+    step its cores in its own numbering; the plugin lowers every thread of each, and no
+    other CPU."""
+    m = fe.ncpus
+    hw = fe.root / f"hw-smt{fe.n}"
+    fe.n += 1
+    fakehw.create(str(hw), packages=1, cpus_per_package=2 * m, fmax_khz=FMAX, fmin_khz=FMIN)
+    for c in range(2 * m):
+        (hw / "devices/system/cpu" / f"cpu{c}" / "topology" / "thread_siblings_list").write_text(
+            f"{c % m},{c % m + m}\n")
+    fe.use(hw)
+    every = range(2 * m)
+    orig = {c: fe.files(c) for c in every}
+    show = "; ".join(f'echo "CF in {c} $(python3 {fe.fakehw_py} read-cpufreq {hw} {c})"' for c in every)
+    job, out = fe.run_job(f"#!/bin/sh\n#SBATCH -n1 --exclusive\n{show}\n",
+                          args=["--energy-policy=fixed:0.6"])
+    # the truth: the node's Slurm cores 0..cpus-1 (exclusive), each with both threads
+    want = {k for k in range(fe.c.cpus)} | {k + m for k in range(fe.c.cpus)}
+    rec = fe.records(job, ["batch"])["batch"]
+    assert set(expand_cpus(rec["step"]["cpus"])) == want
+    cf = cf_lines(out)["in"]
+    for c in every:
+        khz = int(0.6 * FMAX) if c in want else orig[c]["scaling_max_freq"]
+        assert cf[c]["scaling_max_freq"] == khz, (c, cf[c])
+    for c in every:
+        for k in KEYS:
+            assert fe.files(c)[k] == orig[c][k], (c, k)
+
+
 # ------------------------------------------------------------------ defect 10
 def test_shared_policy_is_never_lowered(fe):
     """One cpufreq policy covers 2 CPUs. A one-CPU step shares its policy with a CPU

@@ -336,3 +336,52 @@ def test_short_program_keeps_its_markers(henv):
     rec = henv.records(job, ["batch"])["batch"]
     assert phases(rec) == [("write", "MPI_File_write", N_DLOPEN * INT)], henv.c.job_output(job)
     assert out_file.stat().st_size == N_DLOPEN * INT
+
+
+def test_forked_and_threaded_programs(henv):
+    """Issue 23, defect 9 (tests/hooks/prog_hooks_mt.c). fork: while a thread is inside
+    VELOC_Checkpoint_begin, the main thread forks and calls VELOC itself: neither the child
+    nor the parent waits for that thread (no hook lock across a call into VELOC; the child
+    starts with fresh hook state), and the thread's checkpoint and flush are marked with
+    the bytes of the regions protected by then. threads: thread A is inside MPI_File_write
+    when thread B calls MPI_File_sync, and A returns first: A's END closes A's write phase
+    (with its bytes), never B's; B's call, made while another thread's hooked phase is
+    open, is not marked (docs/user-guide.md, "Automatic phases")."""
+    d = henv.c.user_dir(USER)
+    va = veloc_cfg(henv, "veloc-mt", "async")
+    n = 1000
+    out_file = d / "mt.dat"
+    out_file.unlink(missing_ok=True)
+    script = (f"#!/bin/sh\n#SBATCH -n1\n#SBATCH --energy-hooks=mpiio,veloc\n"
+              f"{henv.t}/prog_hooks_mt fork {va}/veloc.cfg; echo \"fork rc $?\"\n"
+              f"{henv.t}/prog_hooks_mt threads {out_file} {n}; echo \"threads rc $?\"\n")
+    job, out = henv.run_job(script)
+    for line in ("child protect 0", "child exit 0", "parent protect 0",
+                 "checkpoint 0 wait 0 finalize 0", "fork rc 0", "write 0 sync 0", "threads rc 0"):
+        assert line in out, out
+    ckpt = 1000 * DOUBLE + 10 * INT  # region 0, and region 1 protected while T was inside
+    rec = henv.records(job, ["batch"])["batch"]
+    assert phases(rec) == [("checkpoint", "t", ckpt), ("flush", "t", ckpt),
+                           ("write", "MPI_File_write", n * INT)], out
+    assert out_file.stat().st_size == n * INT
+
+
+def test_flush_ended_by_another_thread_inside_a_nested_write(henv):
+    """Issue 23, defect 9: the main thread's VELOC flush is open and the main thread is
+    inside an MPI_File_write nested in it when another thread's VELOC_Checkpoint_wait
+    ends the flush. That END must not close the write (the latest open phase): it is
+    sent once the write has ended, so each phase keeps its own bytes."""
+    d = henv.c.user_dir(USER)
+    va = veloc_cfg(henv, "veloc-flush-mt", "async")
+    n = 777
+    out_file = d / "flush-mt.dat"
+    out_file.unlink(missing_ok=True)
+    job, out = henv.run_job(f"#!/bin/sh\n#SBATCH -n1\n#SBATCH --energy-hooks=mpiio,veloc\n"
+                            f"{henv.t}/prog_hooks_mt flush {va}/veloc.cfg {out_file} {n}\n")
+    assert "flush: checkpoint 0 write 0 wait 0 finalize 0" in out, out
+    rec = henv.records(job, ["batch"])["batch"]
+    ckpt = 1000 * DOUBLE
+    assert phases(rec) == [("checkpoint", "f", ckpt), ("flush", "f", ckpt),
+                           ("write", "MPI_File_write", n * INT)], out
+    ph = sorted(rec["phases"], key=lambda p: p["seq"])
+    assert ph[2]["marker_end_ns"] <= ph[1]["marker_end_ns"], ph  # the flush ended after the write

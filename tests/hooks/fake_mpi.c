@@ -109,8 +109,33 @@ EXPORT int PMPI_File_close(struct file **fh)
 }
 ALIAS(MPI_File_close)
 
+/* For the hooks' fork and thread tests (tests/hooks/prog_hooks_mt.c): a
+ * thread that called fake_mpi_hold(in, rel) first makes its next
+ * MPI_File_write* or MPI_File_sync write one byte to `in` and wait for one
+ * byte on `rel`, i.e. stay inside the wrapped library until released (as a
+ * slow write or a VELOC call waiting for its backend would). Per thread. */
+static __thread int hold_in = -1, hold_rel = -1;
+
+EXPORT void fake_mpi_hold(int in, int rel)
+{
+	hold_in = in;
+	hold_rel = rel;
+}
+
+static void held(void)
+{
+	char c = 'h';
+	if (hold_in < 0)
+		return;
+	int in = hold_in, rel = hold_rel;
+	hold_in = hold_rel = -1;
+	if (write(in, &c, 1) != 1 || read(rel, &c, 1) != 1)
+		_exit(3);
+}
+
 static int put(struct file *f, const void *buf, int count, void *type)
 {
+	held();
 	long s = type_size(type);
 	if (!f || s < 0 || count < 0)
 		return ERR;
@@ -184,6 +209,7 @@ ALIAS(MPI_Wait)
 
 EXPORT int PMPI_File_sync(struct file *f)
 {
+	held();
 	return f && fsync(f->fd) == 0 ? OK : ERR;
 }
 ALIAS(MPI_File_sync)

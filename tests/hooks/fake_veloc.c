@@ -183,7 +183,36 @@ static int end(void)
 	return OK;
 }
 
-EXPORT int VELOC_Checkpoint_begin(const char *name, int version) { return begin(name, version); }
+
+/* For the hooks' fork and thread tests (tests/hooks/prog_hooks_mt.c): a
+ * thread that called fake_veloc_hold(in, rel) first makes its next
+ * VELOC_Checkpoint_begin write one byte to `in` and wait for one byte on
+ * `rel`, i.e. stay inside the wrapped library until released (as a slow
+ * write or a VELOC call waiting for its backend would). Per thread. */
+static __thread int hold_in = -1, hold_rel = -1;
+
+EXPORT void fake_veloc_hold(int in, int rel)
+{
+	hold_in = in;
+	hold_rel = rel;
+}
+
+static void held(void)
+{
+	char c = 'h';
+	if (hold_in < 0)
+		return;
+	int in = hold_in, rel = hold_rel;
+	hold_in = hold_rel = -1;
+	if (write(in, &c, 1) != 1 || read(rel, &c, 1) != 1)
+		_exit(3);
+}
+
+EXPORT int VELOC_Checkpoint_begin(const char *name, int version)
+{
+	held();
+	return begin(name, version);
+}
 EXPORT int VELOC_Checkpoint_mem(void) { return mem(0, NULL, 0); }
 EXPORT int VELOC_Checkpoint_selective(int mode, int *ids, int n) { return mem(mode, ids, n); }
 EXPORT int VELOC_Checkpoint_end(int success) { (void)success; return end(); }

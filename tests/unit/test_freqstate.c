@@ -277,10 +277,13 @@ static void test_entry_and_dead_enclosing_owner(void **state)
 {
 	struct fx *f = *state;
 	struct js_freq_saved saved, entry;
+	int go[2], ready[2], st;
+	char ch;
 	pid_t pid;
-	int st;
 	bool restored = false;
 
+	assert_int_equal(pipe(go), 0);
+	assert_int_equal(pipe(ready), 0);
 	pid = fork();
 	assert_true(pid >= 0);
 	if (pid == 0) {
@@ -288,21 +291,207 @@ static void test_entry_and_dead_enclosing_owner(void **state)
 		uint32_t rb;
 		bool ign;
 
+		close(go[1]);
+		close(ready[0]);
 		if (js_freq_acquire(f->state, f->sys, 2, "job8.batch", 0) ||
 		    js_cpufreq_read(f->sys, 2, &c) || js_freq_apply(f->sys, &c, 1200000, &rb, &ign))
 			_exit(1);
-		_exit(0); /* killed: no release */
+		if (write(ready[1], "r", 1) != 1 || read(go[0], &ch, 1) < 0)
+			_exit(1);
+		_exit(0); /* killed while the inner owner runs: no release */
 	}
-	assert_int_equal(waitpid(pid, &st, 0), pid);
-	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	close(go[0]);
+	close(ready[1]);
+	assert_int_equal(read(ready[0], &ch, 1), 1);
 	assert_int_equal(js_freq_acquire_entry(f->state, f->sys, 2, "job8.0", 0, &saved, &entry), 0);
 	assert_int_equal(saved.max_khz, 2400000);
 	assert_int_equal(entry.max_khz, 1200000);
 	assert_string_equal(entry.governor, "powersave");
+	close(go[1]);
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
 	assert_int_equal(js_freq_release(f->state, f->sys, 2, "job8.0", &restored), 0);
 	assert_true(restored);
 	expect_cpu(f, 2, "powersave", "800000", "2400000");
 	assert_false(exists(f->state, "cpu2.orig"));
+	close(ready[0]);
+}
+
+/* Issue 23, defect 2, as the plugin calls the journal: the batch step owns
+ * cpu1 at its original clock (io-dvfs, between phases); an srun step's
+ * slurmstepd registers, caps the clock (a write phase, 0.85) and dies. The
+ * next srun step first recovers (own_cpu_saved -> js_freq_recover, not
+ * forced), then registers: the dead step's cap is undone at once, back to
+ * what the live batch step expects, and the new step's entry is that. */
+static void test_dead_inner_owner_is_undone_for_the_live_one(void **state)
+{
+	struct fx *f = *state;
+	struct js_freq_saved saved, entry;
+	bool restored = true;
+	pid_t pid;
+	int st, n = -1;
+
+	assert_int_equal(js_freq_acquire_entry(f->state, f->sys, 1, "job7.batch", 0, &saved, &entry), 0);
+	assert_int_equal(entry.max_khz, 2400000);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		if (js_freq_acquire_entry(f->state, f->sys, 1, "job7.0", 0, &saved, &entry) ||
+		    entry.max_khz != 2400000)
+			_exit(1);
+		tt_cpufile(f->sys, 1, "scaling_max_freq", "2040000"); /* its phase cap */
+		_exit(0); /* killed: no release */
+	}
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	expect_cpu(f, 1, "schedutil", "800000", "2040000");
+	/* the next srun step on the CPU */
+	assert_int_equal(js_freq_recover(f->state, f->sys, false, &n), 0);
+	expect_cpu(f, 1, "schedutil", "800000", "2400000");
+	assert_int_equal(js_freq_acquire_entry(f->state, f->sys, 1, "job7.1", 0, &saved, &entry), 0);
+	assert_int_equal(entry.max_khz, 2400000);
+	assert_int_equal(saved.max_khz, 2400000);
+	assert_int_equal(js_freq_release(f->state, f->sys, 1, "job7.1", &restored), 0);
+	assert_false(restored); /* the batch step still owns it */
+	assert_true(exists(f->state, "cpu1.orig"));
+	assert_int_equal(js_freq_release(f->state, f->sys, 1, "job7.batch", &restored), 0);
+	assert_true(restored);
+	expect_cpu(f, 1, "schedutil", "800000", "2400000");
+}
+
+/* The same found by another path: no recover, the new step registers at
+ * once (acquire finds the dead owner) and gets the batch step's clock
+ * (fixed: 1.44 GHz) as its entry. */
+static void test_dead_inner_owner_found_at_acquire(void **state)
+{
+	struct fx *f = *state;
+	struct js_freq_saved saved, entry;
+	bool restored;
+	pid_t pid;
+	int st;
+
+	assert_int_equal(js_freq_acquire_entry(f->state, f->sys, 1, "job7.batch", 0, &saved, &entry), 0);
+	tt_cpufile(f->sys, 1, "scaling_max_freq", "1440000"); /* fixed:0.6 */
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		if (js_freq_acquire_entry(f->state, f->sys, 1, "job7.0", 0, &saved, &entry) ||
+		    entry.max_khz != 1440000)
+			_exit(1);
+		tt_cpufile(f->sys, 1, "scaling_max_freq", "1200000");
+		_exit(0);
+	}
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	assert_int_equal(js_freq_acquire_entry(f->state, f->sys, 1, "job7.1", 0, &saved, &entry), 0);
+	assert_int_equal(entry.max_khz, 1440000);
+	expect_cpu(f, 1, "schedutil", "800000", "1440000");
+	assert_int_equal(js_freq_release(f->state, f->sys, 1, "job7.1", &restored), 0);
+	assert_int_equal(js_freq_release(f->state, f->sys, 1, "job7.batch", &restored), 0);
+	assert_true(restored);
+	expect_cpu(f, 1, "schedutil", "800000", "2400000");
+}
+
+/* A step that registered after the dead one (B inside the batch step, above
+ * the dead A) took A's cap as its entry and returns to it at its end; its
+ * release finds A dead and gives the batch step back its clock. */
+static void test_dead_owner_below_a_live_one(void **state)
+{
+	struct fx *f = *state;
+	struct js_freq_saved saved, entry;
+	bool restored;
+	int go[2], ready[2], st;
+	char c;
+	pid_t pid;
+
+	assert_int_equal(js_freq_acquire_entry(f->state, f->sys, 1, "job7.batch", 0, &saved, &entry), 0);
+	tt_cpufile(f->sys, 1, "scaling_max_freq", "1440000");
+	assert_int_equal(pipe(go), 0);
+	assert_int_equal(pipe(ready), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		close(go[1]);
+		close(ready[0]);
+		if (js_freq_acquire_entry(f->state, f->sys, 1, "job7.0", 0, &saved, &entry))
+			_exit(1);
+		tt_cpufile(f->sys, 1, "scaling_max_freq", "1200000");
+		if (write(ready[1], "r", 1) != 1 || read(go[0], &c, 1) < 0)
+			_exit(1);
+		_exit(0); /* killed while B runs */
+	}
+	close(go[0]);
+	close(ready[1]);
+	assert_int_equal(read(ready[0], &c, 1), 1);
+	assert_int_equal(js_freq_acquire_entry(f->state, f->sys, 1, "job7.1", 0, &saved, &entry), 0);
+	assert_int_equal(entry.max_khz, 1200000); /* A was alive: its cap is in force */
+	close(go[1]);
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	/* B's end: back to its entry through its own descriptors, then release */
+	tt_cpufile(f->sys, 1, "scaling_max_freq", "1200000");
+	assert_int_equal(js_freq_release(f->state, f->sys, 1, "job7.1", &restored), 0);
+	assert_false(restored);
+	expect_cpu(f, 1, "schedutil", "800000", "1440000"); /* the batch step's fixed clock */
+	assert_int_equal(js_freq_release(f->state, f->sys, 1, "job7.batch", &restored), 0);
+	assert_true(restored);
+	expect_cpu(f, 1, "schedutil", "800000", "2400000");
+	close(ready[0]);
+}
+
+/* Issue 23, defect 8: one clock domain, one key. policy0 covers cpu0 and
+ * cpu1 (cpuN/cpufreq -> ../cpufreq/policy0). A step saves the domain and
+ * caps it; then cpu0 is unplugged (its cpufreq link gone, as the kernel
+ * does) and a second step, which can read only cpu1, takes the same domain:
+ * it must find the same backup (key: the policy), not save the first step's
+ * cap as a second "original"; the last release restores through policy0. */
+static void policy_tree(const char *sys)
+{
+	char pol[1200], link[1200], path[1300];
+
+	tt_cpufreq(sys, 5, 1); /* build the files in cpu5/cpufreq, then move them */
+	snprintf(pol, sizeof(pol), "%s/devices/system/cpu/cpufreq", sys);
+	tt_mkdirs(pol);
+	snprintf(path, sizeof(path), "%s/devices/system/cpu/cpu5/cpufreq", sys);
+	snprintf(pol, sizeof(pol), "%s/devices/system/cpu/cpufreq/policy0", sys);
+	assert_int_equal(rename(path, pol), 0);
+	for (int c = 0; c < 2; c++) {
+		snprintf(link, sizeof(link), "%s/devices/system/cpu/cpu%d/cpufreq", sys, c);
+		tt_rmrf(strdup(link));
+		assert_int_equal(symlink("../cpufreq/policy0", link), 0);
+	}
+}
+
+static void test_domain_key_survives_an_unplugged_cpu(void **state)
+{
+	struct fx *f = *state;
+	struct js_cpufreq c0, c1;
+	struct js_freq_saved saved, entry;
+	char link[1200], buf[64];
+	bool restored = true;
+
+	policy_tree(f->sys);
+	assert_int_equal(js_cpufreq_read(f->sys, 0, &c0), 0);
+	assert_int_equal(js_freq_domain_key(&c0), 0);
+	assert_int_equal(js_freq_acquire_entry(f->state, f->sys, js_freq_domain_key(&c0), "job5.0", 0,
+					       &saved, &entry), 0);
+	tt_cpufile(f->sys, 1, "scaling_max_freq", "1200000"); /* its cap, on the domain */
+	snprintf(link, sizeof(link), "%s/devices/system/cpu/cpu0/cpufreq", f->sys);
+	assert_int_equal(unlink(link), 0); /* cpu0 unplugged */
+	assert_int_equal(js_cpufreq_read(f->sys, 0, &c0), -ENOENT);
+	assert_int_equal(js_cpufreq_read(f->sys, 1, &c1), 0);
+	assert_int_equal(js_freq_domain_key(&c1), 0); /* not 1: the lowest readable CPU */
+	assert_int_equal(js_freq_acquire_entry(f->state, f->sys, js_freq_domain_key(&c1), "job6.0", 0,
+					       &saved, &entry), 0);
+	assert_int_equal(saved.max_khz, 2400000); /* the true original, not job5's cap */
+	assert_int_equal(entry.max_khz, 1200000);
+	assert_false(exists(f->state, "cpu1.orig"));
+	assert_int_equal(js_freq_release(f->state, f->sys, 0, "job5.0", &restored), 0);
+	assert_false(restored);
+	assert_int_equal(js_freq_release(f->state, f->sys, 0, "job6.0", &restored), 0);
+	assert_true(restored);
+	assert_string_equal(tt_cpuread(f->sys, 1, "scaling_max_freq", buf, sizeof(buf)), "2400000");
+	assert_false(exists(f->state, "cpu0.orig"));
 }
 
 /* An owner that died but was never reaped (a zombie: what a SIGKILLed
@@ -412,6 +601,10 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_restore_userspace_setspeed, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_two_owners, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_entry_and_dead_enclosing_owner, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_dead_inner_owner_is_undone_for_the_live_one, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_dead_inner_owner_found_at_acquire, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_dead_owner_below_a_live_one, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_domain_key_survives_an_unplugged_cpu, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_never_overwrite, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_crash_then_recover, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_pid_reuse, setup, teardown),

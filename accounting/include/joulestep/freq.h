@@ -26,6 +26,29 @@ int js_cpuset_parse(const char *list, struct js_cpuset *out);
 /* Format as a list; returns -ENOSPC when buf is too small. */
 int js_cpuset_format(const struct js_cpuset *s, char *buf, size_t len);
 
+/* ---- CPU topology: Slurm's abstract cores to Linux CPUs ------------------ */
+/* Slurm numbers a node's cores abstractly (S_STEP_ALLOC_CORES): socket by
+ * socket in hwloc's logical order, then core by core within a socket. Linux
+ * numbers CPUs (hardware threads) as the firmware lists them: sockets may
+ * alternate (cpu0 on socket 0, cpu1 on socket 1) and a core's SMT siblings
+ * may be far apart (cpu0 and cpu64). */
+struct js_cpu_topo {
+	struct js_cpuset present;  /* CPUs described (cpuN/topology read)      */
+	int16_t pkg[JS_MAX_CPUS];  /* physical_package_id                      */
+	int16_t core[JS_MAX_CPUS]; /* the core's key: lowest CPU of its
+				    * thread_siblings_list (the CPU itself when
+				    * the list is absent)                     */
+};
+/* Read <sysfs_root>/devices/system/cpu/cpuN/topology/{physical_package_id,
+ * thread_siblings_list}. A CPU without topology (offline) is left out;
+ * -ENOENT when no CPU has any. */
+int js_cpu_topo_read(const char *sysfs_root, struct js_cpu_topo *out);
+/* Pure: Slurm's abstract cores to the Linux CPUs of those cores, every SMT
+ * sibling included (as Slurm's xcpuinfo_abs_to_mac). -ERANGE when a core is
+ * beyond the topology (slurm.conf's node layout does not match it). */
+int js_cpu_topo_cores_to_cpus(const struct js_cpu_topo *t, const struct js_cpuset *cores,
+			      struct js_cpuset *cpus);
+
 /* ---- discovery ------------------------------------------------------------ */
 /* How js_freq_apply (one-shot tools) pins a clock. The plugin's step path
  * caps scaling_max_freq on every driver (js_freq_ctl below). */
@@ -54,6 +77,9 @@ struct js_cpufreq {
 /* Read cpuN/cpufreq under <sysfs_root>/devices/system/cpu. -ENOENT when the
  * CPU has no cpufreq directory. */
 int js_cpufreq_read(const char *sysfs_root, int cpu, struct js_cpufreq *out);
+/* Pure: the journal's key for f's clock domain: its cpufreq policy number
+ * (policyN), stable whichever of its CPUs could be read. */
+int js_freq_domain_key(const struct js_cpufreq *f);
 /* Which CPUs exist (cpuN directories with cpufreq). */
 int js_cpufreq_online(const char *sysfs_root, struct js_cpuset *out);
 
@@ -142,10 +168,13 @@ void js_freq_ctl_close(struct js_freq_ctl *c);
 size_t js_freq_fmt_khz(char *buf, size_t len, uint32_t khz);
 
 /* ---- save / restore journal ------------------------------------------------
- * State directory (root-only, 0700) holds per CPU:
+ * State directory (root-only, 0700) holds per clock domain, keyed by its
+ * cpufreq policy number N (js_freq_domain_key; policyN is named after a CPU,
+ * so the name stays cpuN; I/O goes through cpufreq/policyN where it exists):
  *   cpuN.orig            original governor/min/max/setspeed and the boot it
  *                        was saved in; never overwritten during that boot
- *   cpuN.owners/<owner>  one file per owner ("pid starttime")
+ *   cpuN.owners/<owner>  one file per owner: "pid starttime seq", then the
+ *                        settings in force when it registered (its entry)
  * Writes are tmp + rename (link for no-overwrite), without fsync: cpufreq
  * settings do not survive a reboot, so a backup only matters during the boot
  * that wrote it (where the page cache is coherent whatever happens to a
