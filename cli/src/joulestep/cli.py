@@ -94,7 +94,7 @@ def query_options(f):
         c = _merge(ctx, kw)
         if ingest_first:
             c.db = str(c.db_path(True))   # query the database just loaded
-            from .commands.ingest import run_ingest
+            from .spoolrun import run_ingest
             run_ingest(c, [], None, quiet=True)
         return f(c, *args, **kw)
     wrapper = click.option("--ingest", "ingest_first", is_flag=True,
