@@ -160,6 +160,7 @@ class Ingester:
     def __init__(self, conn, gap_ns: int = JOB_GAP_NS):
         self.conn = conn
         self.gap_ns = gap_ns
+        self.last_conflict = None   # the reason of add's last CONFLICT
         self.reset()
 
     def reset(self):

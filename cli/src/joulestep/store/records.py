@@ -311,26 +311,33 @@ _MISSING = object()
 
 
 def _spec(sec: str, schema=SCHEMA) -> tuple:
-    """(key, check, required, default) per field of a section, in order."""
-    return tuple((f.name, _CHECKS[f.type](f), f.required, f.default)
-                 for f in section(sec, schema))
+    """(key, smallest int or None, check, required, default) per field of a
+    section, in order.  The smallest int: the field is an integer of that
+    range, which _values accepts at once (the check's own first test); the
+    check function then only sees the other values, and names the fault."""
+    return tuple((f.name, (_LO64 if f.minimum is None else f.minimum)
+                  if f.type == "int" else None, _CHECKS[f.type](f), f.required,
+                  f.default) for f in section(sec, schema))
 
 
 def _values(obj: dict, spec: tuple, where: str) -> list:
     """The checked values of one object's fields (``where``: its path and
     a dot, e.g. ``phases[3].``)."""
     out = []
-    get = obj.get
-    for key, check, required, default in spec:
+    add, get = out.append, obj.get
+    for key, lo, check, required, default in spec:
         v = get(key, _MISSING)
+        if type(v) is int and lo is not None and lo <= v < _HI64:
+            add(v)          # an integer in range (check's first test, inline)
+            continue
         if v is _MISSING:
             if required:
                 raise RecordError(f"{where}{key}: missing")
             if default is DERIVED:
-                out.append(None)
+                add(None)
                 continue
             v = default
-        out.append(check(v, where + key))
+        add(check(v, where + key))
     return out
 
 

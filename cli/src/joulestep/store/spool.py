@@ -99,68 +99,95 @@ def ingest_paths(conn, sources: Iterable[os.PathLike],
     Each batch of ``batch`` records is one transaction.  A record that cannot
     be read, decoded or validated is moved to the quarantine directory
     (default ``<spool>/.quarantine``) and reported; the rest still land.
-    ``progress`` wraps the file list (e.g. a click progress bar).
-    ``gap_ns``: the gap G of the job identity rule (Ingester).
-    Safe to run at the same time as other ingesters on one database (on
-    PostgreSQL: one per node, each on its own spool; docs/admin-guide.md).
+    So is a copy of a stored step that differs from it (a conflict: the
+    first stored copy wins).  ``progress`` wraps the file list (e.g. a
+    click progress bar).  ``gap_ns``: the gap G of the job identity rule
+    (Ingester).  Safe to run at the same time as other ingesters on one
+    database (on PostgreSQL: one per node, each on its own spool;
+    docs/admin-guide.md).
     """
-    import pathlib
-    res = IngestResult()
-    todo: list[tuple[pathlib.Path, pathlib.Path]] = []  # (file, spool root)
-    for src in sources:
-        src = pathlib.Path(src)
-        if src.is_dir():
-            todo.extend((f, src) for f in spool_files(src))
-        elif src.is_file():
-            todo.append((src, src.parent))
-        else:
-            res.errors.append((src, "no such file or directory"))
-    res.files_seen = len(todo)
+    run = _PathIngest(conn, quarantine_dir, gap_ns)
+    todo = run.files(sources)
     # only this spool's files: a central database holds every node's
     known = {p: (sz, m) for p, sz, m in _in_rows(
         conn, "SELECT path, size_bytes, mtime_ns FROM spool_files WHERE path IN ",
         [str(f) for f, _ in todo if _text_ok(str(f))])}
-    ing = Ingester(conn, gap_ns)
-    pending: list = []   # (path, root, parsed, size, mtime)
+    lost_rows: list = []
+    with _no_gc():
+        _ingest_loop(progress(todo) if progress else todo, known, run.res, [],
+                     run.bad, run.commit, batch, lost_rows)
+    if lost_rows:   # records the plugin could not write
+        run.res.lost_records += insert_lost(conn, lost_rows)
+    for path, root, reason in run.bad_later:
+        run.bad(path, root, reason)
+    return run.res
 
-    def bad(path, root, reason):
-        q = pathlib.Path(quarantine_dir) if quarantine_dir else root / ".quarantine"
+
+class _PathIngest:
+    """One ingest_paths run: its result, and how a batch is committed."""
+
+    def __init__(self, conn, quarantine_dir, gap_ns: int):
+        self.conn, self.quarantine_dir = conn, quarantine_dir
+        self.res = IngestResult()
+        self.ing = Ingester(conn, gap_ns)
+        self.bad_later: list = []   # (path, root, reason): after the commits
+
+    def files(self, sources) -> list:
+        """(file, spool root) of every record under the sources."""
+        import pathlib
+        todo = []
+        for src in sources:
+            src = pathlib.Path(src)
+            if src.is_dir():
+                todo.extend((f, src) for f in spool_files(src))
+            elif src.is_file():
+                todo.append((src, src.parent))
+            else:
+                self.res.errors.append((src, "no such file or directory"))
+        self.res.files_seen = len(todo)
+        return todo
+
+    def bad(self, path, root, reason: str) -> None:
+        import pathlib
+        q = pathlib.Path(self.quarantine_dir) if self.quarantine_dir \
+            else root / ".quarantine"
         try:
             dst = quarantine(path, root, q, reason)
         except OSError as e:
-            res.errors.append((path, f"{reason} (could not quarantine: {e})"))
+            self.res.errors.append((path, f"{reason} (could not quarantine: {e})"))
             return
-        res.quarantined.append((path, dst, reason))
+        self.res.quarantined.append((path, dst, reason))
 
-    def add(item, counts, failed):
+    def _add(self, item, counts: list, failed: list):
         """One record into the batch: counted; a conflict set aside for
         the quarantine (its file is not marked as ingested)."""
         path, root, p, size, mtime = item
-        got = ing.add(p, str(path))
+        got = self.ing.add(p, str(path))
         counts[got] += 1
         if got == CONFLICT:
-            failed.append((path, root, ing.last_conflict))
+            failed.append((path, root, self.ing.last_conflict))
             return None
         return (str(path), size, mtime)
 
-    def whole(items):
+    def _whole(self, items):
         counts, failed = [0, 0, 0], []
-        ing.prepare([i[2] for i in items])
-        seen = [add(i, counts, failed) for i in items]
-        ing.flush()
-        conn.executemany(_SPOOL_UPSERT, [r for r in seen if r])
+        self.ing.prepare([i[2] for i in items])
+        seen = [self._add(i, counts, failed) for i in items]
+        self.ing.flush()
+        self.conn.executemany(_SPOOL_UPSERT, [r for r in seen if r])
         return counts, failed
 
-    def one_by_one(items):
+    def _one_by_one(self, items):
         """One savepoint per record: the records that break a constraint
         are set aside, the rest land."""
+        conn, ing = self.conn, self.ing
         counts, failed = [0, 0, 0], []
         ing.prepare([i[2] for i in items])     # every lock at once, in order
         for item in items:
             conn.execute("SAVEPOINT rec")
             try:
                 ing.prepare([item[2]])
-                row = add(item, counts, failed)
+                row = self._add(item, counts, failed)
                 ing.flush()
                 if row:
                     conn.execute(_SPOOL_UPSERT, row)
@@ -173,28 +200,19 @@ def ingest_paths(conn, sources: Iterable[os.PathLike],
                                + str(e).strip().splitlines()[0]))
         return counts, failed
 
-    def commit(items):
+    def commit(self, items) -> None:
+        conn, ing = self.conn, self.ing
         try:
-            counts, failed = _in_transaction(conn, ing, lambda: whole(items))
+            counts, failed = _in_transaction(conn, ing, lambda: self._whole(items))
         except conn.IntegrityError:
-            # A record the validator let through broke a constraint: redo
+            # A record the checker let through broke a constraint: redo
             # the batch record by record to find it; the rest land.
-            counts, failed = _in_transaction(conn, ing, lambda: one_by_one(items))
-        res.new_steps += counts[NEW]
-        res.duplicate_steps += counts[PRESENT]
-        res.conflicts += counts[CONFLICT]
-        bad_later.extend(failed)
-
-    bad_later: list = []
-    lost_rows: list = []
-    with _no_gc():
-        _ingest_loop(progress(todo) if progress else todo, known, res, pending,
-                     bad, commit, batch, lost_rows)
-    if lost_rows:   # records the plugin could not write
-        res.lost_records += insert_lost(conn, lost_rows)
-    for path, root, reason in bad_later:
-        bad(path, root, reason)
-    return res
+            counts, failed = _in_transaction(conn, ing,
+                                             lambda: self._one_by_one(items))
+        self.res.new_steps += counts[NEW]
+        self.res.duplicate_steps += counts[PRESENT]
+        self.res.conflicts += counts[CONFLICT]
+        self.bad_later.extend(failed)
 
 
 def _ingest_loop(it, known, res, pending, bad, commit, batch, lost_rows):
