@@ -7,8 +7,8 @@ the database column it fills.  :func:`parse_record` checks a decoded record
 against that table and returns its rows (:class:`Parsed`), or raises
 :class:`RecordError` naming the first bad field by its path, e.g.
 ``phases[3].energy_cpu_uj``.  The field table of docs/record-format.md is
-generated from SCHEMA (:func:`field_table`; tests/cli/test_schema.py checks
-that the two agree).
+generated from SCHEMA (:func:`field_table`, printed by ``python -m joulestep.store``;
+tests/cli/test_record_schema.py checks that the two agree).
 
 Adding a field (docs/design.md, "One record schema"): one :class:`Field` in
 SCHEMA (with ``column``, and a migration adding that column); the checker,
@@ -629,7 +629,3 @@ def field_table() -> str:
         out.append(f"| `{f.path}` | {f.type} | {f.unit or ''} | {rng} | {null} | "
                    f"{f.since} | {stored}{note} |")
     return "\n".join(out) + "\n"
-
-
-if __name__ == "__main__":      # python -m joulestep.store.records
-    print(field_table(), end="")
