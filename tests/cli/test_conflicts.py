@@ -39,6 +39,14 @@ def stored(db) -> list:
         conn.close()
 
 
+def jobs(db) -> list:
+    conn = store.connect(db)
+    try:
+        return conn.execute("SELECT * FROM jobs").fetchall()
+    finally:
+        conn.close()
+
+
 def write_to(tmp_path, name, rec) -> pathlib.Path:
     sp = tmp_path / name
     return recgen.write(sp, rec)
@@ -54,8 +62,12 @@ def test_docs_example_then_generated_copy_is_a_conflict(run, db, tmp_path):
     a = write_to(tmp_path, "a", doc_example())
     out = jrun(run, "ingest", a.parent.parent.parent)
     assert (out["steps_new"], out["steps_already_present"]) == (1, 0)
+    job_before = jobs(db)
     b = write_to(tmp_path, "b", recgen.record(42, "0", "node01"))
     r = run("ingest", tmp_path / "b", ok=False)     # a conflict is quarantined: exit 1
+    # nor does it change the job: its window and attributes (the copy
+    # starts earlier and names the job)
+    assert jobs(db) == job_before
     assert "0 new steps, 0 already present" in r.stdout
     assert "1 conflicting" in r.stdout
     assert stored(db) == [("0", "node01", DOC_UJ, doc_example()["step"]["start_ns"])]

@@ -267,8 +267,11 @@ class Ingester:
             g = r[:2]
             self.group_n[g] = self.group_n.get(g, 0) + 1
 
-    def _job(self, p: Parsed) -> int:
-        """job_pk of the record's job: joined, new, or merged."""
+    def _job(self, p: Parsed):
+        """(job_pk, cached row) of the record's job: joined, new, or
+        merged.  The row is widened by the record only once its step is
+        known to be new (:meth:`add`): a copy of a stored step changes
+        nothing; the row is None for a new job (already the record's)."""
         job = p.job
         rows = self.jobs.get(job[:2])
         if rows is None:
@@ -281,7 +284,7 @@ class Ingester:
             row = [pk, *job[2:]]
             rows.append(row)
             self.new_jobs[pk] = (row, job[0], job[1])
-            return pk
+            return pk, None
         if len(hits) > 1:
             hits.sort(key=lambda r: r[1])
             keep = hits[0]
@@ -290,8 +293,7 @@ class Ingester:
                 rows.remove(other)
         else:
             keep = hits[0]
-        self._widen(keep, job[2:])
-        return keep[0]
+        return keep[0], keep
 
     def _widen(self, row: list, more) -> None:
         """Fold another window and attributes (jobs columns from
@@ -364,7 +366,7 @@ class Ingester:
         the stored copy stays, and the conflict is kept (step_conflicts)
         and named in :attr:`last_conflict` (the first stored copy's source
         and the reason)."""
-        job_pk = self._job(p)
+        job_pk, job_row = self._job(p)
         node_pk = self.nodes.get((p.cluster, p.node)) or self._node(p.cluster, p.node)
         step = p.step
         key = (job_pk, node_pk, step[_ID], step[_HET])
@@ -377,6 +379,8 @@ class Ingester:
             self.conflicts.append(nk + (p.digest, source, old[4], time.time_ns(),
                                         self.last_conflict))
             return CONFLICT
+        if job_row is not None:
+            self._widen(job_row, p.job[2:])
         spk = self._id("steps", "step_pk")
         self.touched.add(job_pk)
         self.step_keys[key] = [spk, step[_START], step[_END], p.digest, source]
