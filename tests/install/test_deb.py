@@ -55,7 +55,8 @@ def debs(repo, version) -> dict:
     res = sh("make", "-s", "-C", repo, "deb", timeout=1200)
     d = repo / "build" / "deb" / "current"
     arch = sh("dpkg", "--print-architecture").stdout.strip()
-    out = {p: d / f"{p}_{version}_{arch}.deb" for p in PACKAGES}
+    out = {p: d / f"{p}_{version}_{'all' if p == 'joulestep-cli' else arch}.deb"
+           for p in PACKAGES}
     for p, f in out.items():
         assert f.exists(), f"{f} missing after make deb:\n{res.stdout}"
     return out
