@@ -3,7 +3,7 @@
 This module holds the group, the global options and the option decorators
 the commands share; each command is a module of commands/, imported only
 when it runs (LazyGroup), so `joulestep job` defines one command, not all
-of them.  Commands delegate to store.py (schema, ingest), report.py (job,
+of them.  Commands delegate to store/ (schema, ingest), report.py (job,
 report), export.py, doctor.py, tune.py, and the models helper's models.py,
 analysis.py and plot.py.  Heavy modules (pandas, scipy, matplotlib) are
 imported inside the commands that need them.  User errors are

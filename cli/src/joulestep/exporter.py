@@ -45,7 +45,7 @@ view is brought up to date every --refresh seconds, incrementally:
   -- makes the next refresh read the whole store again (counted in
   joulestep_exporter_full_reads_total).
 
-The queries are plain SQL with ? placeholders (store.py's engines).
+The queries are plain SQL with ? placeholders (store/engines.py).
 """
 from __future__ import annotations
 

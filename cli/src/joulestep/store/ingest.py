@@ -151,9 +151,9 @@ class Ingester:
     run before the transaction commits, writes them with one bulk insert
     per table (COPY on PostgreSQL), writes back widened jobs, and brings
     steps.inside_step_pk / counted_* up to date for every (job, node) that
-    got a new or moved step (nesting.py).  A merge of jobs or a step
-    replaced by an earlier one (rare) writes the buffers first and works in
-    SQL.  The caches are dropped at every flush (another process may change
+    got a new or moved step (nesting.py).  A merge of jobs (rare) writes
+    the buffers first and works in SQL.  Of two copies of one step the
+    first stored stays (:meth:`add`, :meth:`_drop_twin`).  The caches are dropped at every flush (another process may change
     jobs between transactions) and by :meth:`reset` after a rollback.
     """
 

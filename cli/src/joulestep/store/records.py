@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import operator
 import re
 from typing import NamedTuple
 
@@ -374,7 +375,6 @@ def _getter(idx: list):
     if len(idx) == 1:
         i = idx[0]
         return lambda vals: (vals[i],)
-    import operator
     return operator.itemgetter(*idx)
 
 
