@@ -375,17 +375,42 @@ def _ingest_at_once(url: str, procs: int, per: int) -> float:
           for w in range(procs)]
     for p in ps:
         assert p.stdout.readline().strip() == "ready"
+    import threading
+    waits: list = []
+    done = threading.Event()
+    watch = threading.Thread(target=_watch_waits, args=(url, done, waits))
+    watch.start()
     for p in ps:
         p.stdin.write("go\n")
         p.stdin.flush()
     got = []
-    for p in ps:
-        out, _ = p.communicate(timeout=3600)
-        assert p.returncode == 0, out
-        got.append(json.loads(out.strip().splitlines()[-1]))
+    try:
+        for p in ps:
+            out, _ = p.communicate(timeout=3600)
+            assert p.returncode == 0, out
+            got.append(json.loads(out.strip().splitlines()[-1]))
+    finally:
+        done.set()
+        watch.join()
     wall = max(g["t1"] for g in got) - min(g["t0"] for g in got)
     return total / wall, (sum(g["cpu"] for g in got) / total,
-                          sum(g["server_cpu"] for g in got) / total)
+                          sum(g["server_cpu"] for g in got) / total,
+                          waits.count("Lock") / max(len(waits), 1))
+
+
+def _watch_waits(url: str, done, waits: list) -> None:
+    """Every 20 ms, what the database's other active server processes wait
+    for (pg_stat_activity.wait_event_type: Lock when one ingester waits
+    for another; None when running)."""
+    conn = store.connect(url)
+    try:
+        while not done.wait(0.02):
+            waits += [r[0] for r in conn.execute(
+                "SELECT wait_event_type FROM pg_stat_activity WHERE datname = "
+                "current_database() AND pid <> pg_backend_pid() AND state = "
+                "'active'").fetchall()]
+    finally:
+        conn.close()
 
 
 def pg_concurrent(pg, per: int, runs: int) -> None:
@@ -401,6 +426,7 @@ def pg_concurrent(pg, per: int, runs: int) -> None:
             pg.drop_db(url)
     ratio = median(three) / median(one)
     ing, srv = median([c[0] for c in cpu]), median([c[1] for c in cpu])
+    locked = median([c[2] for c in cpu[1::2]])      # the runs of 3 at once
     cores = len(os.sched_getaffinity(0))
     print(f"PG ingest, 1 process  : {median(one):8,.0f} records/s (runs "
           f"{min(one):,.0f}-{max(one):,.0f}; {per:,} records)")
@@ -412,7 +438,9 @@ def pg_concurrent(pg, per: int, runs: int) -> None:
     print(f"   CPU per record: ingest process {ing * 1e6:,.0f} us + its PostgreSQL "
           f"server process {srv * 1e6:,.0f} us; {cores} CPUs: at most "
           f"{cores / (ing + srv):,.0f} records/s whatever the number of ingesters "
-          f"({cores / (ing + srv) / median(one):.2f}x one process)")
+          f"({cores / (ing + srv) / median(one):.2f}x one process); 3 at once: "
+          f"{locked:.0%} of the busy server processes' samples wait for a lock "
+          "(the first batches' INSERT of the same new nodes)")
 
 
 def median(xs):
