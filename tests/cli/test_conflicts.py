@@ -140,3 +140,22 @@ def test_ingest_records_counts_conflicts(tmp_path):
     res = store.ingest_records(conn, [a, a, b])
     assert (res.new_steps, res.duplicate_steps, res.conflicts) == (1, 1, 1)
     assert conn.execute("SELECT energy_total_uj FROM steps").fetchall() == [(DOC_UJ,)]
+
+
+def test_step_stored_before_migration_8_compares_by_window(tmp_path):
+    """A step stored before migration 008 has no digest: a copy with its
+    window is already present, one with another window a conflict."""
+    conn = store.connect(tmp_path / "old.db")
+    a = doc_example()
+    store.ingest_records(conn, [a])
+    conn.execute("UPDATE steps SET record_digest = NULL, source = NULL")
+    same_window = json.loads(json.dumps(a))
+    same_window["step"]["exit_code"] = 1
+    later = json.loads(json.dumps(a))
+    later["step"]["end_ns"] += 1
+    res = store.ingest_records(conn, [same_window, later])
+    assert (res.new_steps, res.duplicate_steps, res.conflicts) == (0, 1, 1)
+    assert conn.execute("SELECT exit_code, energy_total_uj FROM steps").fetchall() == \
+        [(0, DOC_UJ)]
+    (reason,) = conn.execute("SELECT reason FROM step_conflicts").fetchone()
+    assert "not named" in reason

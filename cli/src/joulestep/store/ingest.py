@@ -342,8 +342,8 @@ class Ingester:
         """Two stored steps of one natural key met in a merge of jobs:
         delete the later stored one; record a conflict when they differ."""
         (o_pk, o_dig, o_src, k_pk, k_dig, k_src, node_pk) = twin[:7]
-        first, later = ((o_pk, o_src), (k_pk, k_src, k_dig, twin[7:9])) \
-            if o_pk < k_pk else ((k_pk, k_src), (o_pk, o_src, o_dig, twin[9:11]))
+        first, later = ((o_pk, o_src), (k_pk, k_src, k_dig)) if o_pk < k_pk \
+            else ((k_pk, k_src), (o_pk, o_src, o_dig))
         self.conn.execute("DELETE FROM steps WHERE step_pk = ?", (later[0],))
         if not same_copy(o_dig, k_dig, twin[7:9], twin[9:11]):
             name = self.conn.execute(
@@ -479,7 +479,7 @@ def same_copy(stored_digest, digest, stored_window, window) -> bool:
     """Whether a record is a copy of the stored step of its natural key:
     the same digest (records.digest).  A step stored before migration 008
     has no digest: the same window then."""
-    if stored_digest is None:
+    if stored_digest is None or digest is None:
         return tuple(stored_window) == tuple(window)
     return stored_digest == digest
 
