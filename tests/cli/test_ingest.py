@@ -220,7 +220,6 @@ def test_step_id_is_matched_whole_and_ascii():
     The pattern ended in `$`, which also matches before a final newline, and
     its \\d took any Unicode digit: "1\\n" and "١" were stored as step ids,
     by every parse path, and by lost.parse."""
-    from joulestep import lost
     for bad in ("1\n", "batch\n", "\u0661", "1\u0662"):
         rec = recgen.record(1, bad, "n1")
         with pytest.raises(store.RecordError, match="step.step_id"):
@@ -230,7 +229,7 @@ def test_step_id_is_matched_whole_and_ascii():
         assert res.new_steps == 1 and len(res.errors) == 1, bad
         assert "step.step_id" in res.errors[0][1]
         with pytest.raises(store.RecordError, match="step_id"):
-            store.parse_lost({"format": lost.FORMAT, "version": 1, "cluster": "c",
+            store.parse_lost({"format": store.records.LOST_FORMAT, "version": 1, "cluster": "c",
                               "job_id": 1, "step_id": bad, "node": "n1",
                               "lost_at_ns": 1})
     for good in ("0", "123456789012345678901234567890123456789012345678901234567890123456789",

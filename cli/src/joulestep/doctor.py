@@ -205,9 +205,9 @@ def records_lost(c) -> int | None:
 
 def step_conflicts(c) -> int | None:
     """Copies of stored steps that differed from them (quarantined at
-    ingest; lost.conflicts); None when there is no readable database."""
-    from . import lost
-    return _from_store(c, lost.conflicts)
+    ingest; store.conflict_count); None when there is no readable database."""
+    from . import store
+    return _from_store(c, store.conflict_count)
 
 
 def _from_store(c, ask):

@@ -57,8 +57,8 @@ import sys
 import threading
 import time
 
-from . import lost
 from . import report as rep
+from . import store
 
 LABELS = ("cluster", "user", "account", "partition", "policy")
 SAVING_LABELS = ("cluster", "policy")
@@ -228,7 +228,7 @@ class StoreView:
                     self._read_all(conn, models)
                     self._models = fp
                 self._lost = records_lost(conn)
-                self._conflicts = lost.conflicts(conn)
+                self._conflicts = store.conflict_count(conn)
             finally:
                 conn.execute("COMMIT")
         finally:

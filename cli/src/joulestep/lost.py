@@ -5,12 +5,6 @@ counters").  Ingest checks the "joulestep-lost" documents
 ``report``, ``doctor --db`` and the exporter show the count."""
 from __future__ import annotations
 
-FORMAT = "joulestep-lost"
-
-
-def is_lost(rec) -> bool:
-    return isinstance(rec, dict) and rec.get("format") == FORMAT
-
 
 def count(conn, cluster: str | None = None, since_ns: int | None = None,
           until_ns: int | None = None) -> int:
@@ -24,9 +18,3 @@ def count(conn, cluster: str | None = None, since_ns: int | None = None,
     sql = "SELECT count(*) FROM lost_records" + (
         f" WHERE {' AND '.join(where)}" if where else "")
     return conn.execute(sql, args).fetchone()[0]
-
-
-def conflicts(conn) -> int:
-    """Copies of stored steps that differed from them (step_conflicts,
-    migration 008): quarantined at ingest, the first stored copy kept."""
-    return conn.execute("SELECT count(*) FROM step_conflicts").fetchone()[0]

@@ -16,7 +16,8 @@ from .engines import (SQL_DIR, StoreError, connect, latest_version,  # noqa: F40
                       migrate, migrations, _pg_version)
 from .ingest import (BATCH_RECORDS, CONFLICT, IN_CHUNK, JOB_GAP_HOURS,  # noqa: F401
                      JOB_GAP_NS, JOB_TOTAL_COLS, JOB_TOTAL_SQL, NEW, PRESENT,
-                     TABLES, IngestResult, Ingester, ingest_records)
+                     TABLES, IngestResult, Ingester, conflict_count,
+                     ingest_records)
 from .records import (INACTIVE_POLICIES, RECORD_FORMAT, RECORD_VERSION,  # noqa: F401
                       SCHEMA, Field, Parsed, RecordError, parse_lost,
                       parse_record)

@@ -484,6 +484,12 @@ def same_copy(stored_digest, digest, stored_window, window) -> bool:
     return stored_digest == digest
 
 
+def conflict_count(conn) -> int:
+    """Copies of stored steps that differed from them (step_conflicts,
+    migration 008): quarantined at ingest, the first stored copy kept."""
+    return conn.execute("SELECT count(*) FROM step_conflicts").fetchone()[0]
+
+
 def conflict_reason(key: tuple, stored_source, source) -> str:
     """The quarantine reason of a copy that differs from the stored step:
     the step, and both sources."""
