@@ -159,3 +159,21 @@ def test_step_stored_before_migration_8_compares_by_window(tmp_path):
         [(0, DOC_UJ)]
     (reason,) = conn.execute("SELECT reason FROM step_conflicts").fetchone()
     assert "not named" in reason
+
+
+def test_conflicting_copy_does_not_merge_jobs(tmp_path):
+    """A differing copy whose window bridges two runs of one job ID (more
+    than the gap apart) changes nothing: no merge, the two jobs stay."""
+    h = 3600
+    a = recgen.record(800, "0", "node01", first_seen_s=0, start_s=1, dur_s=100)
+    b = recgen.record(800, "1", "node02", first_seen_s=30 * h, start_s=30 * h,
+                      dur_s=100)
+    bridge = recgen.record(800, "0", "node01", first_seen_s=0, start_s=1,
+                           dur_s=31 * h)
+    conn = store.connect(tmp_path / "m.db")
+    store.ingest_records(conn, [a, b])
+    before = conn.execute("SELECT * FROM jobs ORDER BY job_pk").fetchall()
+    assert len(before) == 2
+    res = store.ingest_records(conn, [bridge])
+    assert (res.new_steps, res.conflicts) == (0, 1)
+    assert conn.execute("SELECT * FROM jobs ORDER BY job_pk").fetchall() == before

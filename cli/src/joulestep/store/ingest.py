@@ -267,18 +267,23 @@ class Ingester:
             g = r[:2]
             self.group_n[g] = self.group_n.get(g, 0) + 1
 
-    def _job(self, p: Parsed):
-        """(job_pk, cached row) of the record's job: joined, new, or
-        merged.  The row is widened by the record only once its step is
-        known to be new (:meth:`add`): a copy of a stored step changes
-        nothing; the row is None for a new job (already the record's)."""
+    def _hits(self, p: Parsed) -> tuple[list, list]:
+        """The cached rows of the record's (cluster, job_id), and those
+        within the gap of its window (the jobs it joins)."""
         job = p.job
         rows = self.jobs.get(job[:2])
         if rows is None:
             self.prepare([p])
             rows = self.jobs[job[:2]]
         lo, hi = job[2] - self.gap_ns, job[3] + self.gap_ns
-        hits = [r for r in rows if r[1] <= hi and r[2] >= lo]
+        return rows, [r for r in rows if r[1] <= hi and r[2] >= lo]
+
+    def _join(self, p: Parsed, rows: list, hits: list):
+        """(job_pk, cached row) of the record's job: new, joined, or the
+        hits merged.  Called once its step is known to be new (:meth:`add`):
+        a copy of a stored step changes no job.  The row is None for a new
+        job (already the record's window), else the caller widens it."""
+        job = p.job
         if not hits:
             pk = self._id("jobs", "job_pk")
             row = [pk, *job[2:]]
@@ -366,19 +371,15 @@ class Ingester:
         the stored copy stays, and the conflict is kept (step_conflicts)
         and named in :attr:`last_conflict` (the first stored copy's source
         and the reason)."""
-        job_pk, job_row = self._job(p)
+        rows, hits = self._hits(p)
         node_pk = self.nodes.get((p.cluster, p.node)) or self._node(p.cluster, p.node)
         step = p.step
+        for h in hits:      # a stored copy, in any job the record would join
+            old = self.step_keys.get((h[0], node_pk, step[_ID], step[_HET]))
+            if old is not None:
+                return self._copy(p, old, source)
+        job_pk, job_row = self._join(p, rows, hits)
         key = (job_pk, node_pk, step[_ID], step[_HET])
-        old = self.step_keys.get(key)
-        if old is not None:
-            if same_copy(old[3], p.digest, old[1:3], (step[_START], step[_END])):
-                return PRESENT
-            nk = (p.cluster, p.job[1], step[_ID], step[_HET], p.node)
-            self.last_conflict = conflict_reason(nk, old[4], source)
-            self.conflicts.append(nk + (p.digest, source, old[4], time.time_ns(),
-                                        self.last_conflict))
-            return CONFLICT
         if job_row is not None:
             self._widen(job_row, p.job[2:])
         spk = self._id("steps", "step_pk")
@@ -392,6 +393,18 @@ class Ingester:
         self.steps.append((spk, job_pk, node_pk) + step + (source, p.digest))
         self.added.append(((spk,), p))
         return NEW
+
+    def _copy(self, p: Parsed, old: list, source) -> int:
+        """A record whose step is stored (``old``: its step_keys entry):
+        PRESENT when it is the same copy, else a CONFLICT, kept."""
+        step = p.step
+        if same_copy(old[3], p.digest, old[1:3], (step[_START], step[_END])):
+            return PRESENT
+        nk = (p.cluster, p.job[1], step[_ID], step[_HET], p.node)
+        self.last_conflict = conflict_reason(nk, old[4], source)
+        self.conflicts.append(nk + (p.digest, source, old[4], time.time_ns(),
+                                    self.last_conflict))
+        return CONFLICT
 
     def _write(self, totals: dict | None = None):
         """Write the buffered rows, parents first: new jobs with their
