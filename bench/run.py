@@ -128,7 +128,8 @@ def main():
         ("SPANK plugin (goals: step launch median <= 1.02x with the gap resolved; marker cost "
          "<= 2x a send to another process; marker -> clock written p99 <= 1 ms over >= 1,000 markers)",
          lambda: python_bench("bench_plugin.py")),
-        ("CLI", lambda: python_bench("bench_cli.py")),
+        ("CLI (goals: ingest >= 2,000 records/s in one process, SQLite and PostgreSQL; "
+         "three PostgreSQL ingesters at once >= 2x one)", lambda: python_bench("bench_cli.py")),
         ("--energy-hooks: cost per intercepted call vs the bare call (issue 10)",
          lambda: python_bench("hooks/bench_hooks.py")),
     ]

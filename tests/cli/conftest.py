@@ -44,7 +44,8 @@ def spool(tmp_path):
 
 ENGINES = ("sqlite", "postgresql")
 TABLES = ("nodes", "jobs", "steps", "step_tags", "step_zones", "phases",
-          "phase_ranks", "power_models", "spool_files", "lost_records")
+          "phase_ranks", "power_models", "spool_files", "lost_records",
+          "step_conflicts")
 
 
 @pytest.fixture(scope="session")

@@ -135,9 +135,14 @@ def test_same_answers_and_quarantine_on_both_engines(pg_url, tmp_path):
         assert sa[k] == pa[k], k
     failed = sorted({k[0] for k, (code, _) in sa.items() if code})
     assert failed == [("job", 101)], failed     # no such job: the same error
-    # the same rows, surrogate keys included
-    assert dump_tables(tmp_path / "js.db") | {"spool_files": None} == \
-        dump_tables(pg_url) | {"spool_files": None}
+    # the same rows, surrogate keys included (steps.source: the spool file,
+    # which differs only in the spool's directory)
+    def rows(db, sp):
+        return {t: sorted((tuple(v.replace(str(sp), "SPOOL") if isinstance(v, str)
+                                 else v for v in r) for r in rs), key=repr)
+                for t, rs in (dump_tables(db) | {"spool_files": []}).items()}
+    assert rows(tmp_path / "js.db", tmp_path / "spool-sqlite") == \
+        rows(pg_url, tmp_path / "spool-postgresql")
 
 
 def test_migrations_reach_the_same_schema_version(pg_url):

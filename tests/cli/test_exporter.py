@@ -347,11 +347,10 @@ def test_a_failed_read_keeps_the_figures_and_reads_all_next(db, conn):
 def test_records_lost_come_from_the_store(db, conn, run):
     """Lost documents the plugin left (docs/reliability.md, "Faults: records
     and counters") are counted once each, however often ingested."""
-    from joulestep import lost
     store.ingest_records(conn, RECORDS)
     rows = [("demo", 8 + i, "batch", 0, "n1", 10**18 + i, "spool full") for i in range(3)]
-    lost.insert(conn, rows)
-    lost.insert(conn, rows[:2])
+    store.insert_lost(conn, rows)
+    store.insert_lost(conn, rows[:2])
     m = parse(run("exporter", "--once").stdout)
     assert m["joulestep_records_lost_total"] == {(): 3.0}
 

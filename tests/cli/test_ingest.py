@@ -220,17 +220,19 @@ def test_step_id_is_matched_whole_and_ascii():
     The pattern ended in `$`, which also matches before a final newline, and
     its \\d took any Unicode digit: "1\\n" and "١" were stored as step ids,
     by every parse path, and by lost.parse."""
-    from joulestep import lost
     for bad in ("1\n", "batch\n", "\u0661", "1\u0662"):
         rec = recgen.record(1, bad, "n1")
         with pytest.raises(store.RecordError, match="step.step_id"):
             store.parse_record(rec)
-        got = store.parse_batch([recgen.record(2, "0", "n1"), rec])
-        assert isinstance(got[0], store.Parsed)
-        assert isinstance(got[1], store.RecordError), bad
+        res = store.ingest_records(store.connect(":memory:"),
+                                   [recgen.record(2, "0", "n1"), rec])
+        assert res.new_steps == 1 and len(res.errors) == 1, bad
+        assert "step.step_id" in res.errors[0][1]
         with pytest.raises(store.RecordError, match="step_id"):
-            lost.parse({"format": lost.FORMAT, "version": 1, "cluster": "c",
-                        "job_id": 1, "step_id": bad, "node": "n1", "lost_at_ns": 1})
+            store.parse_lost({"format": store.records.LOST_FORMAT, "version": 1, "cluster": "c",
+                              "job_id": 1, "step_id": bad, "node": "n1",
+                              "lost_at_ns": 1})
     for good in ("0", "123456789012345678901234567890123456789012345678901234567890123456789",
                  "batch", "extern", "interactive", "a.b+c-d_e"):
-        assert store.parse_record(recgen.record(1, good, "n1")).step[0] == good
+        assert store.parse_record(recgen.record(1, good, "n1")).step[
+            store.records.STEP_AT["step_id"]] == good

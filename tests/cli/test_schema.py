@@ -185,7 +185,7 @@ def test_failed_migration_leaves_v1_and_foreign_keys(repo, tmp_path, monkeypatch
     bad.mkdir()
     for f in (repo / "sql").glob("*.sql"):
         (bad / f.name).write_text(f.read_text())
-    monkeypatch.setattr(store, "SQL_DIR", bad)
+    monkeypatch.setattr(store.engines, "SQL_DIR", bad)
     nxt = store.latest_version() + 1
     for sql, err in ((f"PRAGMA user_version = {nxt - 1};",
                       f"did not set user_version = {nxt}"),

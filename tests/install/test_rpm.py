@@ -123,6 +123,9 @@ def test_slurm_release_and_without_cli():
     deps = [l for l in bare.splitlines() if l.startswith(("BuildRequires", "Requires"))]
     assert deps and not [l for l in deps if "python" in l]
     assert "%pyproject" not in bare
+    # the CLI is pure Python: its subpackage is noarch (issue 21)
+    assert re.search(r"%package cli\n(?:.*\n)*?BuildArch:\s+noarch\n(?:.*\n)*?%description cli",
+                     text), text
 
 
 def test_one_version_everywhere(version):

@@ -3,7 +3,7 @@
 This module holds the group, the global options and the option decorators
 the commands share; each command is a module of commands/, imported only
 when it runs (LazyGroup), so `joulestep job` defines one command, not all
-of them.  Commands delegate to store.py (schema, ingest), report.py (job,
+of them.  Commands delegate to store/ (schema, ingest), report.py (job,
 report), export.py, doctor.py, tune.py, and the models helper's models.py,
 analysis.py and plot.py.  Heavy modules (pandas, scipy, matplotlib) are
 imported inside the commands that need them.  User errors are
@@ -94,7 +94,7 @@ def query_options(f):
         c = _merge(ctx, kw)
         if ingest_first:
             c.db = str(c.db_path(True))   # query the database just loaded
-            from .commands.ingest import run_ingest
+            from .spoolrun import run_ingest
             run_ingest(c, [], None, quiet=True)
         return f(c, *args, **kw)
     wrapper = click.option("--ingest", "ingest_first", is_flag=True,

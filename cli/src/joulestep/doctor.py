@@ -199,15 +199,27 @@ def diagnose(root: str = "/sys", do_write: bool = False,
 def records_lost(c) -> int | None:
     """Records the plugin could not write, as ingested into the database
     (lost.py); None when there is no readable database."""
-    from . import lost, store
+    from . import lost
+    return _from_store(c, lost.count)
+
+
+def step_conflicts(c) -> int | None:
+    """Copies of stored steps that differed from them (quarantined at
+    ingest; store.conflict_count); None when there is no readable database."""
+    from . import store
+    return _from_store(c, store.conflict_count)
+
+
+def _from_store(c, ask):
+    from . import store
     try:
         path = c.db_path(False)
-        if not os.path.exists(path):
+        if not store.db.is_url(path) and not os.path.exists(path):
             return None
         conn = store.connect(path, write=False, create=False)
     except Exception:  # noqa: BLE001 - doctor reports the node even without a database
         return None
     try:
-        return lost.count(conn)
+        return ask(conn)
     finally:
         conn.close()

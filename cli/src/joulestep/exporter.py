@@ -19,6 +19,8 @@ Counters, totals over every step in the store (docs/admin-guide.md,
   estimate (no power model);
 - joulestep_records_quarantined (gauge): records in the quarantine directory;
 - joulestep_records_lost_total: records the plugin could not write (lost.py).
+- joulestep_ingest_conflicts_total: copies of stored steps that differed
+  from them (quarantined at ingest; the first stored copy kept).
 
 No label names a job: the series are bounded by the (cluster, user, account,
 partition, policy) tuples that occur, the policy label being the policy's
@@ -43,7 +45,7 @@ view is brought up to date every --refresh seconds, incrementally:
   -- makes the next refresh read the whole store again (counted in
   joulestep_exporter_full_reads_total).
 
-The queries are plain SQL with ? placeholders (store.py's engines).
+The queries are plain SQL with ? placeholders (store/engines.py).
 """
 from __future__ import annotations
 
@@ -56,6 +58,7 @@ import threading
 import time
 
 from . import report as rep
+from . import store
 
 LABELS = ("cluster", "user", "account", "partition", "policy")
 SAVING_LABELS = ("cluster", "policy")
@@ -168,6 +171,7 @@ class Snapshot:
     steps: int
     read_s: float
     read_at: float
+    conflicts: int | None = None
 
 
 class StoreView:
@@ -203,7 +207,7 @@ class StoreView:
             _add(totals, parts)
         self.snapshot = Snapshot(totals, count_quarantined(self.quarantine_dir),
                                  self._lost, self.nsteps, time.monotonic() - t0,
-                                 time.time())
+                                 time.time(), self._conflicts)
         return self.snapshot
 
     def _read(self) -> None:
@@ -224,6 +228,7 @@ class StoreView:
                     self._read_all(conn, models)
                     self._models = fp
                 self._lost = records_lost(conn)
+                self._conflicts = store.conflict_count(conn)
             finally:
                 conn.execute("COMMIT")
         finally:
@@ -369,6 +374,13 @@ def families(view: StoreView, labels=LABELS) -> list:
                                    "before they reached the store")
         lost.add_metric([], s.lost)
         out.append(lost)
+    if s.conflicts is not None:
+        c = CounterMetricFamily("joulestep_ingest_conflicts", "Copies of "
+                                "stored steps that differed from them "
+                                "(quarantined at ingest; the first stored "
+                                "copy kept)")
+        c.add_metric([], s.conflicts)
+        out.append(c)
     info = InfoMetricFamily("joulestep_site", "What cost covers")
     info.add_metric([], {"scope": st.scope, "currency": st.currency,
                          "price_per_kwh": f"{st.price_per_kwh:g}"})

@@ -6,7 +6,7 @@ import json
 import re
 import time
 
-from . import nesting, store, userview, whatif
+from . import nesting, store, userview
 from .config import Settings
 
 GIB = float(1 << 30)
@@ -290,13 +290,15 @@ PHASE_COLS = (
 def job_summary(conn, job_id: int, settings: Settings,
                 cluster: str | None = None,
                 first_seen_ns: int | None = None, tuned: dict | None = None,
-                user_view: bool = False) -> dict:
+                user_view: bool = False, what_if=None) -> dict:
     """Everything `joulestep job` shows, as one JSON-ready dict.  Several
     jobs with one ID (recycled): the latest, or the one first seen at
     ``first_seen_ns``.  tuned: the tuned policy's {kind: ratio} for the
     what-if estimates (whatif.py).  user_view: what a user who is not an
     admin sees (userview.py): every figure derives from rounded energies, a
-    step or phase shorter than its min_phase_ns has none."""
+    step or phase shorter than its min_phase_ns has none.  what_if: the
+    what-if estimate, what_if(steps, models, tuned, settings) (whatif.for_job;
+    passed in, as whatif.py builds on this module)."""
     rows = _job_rows(conn, job_id, cluster, first_seen_ns)
     job = dict(zip(_JOB_FIELDS, rows[0]))
     others = [{"cluster": r[1], "submit_time_ns": r[3], "submit_time": _iso(r[3]),
@@ -440,7 +442,7 @@ def job_summary(conn, job_id: int, settings: Settings,
             "scope": settings.scope, "scope_note": settings.scope_note(),
             "totals": totals, "steps": steps, "other_submissions": others,
             "caveats": caveats,
-            "what_if": whatif.for_job(steps, models, tuned, settings)}
+            "what_if": what_if(steps, models, tuned, settings) if what_if else None}
 
 
 def _user_rows(rows, phases_by_step):

@@ -38,6 +38,7 @@ def doctor(ctx, sysfs, write_test, libdir, fmt, db=None, config_path=None):
         raise click.BadParameter(f"{sysfs} is not a directory", param_hint="--sysfs")
     r = dr.diagnose(sysfs, write_test, libdir)
     r["records_lost"] = dr.records_lost(c)
+    r["step_conflicts"] = dr.step_conflicts(c)
     if c.fmt == "json":
         emit(to_json(r))
         return
@@ -72,6 +73,9 @@ def doctor(ctx, sysfs, write_test, libdir, fmt, db=None, config_path=None):
                    + ("" if wt.get("restored", True) else " (RESTORE FAILED)"))
     if r["records_lost"] is not None:
         click.echo(f"records lost (spool and fallback not writable): {r['records_lost']}")
+    if r["step_conflicts"] is not None:
+        click.echo("conflicting copies of stored steps: "
+                   f"{r['step_conflicts']} (quarantined at ingest)")
     for p in r["problems"]:
         click.echo(f"problem: {p}")
     click.echo("plugstack.conf:")

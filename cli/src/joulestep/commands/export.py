@@ -8,7 +8,7 @@ from __future__ import annotations
 import click
 
 from ..cli import _merge, _period, db_options, period_options
-from .ingest import run_ingest
+from ..spoolrun import run_ingest
 
 
 @click.command()

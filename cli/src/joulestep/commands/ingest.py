@@ -5,53 +5,12 @@ Loaded only when the command runs (cli.LazyGroup): see docs/cli.md,
 """
 from __future__ import annotations
 
-import pathlib
-import sys
 
 import click
 
 from .. import config, store
 from ..cli import Ctx, _merge, db_options, emit, format_option
-
-
-def run_ingest(c: Ctx, spools, quarantine_dir, quiet=False, batch=None,
-               gap_hours=None):
-    s = c.settings()
-    gap_ns = int((s.job_gap_hours if gap_hours is None else gap_hours) * 3600e9)
-    spools = [pathlib.Path(p) for p in spools] or [s.spool]
-    if quarantine_dir is None and s.quarantine is not None:
-        quarantine_dir = s.quarantine
-    conn = c.connect(write=True)
-
-    def progress(items):
-        if len(items) < 500 or quiet:
-            return items
-        return click.progressbar(items, label="ingesting", file=sys.stderr,
-                                 show_pos=True)
-
-    def bar(items):
-        pb = progress(items)
-        if pb is items:
-            return items
-
-        def gen():
-            with pb as it:
-                yield from it
-        return gen()
-    try:
-        res = store.ingest_paths(conn, spools, quarantine_dir,
-                                 batch=batch or store.BATCH_RECORDS, progress=bar,
-                                 gap_ns=gap_ns)
-    except conn.Error as e:     # the engine's own error (db.py)
-        raise click.ClickException("database error during ingest: "
-                                   f"{str(e).strip()}") from None
-    finally:
-        conn.close()
-    if quiet and (res.quarantined or res.errors):
-        click.echo(f"joulestep: ingest: {len(res.quarantined)} record(s) "
-                   f"quarantined, {len(res.errors)} error(s); run `joulestep "
-                   "ingest` for details", err=True)
-    return res
+from ..spoolrun import run_ingest
 
 
 @click.command()
@@ -84,7 +43,10 @@ def ingest(ctx, spool, quarantine_dir, batch, gap_hours, sacct_mode, sacct_days,
     Only complete *.json records are read (the plugin renames them into place
     atomically), so it is safe while the plugin writes.  Ingesting again
     changes nothing.  A malformed or truncated record is named, moved to the
-    quarantine directory, and the rest still land.  Exit status 1 when any
+    quarantine directory, and the rest still land.  Of two copies of one step
+    (cluster, job, step, node) the first stored wins: an identical later copy
+    is "already present", one that differs is "conflicting" and quarantined
+    with both files named.  Exit status 1 when any
     record was quarantined or unreadable.  Records of one job ID whose
     windows (first seen .. step end) overlap or are less than the job gap
     apart are one job; farther apart, the ID was recycled (docs/cli.md).
@@ -104,6 +66,7 @@ def ingest(ctx, spool, quarantine_dir, batch, gap_hours, sacct_mode, sacct_days,
     else:
         click.echo(f"{res.files_seen} files: {res.new_steps} new steps, "
                    f"{res.duplicate_steps} already present, "
+                   f"{res.conflicts} conflicting, "
                    f"{res.files_skipped} unchanged, "
                    f"{len(res.quarantined)} quarantined, {len(res.errors)} errors")
         for src, dst, reason in res.quarantined:

@@ -55,8 +55,9 @@ def job(c: Ctx, jobid, cluster, first_seen_ns, submit_ns, tuned_path, user_view)
     conn = c.connect()
     try:
         user_view = user_view or not is_admin(c.db_path(False), conn)
+        from .. import whatif
         summary = rep.job_summary(conn, jobid, s, cluster or s.cluster, pick,
-                                  tuned, user_view=user_view)
+                                  tuned, user_view=user_view, what_if=whatif.for_job)
     except rep.QueryError as e:
         raise click.ClickException(str(e)) from None
     finally:

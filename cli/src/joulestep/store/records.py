@@ -1,0 +1,631 @@
+"""The spool record: its schema, declared once, and the one checker.
+
+:data:`SCHEMA` is the table of every field ingest reads from a
+``joulestep-record`` (docs/record-format.md): its path, type, unit, range,
+whether it may be null or absent, the record version that introduced it, and
+the database column it fills.  :func:`parse_record` checks a decoded record
+against that table and returns its rows (:class:`Parsed`), or raises
+:class:`RecordError` naming the first bad field by its path, e.g.
+``phases[3].energy_cpu_uj``.  The field table of docs/record-format.md is
+generated from SCHEMA (:func:`field_table`, printed by ``python -m joulestep.store``;
+tests/cli/test_record_schema.py checks that the two agree).
+
+Adding a field (docs/design.md, "One record schema"): one :class:`Field` in
+SCHEMA (with ``column``, and a migration adding that column); the checker,
+the rows, the insert and the doc table follow from it.  A change that
+breaks readers bumps RECORD_VERSION and adds the step from the version
+before to :data:`UPGRADES`, the one place older records are brought to the
+current shape.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import operator
+import re
+from typing import NamedTuple
+
+RECORD_FORMAT = "joulestep-record"
+RECORD_VERSION = 1
+LOST_FORMAT = "joulestep-lost"
+#: policies that never change the clock (not counted as policy adoption)
+INACTIVE_POLICIES = frozenset(("monitor", "none", "off", "base", ""))
+#: a step id, matched whole (fullmatch: `$` would let a final newline by) and
+#: ASCII only (\d would take any Unicode digit)
+STEP_ID = re.compile(r"\d+|batch|extern|interactive|[A-Za-z0-9_.+-]{1,64}", re.ASCII)
+_LO64, _HI64 = -(1 << 63), 1 << 63
+
+
+#: the default of a field worked out from others (a cross-field rule)
+DERIVED = "derived"
+
+
+class RecordError(ValueError):
+    """A spool record that does not follow the record format."""
+
+
+class Field(NamedTuple):
+    """One field of the record.  ``path``: where it is (``step.start_ns``,
+    ``phases[].seq``); ``type``: int, str, num, bool, step_id, strings
+    (a list of strings), tags (an object of strings); ``minimum``: the
+    smallest integer allowed; ``null``: may be null; ``required``: must be
+    present (else ``default``); ``since``: the record version that
+    introduced it; ``column``: the database column it fills (None: checked,
+    not stored)."""
+    path: str
+    type: str
+    unit: str | None = None
+    minimum: int | None = None
+    null: bool = True
+    required: bool = False
+    default: object = None
+    since: int = 1
+    column: str | None = None
+    doc: str = ""
+
+    @property
+    def section(self) -> str:
+        return self.path.rpartition(".")[0]
+
+    @property
+    def name(self) -> str:
+        return self.path.rpartition(".")[2]
+
+
+F = Field
+#: every field ingest reads, in row order within each section
+SCHEMA = (
+    F("cluster", "str", null=False, required=True, doc="the cluster's name"),
+    # job (jobs row: cluster, job_id, window, then these in order)
+    F("job.job_id", "int", minimum=0, null=False, required=True, column="job_id"),
+    F("job.submit_time_ns", "int", "ns", 0, column="submit_time_ns",
+      doc="older plugins; the window's start when first_seen_ns is absent"),
+    F("job.first_seen_ns", "int", "ns", 0, null=False, default=DERIVED,
+      doc="job prolog on this node (else the step start); window start"),
+    F("job.start_time_ns", "int", "ns", column="start_time_ns"),
+    F("job.name", "str", column="name"),
+    F("job.user", "str", column="user_name"),
+    F("job.uid", "int", minimum=0, column="uid"),
+    F("job.gid", "int", minimum=0, column="gid"),
+    F("job.account", "str", column="account"),
+    F("job.partition", "str", column="partition"),
+    F("job.tags", "tags", doc="object of strings: step_tags rows"),
+    # step (steps row: these and the provenance fields, in order)
+    F("step.step_id", "step_id", null=False, required=True, column="step_id",
+      doc="a number, batch, extern, interactive or 1-64 of A-Za-z0-9_.+-"),
+    F("step.het_component", "int", minimum=0, null=False, default=0,
+      column="het_component"),
+    F("step.node", "str", null=False, required=True),
+    F("step.node_model", "str", column="node_model"),
+    F("step.ntasks", "int", minimum=0, column="ntasks"),
+    F("step.nnodes", "int", minimum=0, column="nnodes"),
+    F("step.cpus", "str", column="cpus"),
+    F("step.ncpus", "int", minimum=0, column="ncpus"),
+    F("step.exclusive", "bool", column="exclusive"),
+    F("step.policy", "str", column="policy"),
+    F("step.base_freq_khz", "int", "kHz", 1, column="base_freq_khz"),
+    F("step.freq_min_ratio", "num", column="freq_min_ratio"),
+    F("step.start_ns", "int", "ns", 0, null=False, required=True, column="start_ns"),
+    F("step.end_ns", "int", "ns", 0, null=False, required=True, column="end_ns",
+      doc=">= start_ns"),
+    F("step.duration_ns", "int", "ns", 0, null=False, default=DERIVED,
+      column="duration_ns",
+      doc="default end_ns - start_ns"),
+    F("step.energy_cpu_uj", "int", "uJ", 0, required=True, column="energy_cpu_uj",
+      doc="null: not measured"),
+    F("step.energy_dram_uj", "int", "uJ", 0, column="energy_dram_uj"),
+    F("step.energy_total_uj", "int", "uJ", 0, column="energy_total_uj",
+      doc="default cpu + dram"),
+    F("step.exit_code", "int", column="exit_code"),
+    F("step.nominal_freq_khz", "int", "kHz", 1, column="nominal_freq_khz"),
+    F("step.fixed_freq_khz", "int", "kHz", 1, column="fixed_freq_khz"),
+    F("provenance.backend", "str", column="backend"),
+    F("provenance.wrap_uncertain", "bool", null=False, default=False,
+      column="wrap_uncertain"),
+    F("provenance.sample_period_ns", "int", "ns", 0, column="sample_period_ns"),
+    F("provenance.errors", "strings", null=False, default=(), column="errors_json"),
+    F("provenance.plugin_version", "str", column="plugin_version"),
+    F("provenance.job_source", "str", doc="prolog or step"),
+    F("provenance.freq_control", "str", column="freq_control"),
+    F("provenance.min_phase_ns", "int", "ns", 0, column="min_phase_ns"),
+    F("provenance.energy_resolution_uj", "int", "uJ", 1,
+      column="energy_resolution_uj"),
+    # zones[] (step_zones rows; a null energy_uj: no row)
+    F("zones[].name", "str", null=False, required=True, column="name"),
+    F("zones[].id", "str", null=False, required=True, column="zone_id",
+      doc="unique within the record"),
+    F("zones[].kind", "str", column="kind"),
+    F("zones[].energy_uj", "int", "uJ", 0, required=True, column="energy_uj",
+      doc="null: uncertain, no row"),
+    F("zones[].wraps", "int", minimum=0, null=False, default=0, column="wraps"),
+    # phases[] (phases rows)
+    F("phases[].seq", "int", minimum=0, null=False, required=True, column="seq",
+      doc="unique within the record"),
+    F("phases[].kind", "str", null=False, required=True, column="kind"),
+    F("phases[].label", "str", column="label"),
+    F("phases[].depth", "int", minimum=0, null=False, default=0, column="depth"),
+    F("phases[].parent_seq", "int", column="parent_seq",
+      doc="the seq of a phase of the record"),
+    F("phases[].start_ns", "int", "ns", 0, null=False, required=True,
+      column="start_ns"),
+    F("phases[].end_ns", "int", "ns", 0, null=False, required=True,
+      column="end_ns", doc=">= start_ns"),
+    F("phases[].duration_ns", "int", "ns", 0, null=False, required=True,
+      column="duration_ns"),
+    F("phases[].freq_khz", "int", "kHz", 1, column="freq_khz"),
+    F("phases[].freq_change_ns", "int", "ns", column="freq_change_ns"),
+    F("phases[].energy_cpu_uj", "int", "uJ", 0, required=True,
+      column="energy_cpu_uj"),
+    F("phases[].energy_dram_uj", "int", "uJ", 0, column="energy_dram_uj"),
+    F("phases[].bytes", "int", "B", 0, column="bytes"),
+    F("phases[].nranks", "int", column="nranks"),
+    # phases[].ranks[] (phase_ranks rows, after the phase's seq)
+    F("phases[].ranks[].rank", "int", minimum=0, null=False, required=True,
+      column="rank", doc="unique within the phase"),
+    F("phases[].ranks[].start_ns", "int", "ns", column="start_ns"),
+    F("phases[].ranks[].end_ns", "int", "ns", column="end_ns"),
+    F("phases[].ranks[].bytes", "int", "B", 0, column="bytes"),
+)
+#: a "joulestep-lost" document (store/spool.py): the lost_records row
+LOST_SCHEMA = (
+    F("cluster", "str", null=False, required=True, column="cluster"),
+    F("job_id", "int", minimum=0, null=False, required=True, column="job_id"),
+    F("step_id", "step_id", null=False, required=True, column="step_id"),
+    F("het_component", "int", minimum=0, null=False, default=0,
+      column="het_component"),
+    F("node", "str", null=False, required=True, column="node"),
+    F("lost_at_ns", "int", "ns", 0, null=False, required=True, column="lost_at_ns"),
+    F("reason", "str", column="reason"),
+)
+del F
+
+
+def section(sec: str, schema=SCHEMA) -> tuple:
+    return tuple(f for f in schema if f.section == sec)
+
+
+def columns(sec: str, schema=SCHEMA) -> tuple:
+    """The database columns a section fills, in row order."""
+    return tuple(f.column for f in section(sec, schema) if f.column)
+
+
+# ------------------------------------------------------------- value checks
+
+def _shown(v) -> str:
+    try:
+        return json.dumps(v)[:40]
+    except (TypeError, ValueError):
+        return repr(v)[:40]
+
+
+def _text_ok(v: str) -> bool:
+    """False for text the databases cannot store: a lone surrogate, which
+    JSON can carry ("\\ud800") and json.loads returns as is."""
+    if v.isascii():
+        return True
+    try:
+        v.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _int_check(f: Field):
+    lo = _LO64 if f.minimum is None else f.minimum
+    null, ornull = f.null, " or null" if f.null else ""
+
+    def check(v, path):
+        if type(v) is int and lo <= v < _HI64:
+            return v
+        if v is None and null:
+            return None
+        if type(v) is not int:
+            raise RecordError(f"{path}: expected an integer{ornull}, got {_shown(v)}")
+        if v < lo and f.minimum is not None:
+            raise RecordError(f"{path}: must be >= {f.minimum}, got {v}")
+        raise RecordError(f"{path}: {v} does not fit in 64 bits")
+    return check
+
+
+def _str_check(f: Field):
+    null, ornull = f.null, " or null" if f.null else ""
+
+    def check(v, path):
+        if type(v) is str and (v or null) and (v.isascii() or _text_ok(v)):
+            return v
+        if v is None and null:
+            return None
+        if not isinstance(v, str) or not v:
+            raise RecordError(f"{path}: expected a non-empty string{ornull}, "
+                              f"got {_shown(v)}")
+        raise RecordError(f"{path}: not valid Unicode (a lone surrogate), got "
+                          f"{_shown(v)}")
+    return check
+
+
+def _num_check(f: Field):
+    def check(v, path):
+        if v is None and f.null:
+            return None
+        if type(v) not in (int, float):
+            raise RecordError(f"{path}: expected a number, got {_shown(v)}")
+        try:
+            return float(v)
+        except OverflowError:
+            raise RecordError(f"{path}: {str(v)[:20]}... is out of range") from None
+    return check
+
+
+def _bool_check(f: Field):
+    def check(v, path):
+        if v is None and f.null:
+            return None
+        if type(v) is not bool:
+            raise RecordError(f"{path}: expected true or false, got {_shown(v)}")
+        return int(v)
+    return check
+
+
+def _step_id_check(f: Field):
+    def check(v, path):
+        if type(v) is int:
+            v = str(v)
+        if type(v) is str and STEP_ID.fullmatch(v):
+            return v
+        raise RecordError(f"{path}: expected a step number, batch, extern or "
+                          f"interactive, got {_shown(v)}")
+    return check
+
+
+def _strings_check(f: Field):
+    def check(v, path):
+        if not v:
+            return "[]"
+        if type(v) is list and all(type(e) is str for e in v):
+            return json.dumps(v)
+        raise RecordError(f"{path}: expected a list of strings")
+    return check
+
+
+def _tags_check(f: Field):
+    def check(v, path):
+        if not v:
+            return []
+        if type(v) is not dict:
+            raise RecordError(f"{path}: expected an object of strings")
+        out = []
+        for k, x in v.items():
+            if not _text_ok(k) or (type(x) is str and not _text_ok(x)):
+                raise RecordError(f"{path}: {_shown(k)}: not valid Unicode "
+                                  "(a lone surrogate)")
+            if type(x) not in (str, int, float) or k == "":
+                raise RecordError(f"{path}.{k}: expected a string value")
+            out.append((k, x if type(x) is str else str(x)))
+        return out
+    return check
+
+
+_CHECKS = {"int": _int_check, "str": _str_check, "num": _num_check,
+           "bool": _bool_check, "step_id": _step_id_check,
+           "strings": _strings_check, "tags": _tags_check}
+_MISSING = object()
+
+
+def _spec(sec: str, schema=SCHEMA) -> tuple:
+    """(key, smallest int or None, check, required, default) per field of a
+    section, in order.  The smallest int: the field is an integer of that
+    range, which _values accepts at once (the check's own first test); the
+    check function then only sees the other values, and names the fault."""
+    return tuple((f.name, (_LO64 if f.minimum is None else f.minimum)
+                  if f.type == "int" else None, _CHECKS[f.type](f), f.required,
+                  f.default) for f in section(sec, schema))
+
+
+def _values(obj: dict, spec: tuple, where: str) -> list:
+    """The checked values of one object's fields (``where``: its path and
+    a dot, e.g. ``phases[3].``)."""
+    out = []
+    add, get = out.append, obj.get
+    for key, lo, check, required, default in spec:
+        v = get(key, _MISSING)
+        if type(v) is int and lo is not None and lo <= v < _HI64:
+            add(v)          # an integer in range (check's first test, inline)
+            continue
+        if v is _MISSING:
+            if required:
+                raise RecordError(f"{where}{key}: missing")
+            if default is DERIVED:
+                add(None)
+                continue
+            v = default
+        add(check(v, where + key))
+    return out
+
+
+def _object(v, path: str, *, null: bool = False) -> dict:
+    if type(v) is dict:
+        return v
+    if v is _MISSING:
+        raise RecordError(f"{path}: missing")
+    if null and not v:
+        return {}
+    raise RecordError(f"{path}: expected an object")
+
+
+def _list(v, path: str) -> list:
+    if not v:
+        return []
+    if type(v) is not list:
+        raise RecordError(f"{path}: expected a list")
+    return v
+
+
+_TOP, _JOB, _STEP, _PROV = _spec(""), _spec("job"), _spec("step"), _spec("provenance")
+_ZONE, _PHASE, _RANK = _spec("zones[]"), _spec("phases[]"), _spec("phases[].ranks[]")
+_LOST = _spec("", LOST_SCHEMA)
+
+
+def _stored(sec: str) -> list:
+    """Indexes of a section's stored fields in its value list."""
+    return [i for i, f in enumerate(section(sec)) if f.column]
+
+
+def _getter(idx: list):
+    """A function: value list -> tuple of the values at idx."""
+    if len(idx) == 1:
+        i = idx[0]
+        return lambda vals: (vals[i],)
+    return operator.itemgetter(*idx)
+
+
+_JOB_KEEP = _getter(_stored("job"))
+_STEP_KEEP = _getter(_stored("step") + [len(_STEP) + i for i in _stored("provenance")])
+_ZONE_KEEP, _RANK_KEEP = _getter(_stored("zones[]")), _getter(_stored("phases[].ranks[]"))
+
+
+def _at(sec: str, name: str) -> int:
+    return [f.name for f in section(sec)].index(name)
+
+
+# positions in the value lists (cross-field rules)
+(_J_SUBMIT, _J_FIRST) = _at("job", "submit_time_ns"), _at("job", "first_seen_ns")
+_J_TAGS = _at("job", "tags")
+(_S_NODE, _S_START, _S_END, _S_DUR, _S_CPU, _S_DRAM, _S_TOTAL, _S_POLICY) = (
+    _at("step", n) for n in ("node", "start_ns", "end_ns", "duration_ns",
+                             "energy_cpu_uj", "energy_dram_uj", "energy_total_uj",
+                             "policy"))
+_Z_ID, _Z_UJ = _at("zones[]", "id"), _at("zones[]", "energy_uj")
+(_P_SEQ, _P_PARENT, _P_START, _P_END) = (
+    _at("phases[]", n) for n in ("seq", "parent_seq", "start_ns", "end_ns"))
+
+#: columns of the rows a Parsed holds (jobs: after job_pk; steps: after
+#: step_pk, job_pk, node_pk; the children: after step_pk)
+JOB_COLUMNS = ("cluster", "job_id", "first_seen_ns", "last_seen_ns") + \
+    columns("job")[1:]
+STEP_COLUMNS = columns("step") + columns("provenance") + (
+    "policy_active", "counted_cpu_uj", "counted_dram_uj", "counted_total_uj",
+    "counted_duration_ns")
+ZONE_COLUMNS = columns("zones[]")
+PHASE_COLUMNS = columns("phases[]")
+RANK_COLUMNS = ("seq",) + columns("phases[].ranks[]")
+#: where the ingest finds a step row's figures
+STEP_AT = {c: i for i, c in enumerate(STEP_COLUMNS)}
+_OWN = len(STEP_COLUMNS) - 5        # the record's own columns end here
+
+
+# ------------------------------------------------------------------ records
+
+class Parsed:
+    """One checked record, as rows without their surrogate keys.  (A plain
+    class, not a dataclass: generating a dataclass costs start-up time that
+    `joulestep job` pays.)"""
+    __slots__ = ("cluster", "job", "tags", "node", "step", "zones", "phases",
+                 "ranks", "digest")
+
+    def __init__(self, cluster: str, job: tuple, tags: list, node: str, step: tuple,
+                 zones: list, phases: list, ranks: list, digest: str = ""):
+        self.cluster = cluster
+        self.job = job          # JOB_COLUMNS
+        self.tags = tags        # [(key, value)]
+        self.node = node
+        self.step = step        # STEP_COLUMNS
+        self.zones = zones      # [ZONE_COLUMNS]
+        self.phases = phases    # [PHASE_COLUMNS]
+        self.ranks = ranks      # [RANK_COLUMNS]
+        self.digest = digest    # what tells two copies of one step apart
+
+    def __eq__(self, other) -> bool:
+        return type(other) is Parsed and all(
+            getattr(self, k) == getattr(other, k) for k in self.__slots__)
+
+    def __repr__(self) -> str:
+        return "Parsed(" + ", ".join(f"{k}={getattr(self, k)!r}"
+                                     for k in self.__slots__) + ")"
+
+    @property
+    def window_ns(self) -> tuple[int, int]:
+        """[start, end] of the record's job window (job identity)."""
+        return self.job[2], self.job[3]
+
+    @property
+    def job_key(self) -> tuple[str, int]:
+        return self.job[0], self.job[1]
+
+
+def _upgrade_v1_shapes(rec: dict) -> dict:
+    """Version 1 records of plugins before job.first_seen_ns: the window
+    starts at job.submit_time_ns (docs/record-format.md, job identity)."""
+    job = rec.get("job")
+    if type(job) is dict and job.get("first_seen_ns") is None:
+        if job.get("submit_time_ns") is None:
+            raise RecordError("job.first_seen_ns: missing (and job.submit_time_ns "
+                              "is null)")
+        rec = dict(rec, job=dict(job, first_seen_ns=job["submit_time_ns"]))
+    return rec
+
+
+#: version -> the function that brings a record of that version to the
+#: next one (the one place older records are upgraded); the entry of
+#: RECORD_VERSION normalizes the current version's older shapes
+UPGRADES = {1: _upgrade_v1_shapes}
+
+
+def upgrade(rec: dict) -> dict:
+    """A record of any version this joulestep reads, in the current shape
+    (a new dict where anything changed; the input stays as it was)."""
+    ver = rec.get("version")
+    if type(ver) is not int or ver not in UPGRADES:
+        raise RecordError(f"version: this joulestep reads version "
+                          f"{RECORD_VERSION}, got {_shown(ver)[:20]}")
+    for v in range(ver, RECORD_VERSION + 1):
+        rec = UPGRADES[v](rec)
+    return rec
+
+
+def _rstrip(row: tuple) -> tuple:
+    """A row without its trailing nulls: a field added later (appended,
+    null in older records) leaves an older record's digest as it was."""
+    n = len(row)
+    while n and row[n - 1] is None:
+        n -= 1
+    return row[:n]
+
+
+def _named(cols: tuple, row: tuple) -> tuple:
+    """(column, value) of a row's known values: a field added anywhere
+    (null in older records) leaves an older record's digest as it was."""
+    return tuple((c, v) for c, v in zip(cols, row) if v is not None)
+
+
+def digest(p: Parsed) -> str:
+    """The record's content (every checked row, the derived counted_*
+    aside): equal for two copies of one record, whatever their version or
+    spelling (absent vs null, 7 vs "7")."""
+    body = repr((_named(JOB_COLUMNS, p.job), p.tags,
+                 _named(STEP_COLUMNS[:_OWN], p.step), p.zones,
+                 [_rstrip(r) for r in p.phases], p.ranks))
+    return hashlib.blake2b(body.encode("utf-8", "backslashreplace"),
+                           digest_size=12).hexdigest()
+
+
+def parse_record(rec) -> Parsed:
+    """Check a decoded record against SCHEMA; its rows, or RecordError
+    naming the first bad field by its path."""
+    if type(rec) is not dict:
+        raise RecordError("record: expected a JSON object")
+    if rec.get("format") != RECORD_FORMAT:
+        raise RecordError(f"format: expected {RECORD_FORMAT!r}, got "
+                          f"{_shown(rec.get('format'))}")
+    rec = upgrade(rec)
+    (cluster,) = _values(rec, _TOP, "")
+    jv = _values(_object(rec.get("job", _MISSING), "job"), _JOB, "job.")
+    sv = _values(_object(rec.get("step", _MISSING), "step"), _STEP, "step.")
+    pv = _values(_object(rec.get("provenance"), "provenance", null=True), _PROV,
+                 "provenance.")
+    start, end = sv[_S_START], sv[_S_END]
+    if end < start:
+        raise RecordError(f"step.end_ns: {end} is before start_ns {start}")
+    if sv[_S_DUR] is None:
+        sv[_S_DUR] = end - start
+    cpu = sv[_S_CPU]
+    if sv[_S_TOTAL] is None and cpu is not None:
+        total = cpu + (sv[_S_DRAM] or 0)
+        if total >= _HI64:
+            raise RecordError(f"step.energy_total_uj (cpu + dram): {total} does "
+                              "not fit in 64 bits")
+        sv[_S_TOTAL] = total
+    job = (cluster, jv[0], min(jv[_J_FIRST], start), end) + _JOB_KEEP(jv)[1:]
+    policy = sv[_S_POLICY]
+    step = _STEP_KEEP(sv + pv) + (
+        int(policy is not None and policy not in INACTIVE_POLICIES),
+        cpu, sv[_S_DRAM], sv[_S_TOTAL], sv[_S_DUR])
+    phases, ranks = _phases(_list(rec.get("phases"), "phases"))
+    p = Parsed(cluster, job, jv[_J_TAGS], sv[_S_NODE], step,
+               _zones(_list(rec.get("zones"), "zones")), phases, ranks)
+    p.digest = digest(p)
+    return p
+
+
+def _zones(zl: list) -> list:
+    rows, seen = [], set()
+    for i, z in enumerate(zl):
+        w = f"zones[{i}]"
+        # zones are told apart by id: every package has a zone named "dram"
+        v = _values(_object(z, w), _ZONE, w + ".")
+        if v[_Z_ID] in seen:
+            raise RecordError(f"{w}.id: zone {v[_Z_ID]!r} appears twice")
+        seen.add(v[_Z_ID])
+        # null: the zone's counter went back or vanished (zones[].uncertain):
+        # no step_zones row, rather than a wrong number
+        if v[_Z_UJ] is not None:
+            rows.append(_ZONE_KEEP(v))
+    return rows
+
+
+def _phases(pl: list) -> tuple[list, list]:
+    rows, ranks, seqs = [], [], set()
+    for i, ph in enumerate(pl):
+        w = f"phases[{i}]"
+        v = _values(_object(ph, w), _PHASE, w + ".")
+        if v[_P_END] < v[_P_START]:
+            raise RecordError(f"{w}.end_ns: {v[_P_END]} is before start_ns "
+                              f"{v[_P_START]}")
+        seq = v[_P_SEQ]
+        if seq in seqs:
+            raise RecordError(f"{w}.seq: {seq} appears twice")
+        seqs.add(seq)
+        rows.append(tuple(v))
+        rl = ph.get("ranks")
+        if rl:
+            ranks += _ranks(seq, _list(rl, f"{w}.ranks"), w)
+    for i, r in enumerate(rows):
+        if r[_P_PARENT] is not None and r[_P_PARENT] not in seqs:
+            raise RecordError(f"phases[{i}].parent_seq: {r[_P_PARENT]} is not the "
+                              "seq of a phase in this record")
+    return rows, ranks
+
+
+def _ranks(seq: int, rl: list, where: str) -> list:
+    out, seen = [], set()
+    for j, r in enumerate(rl):
+        w = f"{where}.ranks[{j}]"
+        v = _values(_object(r, w), _RANK, w + ".")
+        if v[0] in seen:
+            raise RecordError(f"{w}.rank: {v[0]} appears twice")
+        seen.add(v[0])
+        out.append((seq,) + _RANK_KEEP(v))
+    return out
+
+
+def parse_lost(rec: dict) -> tuple:
+    """Check a "joulestep-lost" document (LOST_SCHEMA); its lost_records
+    row.  RecordError names the bad field."""
+    if rec.get("version") != 1:
+        raise RecordError(f"version: this joulestep reads {LOST_FORMAT} version 1")
+    return tuple(_values(rec, _LOST, ""))
+
+
+# ------------------------------------------------------------- the doc table
+
+def field_table() -> str:
+    """The field table of docs/record-format.md (markdown), from SCHEMA."""
+    out = ["| field | type | unit | range | null | since | stored as |",
+           "|---|---|---|---|---|---|---|"]
+    for f in SCHEMA:
+        rng = "" if f.minimum is None else f">= {f.minimum}"
+        null = "yes" if f.null else "no"
+        if not f.required:
+            null += ", may be absent" + (
+                f" (default {json.dumps(f.default) if f.default != () else '[]'})"
+                if f.default is not None else "")
+        where = ("jobs" if f.section == "job" else
+                 "steps" if f.section in ("step", "provenance") else
+                 {"zones[]": "step_zones", "phases[]": "phases",
+                  "phases[].ranks[]": "phase_ranks"}.get(f.section, ""))
+        stored = f"{where}.{f.column}" if f.column else "-"
+        if f.path == "job.tags":
+            stored = "step_tags"
+        note = f" ({f.doc})" if f.doc else ""
+        out.append(f"| `{f.path}` | {f.type} | {f.unit or ''} | {rng} | {null} | "
+                   f"{f.since} | {stored}{note} |")
+    return "\n".join(out) + "\n"
