@@ -25,9 +25,14 @@ from ..cli import Ctx, _tuned, emit, query_options, tuned_option
                    "rounded to the counter's resolution, none for phases "
                    "shorter than min_phase_ms (the default for anyone who "
                    "cannot write the database; docs/security.md).")
+@click.option("--user", "owner", metavar="USER",
+              help="Show the job only if it is USER's; an error otherwise "
+                   "(the mail wrapper, etc/mail/joulestep-mail, passes the "
+                   "mail's user).")
 @tuned_option
 @query_options
-def job(c: Ctx, jobid, cluster, first_seen_ns, submit_ns, tuned_path, user_view):
+def job(c: Ctx, jobid, cluster, first_seen_ns, submit_ns, tuned_path, user_view,
+        owner):
     """After-job summary: energy, power, throughput, cost per step and phase.
 
     Per step and phase: CPU, DRAM and total energy, duration, average power,
@@ -61,6 +66,9 @@ def job(c: Ctx, jobid, cluster, first_seen_ns, submit_ns, tuned_path, user_view)
         raise click.ClickException(str(e)) from None
     finally:
         conn.close()
+    if owner is not None and summary["job"]["user"] != owner:
+        raise click.ClickException(f"job {summary['job']['job_id']} is not "
+                                   f"{owner}'s")
     if c.fmt == "json":
         emit(to_json(summary))
     elif c.fmt == "csv":
