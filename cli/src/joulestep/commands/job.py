@@ -11,7 +11,7 @@ from ..cli import Ctx, _tuned, emit, query_options, tuned_option
 
 
 @click.command()
-@click.argument("jobid", type=click.IntRange(0))
+@click.argument("jobid", metavar="JOBID")
 @click.option("--cluster", help="Cluster name (default: config [site] cluster, "
                                 "else any).")
 @click.option("--first-seen", "first_seen_ns", type=int,
@@ -35,6 +35,11 @@ def job(c: Ctx, jobid, cluster, first_seen_ns, submit_ns, tuned_path, user_view,
         owner):
     """After-job summary: energy, power, throughput, cost per step and phase.
 
+    JOBID in Slurm's forms: 12345, 12345_7 (array task), 12345+1 (het job
+    component), 12345.0 or 12345.batch (a step: its job is shown).  An array
+    task or het component is looked up with sacct (its own job ID is the
+    one the records carry).
+
     Per step and phase: CPU, DRAM and total energy, duration, average power,
     bytes, GiB/s, J/GiB, the frequency used, kWh, CO2 and cost, and the
     estimated saving against the step's original clock where a policy
@@ -51,10 +56,15 @@ def job(c: Ctx, jobid, cluster, first_seen_ns, submit_ns, tuned_path, user_view,
     counter's resolution and none for steps and phases shorter than
     min_phase_ms (docs/security.md, "Threat model: RAPL side channels").
     """
+    from .. import jobid as jid
     from .. import report as rep
     from ..userview import is_admin
     from ..output import to_csv, to_json
     s = c.settings()
+    try:
+        jobid = jid.resolve(jid.parse(jobid), cluster or s.cluster)
+    except jid.JobIdError as e:
+        raise click.ClickException(str(e)) from None
     pick = _first_seen(first_seen_ns, submit_ns)
     tuned = _tuned(tuned_path)
     conn = c.connect()
