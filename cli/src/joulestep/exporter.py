@@ -82,10 +82,17 @@ class _Reread(Exception):
 LOST = "joulestep_records_lost"
 
 
-def policy_label(policy) -> str | None:
+NO_POLICY = "none"
+
+
+def policy_label(policy) -> str:
     """The policy's family: monitor, io-dvfs, ckpt-dvfs, tuned, fixed, phase
-    (the part before a ':'); the ratios stay in the store."""
-    return policy.split(":", 1)[0] if isinstance(policy, str) else policy
+    (the part before a ':'); the ratios stay in the store.  No policy (NULL
+    or empty) is "none", the value records write for it: one series, not
+    two ("none" and "(none)")."""
+    if not isinstance(policy, str) or not policy:
+        return NO_POLICY
+    return policy.split(":", 1)[0]
 
 
 def records_lost(conn) -> int | None:
