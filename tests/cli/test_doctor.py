@@ -105,3 +105,33 @@ def test_node_check_without_the_plugin(run, checker, tmp_path, monkeypatch):
     d = json.loads(run("doctor", "--node", "--plugstack", conf, "--format", "json",
                        ok=False).stdout)["node"]
     assert any("does not exist" in p for p in d["problems"])
+
+
+def admin_guide_keys(repo) -> set:
+    """The keys of docs/admin-guide.md's "Keys" table."""
+    text = (repo / "docs" / "admin-guide.md").read_text()
+    table = text[text.index("\n## Keys\n"):].split("\n## ", 2)[1]
+    import re
+    return set(re.findall(r"^\| `(\w+)` \|", table, re.M))
+
+
+def test_plugstack_example_is_accepted_and_current(repo, checker):
+    """etc/plugstack.conf.d/joulestep.conf.example: its lines are accepted by the
+    plugin's parser, use no deprecated key (rate=, submit_cache_hours=), and set
+    every key of the admin guide's table but cluster (slurmd's), tuned and
+    hooks_dir (the second line, and a default beside the plugin)."""
+    text = (repo / "etc" / "plugstack.conf.d" / "joulestep.conf.example").read_text()
+    lines = [l.lstrip("# ").split() for l in text.splitlines()
+             if l.lstrip("# ").startswith("optional ")]
+    assert len(lines) == 2
+    keys = admin_guide_keys(repo)
+    assert {"max_markers_per_s", "max_markers_per_step", "min_phase_ms"} <= keys
+    for words in lines:
+        res = plugin_accepts(checker, words[2:])
+        assert res.returncode == 0, (words, res.stderr)
+        assert words[1] == "/usr/local/lib/slurm/joulestep.so"   # make install's
+        used = {w.split("=", 1)[0] for w in words[2:]}
+        assert not used & {"rate", "submit_cache_hours"}, used
+        assert used <= keys, used - keys
+    assert {w.split("=", 1)[0] for w in lines[0][2:]} == keys - {"cluster", "tuned",
+                                                                  "hooks_dir"}
