@@ -180,11 +180,17 @@ def _tuned(path):
 
 
 def _period(since, until):
+    """[--since, --until) in ns; a reversed or empty period is refused."""
     from . import report as rep
     try:
-        return rep.parse_time(since), rep.parse_time(until)
+        s, u = rep.parse_time(since), rep.parse_time(until)
     except rep.QueryError as e:
         raise click.BadParameter(str(e)) from None
+    if s is not None and u is not None and s >= u:
+        raise click.BadParameter(f"--since {since} is not before --until {until} "
+                                 "(the period would be empty; --since is the start, "
+                                 "--until the end, after it)")
+    return s, u
 
 
 def _where(items):

@@ -10,7 +10,6 @@ plain int() would read ``4_2`` as 42.
 """
 from __future__ import annotations
 
-import dataclasses
 import re
 
 FORMS = ("JOBID (12345), JOBID_TASK for an array task (12345_7), JOBID+N for a "
@@ -26,13 +25,14 @@ class JobIdError(ValueError):
     """Not a job ID, or one that cannot be mapped to a job."""
 
 
-@dataclasses.dataclass(frozen=True)
 class JobRef:
-    text: str
-    job_id: int                  # the number before _ + .
-    array_task: int | None = None
-    het_component: int | None = None
-    step: str | None = None
+    """A parsed JOBID: job_id is the number before _ + and ."""
+    __slots__ = ("text", "job_id", "array_task", "het_component", "step")
+
+    def __init__(self, text: str, job_id: int, array_task: int | None = None,
+                 het_component: int | None = None, step: str | None = None):
+        self.text, self.job_id, self.array_task = text, job_id, array_task
+        self.het_component, self.step = het_component, step
 
     @property
     def base(self) -> str:

@@ -14,10 +14,11 @@ from ..cli import Ctx, _tuned, emit, query_options, tuned_option
 @click.argument("jobid", metavar="JOBID")
 @click.option("--cluster", help="Cluster name (default: config [site] cluster, "
                                 "else any).")
-@click.option("--first-seen", "first_seen_ns", type=int,
-              help="When the job was first seen, in ns (as `job` lists them), "
-                   "to pick one of several jobs with the same ID (recycled "
-                   "job ID); default the latest.")
+@click.option("--first-seen", "first_seen", metavar="NS|TIME",
+              help="When the job was first seen, to pick one of several jobs "
+                   "with the same ID (recycled job ID): in ns since the epoch "
+                   "(first_seen_ns), or the time `job` shows (first_seen, ISO, "
+                   "to the second); default the latest.")
 @click.option("--submit-time", "submit_ns", type=int, hidden=True,
               help="Deprecated alias of --first-seen.")
 @click.option("--user-view", "user_view", is_flag=True,
@@ -31,7 +32,7 @@ from ..cli import Ctx, _tuned, emit, query_options, tuned_option
                    "mail's user).")
 @tuned_option
 @query_options
-def job(c: Ctx, jobid, cluster, first_seen_ns, submit_ns, tuned_path, user_view,
+def job(c: Ctx, jobid, cluster, first_seen, submit_ns, tuned_path, user_view,
         owner):
     """After-job summary: energy, power, throughput, cost per step and phase.
 
@@ -65,10 +66,11 @@ def job(c: Ctx, jobid, cluster, first_seen_ns, submit_ns, tuned_path, user_view,
         jobid = jid.resolve(jid.parse(jobid), cluster or s.cluster)
     except jid.JobIdError as e:
         raise click.ClickException(str(e)) from None
-    pick = _first_seen(first_seen_ns, submit_ns)
+    first_seen = _first_seen(first_seen, submit_ns)
     tuned = _tuned(tuned_path)
     conn = c.connect()
     try:
+        pick = _pick_run(conn, jobid, cluster or s.cluster, first_seen)
         user_view = user_view or not is_admin(c.db_path(False), conn)
         summary = rep.job_summary(conn, jobid, s, cluster or s.cluster, pick,
                                   tuned, user_view=user_view)
@@ -88,14 +90,43 @@ def job(c: Ctx, jobid, cluster, first_seen_ns, submit_ns, tuned_path, user_view,
         emit(job_text(summary))
 
 
-def _first_seen(first_seen_ns, submit_ns):
+def _first_seen(first_seen, submit_ns):
     """--first-seen, or its deprecated alias --submit-time (jobs ingested
     from records with a submit time were first seen at it)."""
     if submit_ns is None:
-        return first_seen_ns
-    if first_seen_ns is not None and first_seen_ns != submit_ns:
+        return first_seen
+    if first_seen is not None and first_seen != str(submit_ns):
         raise click.ClickException("--submit-time is an alias of --first-seen; "
                                    "give only one")
     click.echo("joulestep: --submit-time is deprecated; use --first-seen",
                err=True)
-    return submit_ns
+    return str(submit_ns)
+
+
+def _pick_run(conn, job_id: int, cluster, first_seen: str | None) -> int | None:
+    """--first-seen as first_seen_ns: digits are ns; anything else a time
+    (report.parse_time), matched to the run of job_id first seen in that
+    second (`job` shows first_seen to the second)."""
+    from .. import report as rep
+    if first_seen is None:
+        return None
+    if first_seen.isascii() and first_seen.isdigit():
+        return int(first_seen)
+    try:
+        t = rep.parse_time(first_seen)
+    except rep.QueryError as e:
+        raise click.BadParameter(str(e), param_hint="--first-seen") from None
+    q, args = "SELECT DISTINCT first_seen_ns FROM jobs WHERE job_id = ?", [job_id]
+    if cluster:
+        q += " AND cluster = ?"
+        args.append(cluster)
+    runs = sorted(r[0] for r in conn.execute(q, args))
+    hits = [ns for ns in runs if t <= ns < t + 10**9]
+    if len(hits) == 1:
+        return hits[0]
+    known = ", ".join(f"{rep._iso(ns)} ({ns} ns)" for ns in runs) or "none"
+    if not hits:
+        raise click.ClickException(f"job {job_id} has no run first seen at "
+                                   f"{first_seen}; known: {known}")
+    raise click.ClickException(f"job {job_id} has several runs first seen in "
+                               f"that second: give --first-seen in ns; known: {known}")

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import click
 
-from ..cli import Ctx, _tuned, emit, query_options, tuned_option
+from ..cli import Ctx, _period, _tuned, emit, query_options, tuned_option
 
 
 @click.command()
@@ -40,10 +40,7 @@ def report(c: Ctx, since, until, by, top, cluster, what_if, tuned_path):
     """
     from .. import report as rep
     s = c.settings()
-    try:
-        since_ns, until_ns = rep.parse_time(since), rep.parse_time(until)
-    except rep.QueryError as e:
-        raise click.BadParameter(str(e)) from None
+    since_ns, until_ns = _period(since, until)
     if what_if:
         return _what_if_report(c, what_if, _tuned(tuned_path), by, top,
                                since_ns, until_ns, cluster or s.cluster)
