@@ -134,3 +134,12 @@ def test_one_version_everywhere(version):
         assert re.search(rf"^Version: {re.escape(version)}$", pc.read_text(), re.M), pc.name
     init = (REPO / "cli" / "src" / "joulestep" / "__init__.py").read_text()
     assert f'__version__ = "{version}"' in init
+    # the plugin writes it into every record (provenance.plugin_version)
+    hdr = (REPO / "spank" / "js_step.h").read_text()
+    assert re.search(rf'^#define JS_PLUGIN_VERSION "{re.escape(version)}"$', hdr, re.M)
+    man = (REPO / "docs" / "joulestep-spank.8").read_text()
+    assert f'"joulestep {version}"' in man.splitlines()[0]
+    # a release with a number of its own, and its entry in CHANGELOG.md
+    assert version != "0.1.0"       # every build before 0.2.0 said 0.1.0
+    changes = (REPO / "CHANGELOG.md").read_text()
+    assert re.findall(r"^## (\S+)", changes, re.M)[0] == version
