@@ -184,6 +184,36 @@ def test_no_policy_is_one_label_value(db, conn, run):
     assert steps[("demo", "alice", "physics", "debug", "none")] == 2
 
 
+def unmeasured(recs):
+    """The records as a node without an energy backend writes them."""
+    for r in recs:
+        s = r["step"]
+        s["energy_cpu_uj"] = s["energy_dram_uj"] = s["energy_total_uj"] = None
+        r["zones"], r["phases"] = [], []
+        r["provenance"]["backend"] = None
+        r["provenance"]["errors"] = ["energy: no backend"]
+    return recs
+
+
+def test_unmeasured_steps_are_counted(db, conn, run):
+    """Steps ingested without energy (no backend, an uncertain counter): the
+    counter a rollout watches (docs/admin-guide.md, "Rollout and back-out")."""
+    recs = job(1, 0) + unmeasured(job(2, 30, user="bob")) + unmeasured(
+        job(3, 60, user="bob", batch=True))
+    store.ingest_records(conn, recs)
+    m = parse(run("exporter", "--once").stdout)
+    got = by_labels(m["joulestep_steps_unmeasured_total"])
+    want = {}
+    for r in recs:
+        j = r["job"]
+        k = (r["cluster"], j["user"], j["account"], j["partition"],
+             r["step"]["policy"] or "none")
+        want[k] = want.get(k, 0) + (r["step"]["energy_cpu_uj"] is None)
+    assert got == want and sum(want.values()) == 3
+    steps = by_labels(m["joulestep_steps_total"])
+    assert sum(steps.values()) == len(recs)
+
+
 def test_without_a_model_savings_are_not_estimated(db, conn, run):
     store.ingest_records(conn, RECORDS)
     m = parse(run("exporter", "--once").stdout)
