@@ -241,8 +241,10 @@ install: all
 	  install -m 0644 spank/client/joulestep/*.h $(DESTDIR)$(PREFIX)/include/joulestep/)
 	install -d -m 0755 $(DESTDIR)$(LIBDIR)/joulestep
 	install -m 0755 $(HOOKS) $(DESTDIR)$(LIBDIR)/joulestep/
-	install -d $(DESTDIR)$(PREFIX)/share/man/man8
-	install -m 0644 docs/joulestep-spank.8 $(DESTDIR)$(PREFIX)/share/man/man8/
+	install -d $(DESTDIR)$(PREFIX)/share/man/man8 $(DESTDIR)$(PREFIX)/share/man/man1
+	install -m 0644 docs/joulestep-spank.8 docs/joulestep-restore.8 docs/joulestep-plugstack-check.8 \
+	  $(DESTDIR)$(PREFIX)/share/man/man8/
+	install -m 0644 docs/joulestep-phase.1 $(DESTDIR)$(PREFIX)/share/man/man1/
 	for pc in etc/pkgconfig/*.pc.in; do \
 	  sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(LIBDIR)|g' $$pc \
 	    > $(DESTDIR)$(LIBDIR)/pkgconfig/$$(basename $$pc .in); done
