@@ -1,0 +1,59 @@
+"""Text output without scientific notation for energy, CO2 and money, one unit
+per figure (issue 25, point 7): `0.017 Wh`, not `1.667e-05 kWh`."""
+import re
+
+import pytest
+
+import recgen
+
+from joulestep import output
+
+SCI = re.compile(r"\d(?:\.\d+)?e[-+]\d+")
+
+
+@pytest.mark.parametrize("kwh, text", [
+    (0.0, "0 Wh"), (1.667e-05, "0.017 Wh"), (4.081e-05, "0.041 Wh"),
+    (2e-07, "< 0.001 Wh"), (0.0123, "12.3 Wh"), (0.5, "500 Wh"),
+    (1.234, "1.23 kWh"), (56.78, "56.8 kWh"), (4321.0, "4.32 MWh")])
+def test_energy_text(kwh, text):
+    assert output.energy_text(kwh) == text
+
+
+@pytest.mark.parametrize("cost, text", [
+    (0.0, "0.00 CHF"), (4.17e-06, "< 0.01 CHF"), (0.013, "0.01 CHF"),
+    (12.345, "12.35 CHF"), (123456.7, "123456.70 CHF")])
+def test_money_text(cost, text):
+    assert output.money_text(cost, "CHF") == text
+
+
+@pytest.mark.parametrize("g, text", [
+    (0.0, "0 g"), (0.0054, "0.005 g"), (3e-07, "< 0.001 g"), (12.34, "12.3 g"),
+    (1234.0, "1.23 kg"), (2.5e6, "2.50 t")])
+def test_co2_text(g, text):
+    assert output.co2_text(g) == text
+
+
+def test_job_and_report_text_have_no_scientific_notation(loaded):
+    # job 42: 60 J = 0.0167 Wh; at 0.25 CHF/kWh and 360 g/kWh (conftest.py)
+    text = loaded("job", 42).output
+    assert not SCI.search(text), text
+    wh = 60 / 3600
+    assert f"= {wh:.3f} Wh, {wh / 1000 * 360:.3f} g CO2, < 0.01 CHF" in text
+    rep = loaded("report").output
+    assert not SCI.search(rep), rep
+
+
+def test_no_abbreviation_that_reads_as_an_error(loaded, tmp_path):
+    """`Job 42 (-)` for a job without a name, `n/est` for a saving not
+    estimated: they read as errors (issue 25, point 7)."""
+    text = loaded("job", 43).output
+    assert "n/est" not in text and "(-)" not in text
+    assert text.splitlines()[0].startswith("Job 43 (gio) on ")   # a name: shown
+    assert "no model" in text          # io-dvfs lowered a clock; no power model
+    # the current plugin records no job name (docs/record-format.md)
+    sp = tmp_path / "sp"
+    recgen.write(sp, recgen.record(77, "0", "n1", first_seen_s=0, account=None))
+    loaded("ingest", sp)
+    text = loaded("job", 77).output
+    assert text.splitlines()[0].startswith("Job 77 on demo: user alice, account "
+                                           "(none), partition debug"), text
