@@ -57,3 +57,27 @@ def test_no_abbreviation_that_reads_as_an_error(loaded, tmp_path):
     text = loaded("job", 77).output
     assert text.splitlines()[0].startswith("Job 77 on demo: user alice, account "
                                            "(none), partition debug"), text
+
+
+@pytest.fixture
+def study(run, tmp_path):
+    sp = tmp_path / "study"
+    for r in recgen.checkpoint_study() + recgen.io_study():
+        recgen.write(sp, r)
+    run("ingest", sp)
+    return run
+
+
+@pytest.mark.parametrize("where", ["study=ckpt", "study=io"])
+def test_table_headers_are_the_json_names(study, where):
+    """compare's table names its columns as JSON and CSV do (it wrote
+    energy_j_sd for energy_j_std, gib/s for throughput_gibs)."""
+    import json
+    by = "tag:strategy" if where == "study=ckpt" else "tag:approach"
+    text = study("compare", "--by", by, "--where", where).output
+    doc = json.loads(study("compare", "--by", by, "--where", where,
+                           "--format", "json").output)
+    keys = set(doc["table"][0])
+    header = text.splitlines()[1].split()
+    assert header and set(header) <= keys, set(header) - keys
+    assert max(len(l) for l in text.splitlines()) <= 80

@@ -59,9 +59,9 @@ def compare(c: Ctx, by, where, what, scaling, baseline, error_bound, since, unti
         conn.close()
     col = r["table"].columns[0]
     pref = {
-        "checkpoint": [col, "part", "gib_per_rank", "total_gib", "nranks", "runs",
-                       "energy_j", "energy_j_std", "throughput_gibs", "j_per_gib",
-                       "throughput_gibs_std", "energy_cpu_j",
+        "checkpoint": [col, "part", "gib_per_rank", "total_gib", "nranks",
+                       "energy_j", "throughput_gibs", "j_per_gib", "energy_j_std",
+                       "runs", "throughput_gibs_std", "energy_cpu_j",
                        "energy_dram_j", "duration_s"],
         "io": [col, "runs", "energy_j", "energy_j_std", "runtime_s", "avg_power_w",
                "node_mean_j", "node_min_j", "node_max_j", "node_std_j", "cpu_usage"],
