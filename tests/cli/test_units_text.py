@@ -81,3 +81,32 @@ def test_table_headers_are_the_json_names(study, where):
     header = text.splitlines()[1].split()
     assert header and set(header) <= keys, set(header) - keys
     assert max(len(l) for l in text.splitlines()) <= 80
+
+
+@pytest.fixture
+def zurich(monkeypatch):
+    """A fixed local time zone for the test (never the host's)."""
+    import time
+    monkeypatch.setenv("TZ", "Europe/Zurich")
+    time.tzset()
+    yield
+    monkeypatch.undo()
+    time.tzset()
+
+
+def test_text_times_are_local_unless_utc(loaded, zurich):
+    import datetime as dt
+    import json
+    j = json.loads(loaded("job", 43, "--format", "json").output)["job"]
+    when = j["submit_time"] or j["first_seen"]       # JSON stays in UTC
+    assert when.endswith("+00:00")
+    t = dt.datetime.fromisoformat(when)
+    local = t.astimezone(dt.timezone(dt.timedelta(hours=1))).isoformat(timespec="seconds")
+    assert local.endswith("+01:00")                  # November in Zurich: CET
+    assert local in loaded("job", 43).output
+    assert when in loaded("job", 43, "--utc").output
+    assert when in loaded("--utc", "job", 43).output
+    rep = loaded("report", "--since", "2025-11-01T00:00+00:00").output
+    assert "2025-11-01T01:00:00+01:00" in rep
+    assert "2025-11-01T00:00:00+00:00" in loaded("report", "--utc", "--since",
+                                                  "2025-11-01T00:00+00:00").output

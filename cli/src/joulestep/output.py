@@ -44,6 +44,19 @@ def wrap(text: str, width: int = WIDTH, initial_indent: str = "",
     return lines
 
 
+def local_time(iso: str | None, utc: bool = False) -> str | None:
+    """An ISO time (as report.py writes them, UTC) in the local time zone,
+    or in UTC with ``utc``; to the second, with its offset."""
+    if not iso or utc:
+        return iso
+    import datetime as dt
+    try:
+        t = dt.datetime.fromisoformat(iso)
+    except ValueError:
+        return iso
+    return t.astimezone().isoformat(timespec="seconds")
+
+
 def _fixed(v: float) -> str:
     """v >= 0 in fixed notation, about 3 significant digits, never below
     0.001 (what text output shows of energy, CO2 and the like)."""

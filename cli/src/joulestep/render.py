@@ -1,8 +1,8 @@
 """Text renderings (80 columns) of the dicts built in report.py."""
 from __future__ import annotations
 
-from .output import (WIDTH, co2_text, energy_text, money_cell, money_text, num,
-                     num_fixed, table, wrap)
+from .output import (WIDTH, co2_text, energy_text, local_time, money_cell, money_text,
+                     num, num_fixed, table, wrap)
 
 
 def _wrap(text: str, indent: str = "") -> list[str]:
@@ -19,7 +19,7 @@ def _saving(d: dict) -> str:
     return f"{num(d['saving_j'])}J" + (f" {pct:.0f}%" if pct is not None else "")
 
 
-def job_text(s: dict) -> str:
+def job_text(s: dict, utc: bool = False) -> str:
     j, site, t = s["job"], s["site"], s["totals"]
     cur = site["currency"]
     tags = " ".join(f"{k}={v}" for k, v in j["tags"].items())
@@ -28,8 +28,9 @@ def job_text(s: dict) -> str:
         + f" on {j['cluster']}: user {j['user'] or '(none)'}, account "
         f"{j['account'] or '(none)'}, partition {j['partition'] or '(none)'}"
         + (f", qos {j['qos']}" if j.get("qos") else ""),
-        (f"Submitted {j['submit_time']}" if j["submit_time"] else
-         f"First seen {j['first_seen']}") + (f"; tags: {tags}" if tags else ""),
+        (f"Submitted {local_time(j['submit_time'], utc)}" if j["submit_time"] else
+         f"First seen {local_time(j['first_seen'], utc)}")
+        + (f"; tags: {tags}" if tags else ""),
         "",
         f"Energy {num(t['energy_total_j'])} J (CPU {num(t['energy_cpu_j'])} J, "
         f"DRAM {num(t['energy_dram_j'])} J)",
@@ -134,9 +135,10 @@ def _nested_phase_notes(steps: list) -> list[str]:
     return out
 
 
-def report_text(r: dict) -> str:
+def report_text(r: dict, utc: bool = False) -> str:
     t = r["totals"]
-    span = f"{r['since'] or 'start'} .. {r['until'] or 'now'}"
+    span = (f"{local_time(r['since'], utc) or 'start'} .. "
+            f"{local_time(r['until'], utc) or 'now'}")
     lines = [
         f"Energy report by {r['by']}, {span}"
         + (f", cluster {r['cluster']}" if r["cluster"] else ""),
@@ -218,10 +220,11 @@ def whatif_job_lines(w: dict) -> list[str]:
     return lines
 
 
-def whatif_report_text(r: dict, top: int) -> str:
+def whatif_report_text(r: dict, top: int, utc: bool = False) -> str:
     """`report --what-if`: totals, the top groups, and per phase kind."""
     t, cur = r["totals"], r["currency"]
-    span = f"{r['since'] or 'start'} .. {r['until'] or 'now'}"
+    span = (f"{local_time(r['since'], utc) or 'start'} .. "
+            f"{local_time(r['until'], utc) or 'now'}")
     lines = _wrap(f"What if {r['what_if']} had run instead of monitor, by "
                   f"{r['by']}, {span}"
                   + (f", cluster {r['cluster']}" if r["cluster"] else ""))

@@ -87,7 +87,7 @@ def job(c: Ctx, jobid, cluster, first_seen, submit_ns, tuned_path, user_view,
         emit(to_csv(rep.JOB_CSV_COLUMNS, rep.job_rows(summary)))
     else:
         from ..render import job_text
-        emit(job_text(summary))
+        emit(job_text(summary, utc=c.utc))
 
 
 def _first_seen(first_seen, submit_ns):

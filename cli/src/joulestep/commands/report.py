@@ -52,7 +52,7 @@ def report(c: Ctx, since, until, by, top, cluster, what_if, tuned_path):
     finally:
         conn.close()
     from ..render import report_text
-    _emit_groups(c, r, rep.REPORT_CSV_COLUMNS, report_text)
+    _emit_groups(c, r, rep.REPORT_CSV_COLUMNS, lambda r: report_text(r, utc=c.utc))
 
 
 def _what_if_report(c: Ctx, policy, tuned, by, top, since_ns, until_ns,
@@ -68,7 +68,7 @@ def _what_if_report(c: Ctx, policy, tuned, by, top, since_ns, until_ns,
     finally:
         conn.close()
     from ..render import whatif_report_text
-    _emit_groups(c, r, whatif.CSV_COLUMNS, lambda r: whatif_report_text(r, top))
+    _emit_groups(c, r, whatif.CSV_COLUMNS, lambda r: whatif_report_text(r, top, utc=c.utc))
 
 
 def _emit_groups(c: Ctx, r: dict, csv_columns, text):
