@@ -166,24 +166,6 @@ def test_another_tools_admin_comment_is_left_alone(dbenv):
     assert job_row(env, job)["qos"] == QOS
 
 
-def test_without_slurmdbd_ingest_keeps_record_fields(dbenv):
-    """slurmdbd down (last in this module): ingest lands the record, takes the
-    prolog's account and partition, and says once what it could not fill."""
-    env = dbenv
-    job, _, _ = run_energy_job(env, "d")
-    env.c._terminate(env.c._procs.pop("slurmdbd"))
-    res = cli(env, "ingest", env.spool)
-    out = json.loads(res.stdout)
-    acct = out["slurm_accounting"]
-    assert out["steps_new"] == 2
-    assert acct["mode"] == "on" and acct["filled"] == 0 and acct["looked_up"] == 1, acct
-    assert "sacct failed" in acct["error"]
-    assert res.stderr.count("joulestep: ingest: slurm accounting:") == 1, res.stderr
-    row = job_row(env, job)
-    assert (row["account"], row["partition"]) == (ACCOUNT, PARTITION)
-    assert row["qos"] is None and row["submit_time_ns"] is None and row["sacct_ns"] is None
-
-
 def array_tasks(env, array_id) -> dict:
     """task id -> (job id, state), from slurmctld (scontrol), not sacct."""
     res = env.c.run(["scontrol", "show", "job", "-o", str(array_id)], timeout=15)
@@ -227,3 +209,21 @@ def test_job_of_an_array_task_is_that_task(dbenv):
     assert got["job"]["job_id"] == job
     r = cli(env, "job", f"{array_id}_7", ok=False)
     assert r.returncode == 1 and f"sacct knows no job {array_id}_7" in r.stderr
+
+
+def test_without_slurmdbd_ingest_keeps_record_fields(dbenv):
+    """slurmdbd down (last in this module): ingest lands the record, takes the
+    prolog's account and partition, and says once what it could not fill."""
+    env = dbenv
+    job, _, _ = run_energy_job(env, "d")
+    env.c._terminate(env.c._procs.pop("slurmdbd"))
+    res = cli(env, "ingest", env.spool)
+    out = json.loads(res.stdout)
+    acct = out["slurm_accounting"]
+    assert out["steps_new"] == 2
+    assert acct["mode"] == "on" and acct["filled"] == 0 and acct["looked_up"] == 1, acct
+    assert "sacct failed" in acct["error"]
+    assert res.stderr.count("joulestep: ingest: slurm accounting:") == 1, res.stderr
+    row = job_row(env, job)
+    assert (row["account"], row["partition"]) == (ACCOUNT, PARTITION)
+    assert row["qos"] is None and row["submit_time_ns"] is None and row["sacct_ns"] is None
