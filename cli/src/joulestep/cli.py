@@ -113,8 +113,8 @@ def emit(text: str):
 # --------------------------------------------------------------------------
 
 #: command name -> its module in commands/ (the function has the same name)
-COMMANDS = ("ingest", "job", "report", "compare", "model", "tune", "plot", "export",
-            "exporter", "doctor", "restore", "phase")
+COMMANDS = ("ingest", "job", "jobs", "report", "compare", "model", "tune", "plot",
+            "export", "exporter", "doctor", "restore", "phase")
 
 
 class LazyGroup(click.Group):
