@@ -41,6 +41,8 @@ SPANK_SO := $(if $(SPANK_SRC),$(B)/spank/joulestep.so)
 CLIENT_SRC := $(wildcard spank/client/js_client.c)
 CLIENT_SO := $(if $(CLIENT_SRC),$(B)/lib/libjoulestep-client.so)
 PHASE_BIN := $(if $(wildcard spank/client/joulestep-phase.c),$(B)/bin/joulestep-phase)
+# the plugin's own plugstack parser as a command (joulestep doctor runs it)
+CONF_CHECK := $(B)/bin/joulestep-plugstack-check
 # --energy-hooks libraries (spank/hooks/): LD_PRELOADed into a step's tasks
 # by the plugin. Installed in $(LIBDIR)/joulestep, next to (..) the client
 # library they link; the build tree has the same layout. The MPI-IO hook is
@@ -88,7 +90,7 @@ fuzz_lib_tuned := -ljansson
 fuzz_lib_jobcache := -ljansson
 
 .PHONY: all deps test test-unit test-py test-fuzz fuzz fuzz-build bench demo install clean deb rpm-check
-all: $(ACCT_LIB) $(TOOLS) $(SPANK_SO) $(CLIENT_SO) $(PHASE_BIN) $(UNIT_BIN) $(BENCH_BIN) \
+all: $(ACCT_LIB) $(TOOLS) $(SPANK_SO) $(CLIENT_SO) $(PHASE_BIN) $(CONF_CHECK) $(UNIT_BIN) $(BENCH_BIN) \
      $(MPI_BENCH) $(HOOKS) $(HOOK_TESTS) $(FAKE_NVML) $(if $(FUZZ_CC_OK),$(FUZZ_BIN))
 
 $(B)/obj/%.o: %.c $(HDRS)
@@ -115,6 +117,10 @@ $(B)/lib/libjoulestep-client.so: spank/client/js_client.c $(HDRS)
 	$(CC) $(CFLAGS) -shared -Wl,-soname,libjoulestep-client.so.1 \
 	  -Wl,--version-script=spank/client/client.map $< -o $@
 	ln -sf libjoulestep-client.so $(B)/lib/libjoulestep-client.so.1
+
+$(CONF_CHECK): spank/tools/joulestep-plugstack-check.c spank/js_parse.c $(HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Ispank $< spank/js_parse.c -o $@ -lm
 
 $(B)/bin/joulestep-phase: spank/client/joulestep-phase.c $(CLIENT_SO)
 	@mkdir -p $(dir $@)
@@ -244,15 +250,17 @@ install: all
 	  $(DESTDIR)$(PREFIX)/include/joulestep $(DESTDIR)$(SLURM_PLUGIN_DIR)
 	install -m 0644 accounting/include/joulestep/*.h $(DESTDIR)$(PREFIX)/include/joulestep/
 	install -m 0644 $(ACCT_LIB) $(DESTDIR)$(LIBDIR)/
-	install -m 0755 $(TOOLS) $(PHASE_BIN) $(DESTDIR)$(PREFIX)/bin/
+	install -m 0755 $(TOOLS) $(PHASE_BIN) $(CONF_CHECK) $(DESTDIR)$(PREFIX)/bin/
 	$(if $(SPANK_SO),install -m 0755 $(SPANK_SO) $(DESTDIR)$(SLURM_PLUGIN_DIR)/)
 	$(if $(CLIENT_SO),install -m 0755 $(CLIENT_SO) $(DESTDIR)$(LIBDIR)/libjoulestep-client.so.1 && \
 	  ln -sf libjoulestep-client.so.1 $(DESTDIR)$(LIBDIR)/libjoulestep-client.so && \
 	  install -m 0644 spank/client/joulestep/*.h $(DESTDIR)$(PREFIX)/include/joulestep/)
 	install -d -m 0755 $(DESTDIR)$(LIBDIR)/joulestep
 	install -m 0755 $(HOOKS) $(DESTDIR)$(LIBDIR)/joulestep/
-	install -d $(DESTDIR)$(PREFIX)/share/man/man8
-	install -m 0644 docs/joulestep-spank.8 $(DESTDIR)$(PREFIX)/share/man/man8/
+	install -d $(DESTDIR)$(PREFIX)/share/man/man8 $(DESTDIR)$(PREFIX)/share/man/man1
+	install -m 0644 docs/joulestep-spank.8 docs/joulestep-restore.8 docs/joulestep-plugstack-check.8 \
+	  $(DESTDIR)$(PREFIX)/share/man/man8/
+	install -m 0644 docs/joulestep-phase.1 $(DESTDIR)$(PREFIX)/share/man/man1/
 	for pc in etc/pkgconfig/*.pc.in; do \
 	  sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(LIBDIR)|g' $$pc \
 	    > $(DESTDIR)$(LIBDIR)/pkgconfig/$$(basename $$pc .in); done

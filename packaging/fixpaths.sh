@@ -8,5 +8,5 @@
 # guides in CLI_DOC_DIR.  Used by debian/rules and packaging/rpm/joulestep.spec.
 set -eu
 exec sed -e "s|/usr/local/share/doc/joulestep/|$2/|g" \
-         -e 's|/usr/local/|/usr/|g' \
-         -e "s|/usr/lib/x86_64-linux-gnu/slurm/joulestep\.so|$1/joulestep.so|g"
+         -e "s|/usr/local/lib/slurm/joulestep\.so|$1/joulestep.so|g" \
+         -e 's|/usr/local/|/usr/|g'

@@ -223,6 +223,8 @@ def test_mail_wrapper_appends_summary(loaded, repo, db, tmp_path):
                JOULESTEP_INGEST_WAIT="0")
     prog = str(repo / "etc" / "mail" / "joulestep-mail")
     subj = "Slurm Job_id=43 Name=gio Ended, Run time 00:00:10, COMPLETED, ExitCode 0"
+    # slurmctld's MailProg environment (tests/cli/test_mail_wrapper.py)
+    env.update(SLURM_JOB_ID="43", SLURM_JOB_USER="bob", SLURM_JOB_MAIL_TYPE="Ended")
     subprocess.run([prog, "-s", subj, "bob@example.org"], input="body\n",
                    text=True, env=env, check=True)
     out = sent.read_text()
@@ -231,8 +233,22 @@ def test_mail_wrapper_appends_summary(loaded, repo, db, tmp_path):
     assert "Job 43 (gio)" in out and "220 J" in out
     # a Began mail passes through untouched
     subprocess.run([prog, "-s", "Slurm Job_id=43 Name=gio Began", "bob"],
-                   input="body\n", text=True, env=env, check=True)
+                   input="body\n", text=True, env=dict(env, SLURM_JOB_MAIL_TYPE="Began"),
+                   check=True)
     assert "joulestep" not in sent.read_text()
+    # job 43 is bob's: the real `joulestep job --user alice` refuses it
+    subprocess.run([prog, "-s", subj, "alice@example.org"], input="body\n",
+                   text=True, env=dict(env, SLURM_JOB_USER="alice"), check=True)
+    out = sent.read_text()
+    assert "220 J" not in out and "no energy summary available for job 43" in out
+
+
+def test_job_user_must_own_the_job(loaded):
+    # job 43 is bob's (recgen.fixture_records)
+    assert "Job 43 (gio)" in loaded("job", 43, "--user", "bob").output
+    r = loaded("job", 43, "--user", "alice", ok=False)
+    assert "job 43" in r.output and "not alice's" in r.output
+    assert "220" not in r.output
 
 
 def test_config_example_is_valid(repo):

@@ -76,11 +76,11 @@ def truth(records, with_model=False):
     for r, e, d in counted(records):
         j, s = r["job"], r["step"]
         key = (r["cluster"], j["user"], j["account"], j["partition"],
-               s["policy"] or "(none)")
+               s["policy"] or "none")
         energy[key] = energy.get(key, 0) + e / J
         secs[key] = secs.get(key, 0) + d / S
         steps[key] = steps.get(key, 0) + 1
-        sk = (r["cluster"], s["policy"] or "(none)")
+        sk = (r["cluster"], s["policy"] or "none")
         saving.setdefault(sk, 0.0)
         for p in r["phases"]:
             if with_model and p["freq_khz"]:
@@ -163,10 +163,55 @@ def test_figures_match_the_records(db, conn, run):
     for (cl, jid), pol in jobs.items():
         t = json.loads(run("job", jid, "--cluster", cl, "--format",
                            "json").stdout)["totals"]
-        per_policy[(cl, pol or "(none)")] = per_policy.get(
-            (cl, pol or "(none)"), 0) + (t["saving_j"] or 0)
+        per_policy[(cl, pol or "none")] = per_policy.get(
+            (cl, pol or "none"), 0) + (t["saving_j"] or 0)
     for k, v in per_policy.items():
         assert saving[k] == pytest.approx(v, rel=1e-9, abs=1e-9)
+
+
+def test_no_policy_is_one_label_value(db, conn, run):
+    """A step without a policy (NULL) and one whose policy is "none" are the
+    same series, policy="none" (there were two: "none" and "(none)")."""
+    recs = job(1, 0, policy=None) + job(2, 30, policy="none") + job(3, 60)
+    assert {r["step"]["policy"] for r in recs} == {None, "none", "io-dvfs"}
+    store.ingest_records(conn, recs)
+    m = parse(run("exporter", "--once").stdout)
+    for name in ("joulestep_energy_joules_total", "joulestep_steps_total",
+                 "joulestep_saving_joules_total"):
+        pols = {dict(k)["policy"] for k in m[name]}
+        assert pols == {"none", "io-dvfs"}, (name, pols)
+    steps = by_labels(m["joulestep_steps_total"])
+    assert steps[("demo", "alice", "physics", "debug", "none")] == 2
+
+
+def unmeasured(recs):
+    """The records as a node without an energy backend writes them."""
+    for r in recs:
+        s = r["step"]
+        s["energy_cpu_uj"] = s["energy_dram_uj"] = s["energy_total_uj"] = None
+        r["zones"], r["phases"] = [], []
+        r["provenance"]["backend"] = None
+        r["provenance"]["errors"] = ["energy: no backend"]
+    return recs
+
+
+def test_unmeasured_steps_are_counted(db, conn, run):
+    """Steps ingested without energy (no backend, an uncertain counter): the
+    counter a rollout watches (docs/admin-guide.md, "Rollout and back-out")."""
+    recs = job(1, 0) + unmeasured(job(2, 30, user="bob")) + unmeasured(
+        job(3, 60, user="bob", batch=True))
+    store.ingest_records(conn, recs)
+    m = parse(run("exporter", "--once").stdout)
+    got = by_labels(m["joulestep_steps_unmeasured_total"])
+    want = {}
+    for r in recs:
+        j = r["job"]
+        k = (r["cluster"], j["user"], j["account"], j["partition"],
+             r["step"]["policy"] or "none")
+        want[k] = want.get(k, 0) + (r["step"]["energy_cpu_uj"] is None)
+    assert got == want and sum(want.values()) == 3
+    steps = by_labels(m["joulestep_steps_total"])
+    assert sum(steps.values()) == len(recs)
 
 
 def test_without_a_model_savings_are_not_estimated(db, conn, run):

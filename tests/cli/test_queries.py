@@ -76,7 +76,7 @@ def test_job_without_submit_time_says_first_seen(run, tmp_path):
     sp = tmp_path / "sp"
     recgen.write(sp, recgen.record(77, "0", "node01", first_seen_s=5, start_s=6))
     run("ingest", sp)
-    out = run("job", 77).stdout
+    out = run("job", 77, "--utc").stdout     # text: local time unless --utc
     assert "First seen 2025-11-22T00:00:05+00:00" in out and "Submitted" not in out
     s = jrun(run, "job", 77)["job"]
     assert s["submit_time_ns"] is None and s["submit_time"] is None

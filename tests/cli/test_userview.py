@@ -136,7 +136,7 @@ def test_who_cannot_write_the_store_gets_the_user_view(run, db, tmp_path, reques
         # by that uid (a Python under /root)
         code = ("import os, sys; from joulestep.cli import cli; "
                 "import joulestep.report, joulestep.render, joulestep.output, "
-                "joulestep.userview, joulestep.whatif, joulestep.store; "
+                "joulestep.userview, joulestep.whatif, joulestep.store, joulestep.jobid; "
                 "os.setgid(54321); os.setuid(54321); cli(sys.argv[1:])")
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(pub),
                "XDG_DATA_HOME": str(pub), "JOULESTEP_CONFIG": str(pub / "js.conf"),

@@ -251,8 +251,9 @@ def default_task_plugin(hw_cpus: int) -> str:
 class Cluster:
     def __init__(self, workdir, *, plugin_so=None, plugstack_args=None, cpus=None,
                  node_timeout: float = 40.0, nodes: int = 1, netns: bool = False,
-                 accounting: bool = False):
+                 accounting: bool = False, mail_prog: str = "/bin/true"):
         self.workdir = pathlib.Path(workdir).resolve()
+        self.mail_prog = mail_prog
         self.plugin_so = plugin_so
         self.plugstack_args = dict(plugstack_args or {})
         self.node_timeout = node_timeout
@@ -420,7 +421,7 @@ SelectType=select/cons_tres
 SelectTypeParameters=CR_Core
 MpiDefault=none
 TmpFS={tmpfs}
-MailProg=/bin/true
+MailProg={self.mail_prog}
 SwitchType=switch/none
 ReturnToService=2
 SlurmdParameters=config_overrides

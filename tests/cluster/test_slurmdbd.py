@@ -166,6 +166,51 @@ def test_another_tools_admin_comment_is_left_alone(dbenv):
     assert job_row(env, job)["qos"] == QOS
 
 
+def array_tasks(env, array_id) -> dict:
+    """task id -> (job id, state), from slurmctld (scontrol), not sacct."""
+    res = env.c.run(["scontrol", "show", "job", "-o", str(array_id)], timeout=15)
+    out = {}
+    for line in res.stdout.splitlines():
+        info = dict(re.findall(r"(\S+?)=(\S*)", line))
+        if info.get("ArrayTaskId", "").isdigit():
+            out[int(info["ArrayTaskId"])] = (int(info["JobId"]), info["JobState"])
+    return out
+
+
+def test_job_of_an_array_task_is_that_task(dbenv):
+    """`joulestep job A_T` is task T of array A: its own job ID (the records'), which
+    is A for one task only (4_2 was read as 42: issue 25); truth from scontrol."""
+    env = dbenv
+    res, array_id = env.c.sbatch("#!/bin/sh\ntrue\n", user=USER,
+                                 args=["--array=1-3", f"--account={ACCOUNT}",
+                                       f"--qos={QOS}", f"--partition={PARTITION}"])
+    assert res.returncode == 0 and array_id, res.stderr
+    deadline = time.monotonic() + 90
+    tasks = {}
+    while time.monotonic() < deadline:
+        tasks = array_tasks(env, array_id)
+        if len(tasks) == 3 and all(s == "COMPLETED" for _, s in tasks.values()):
+            break
+        time.sleep(0.3)
+    assert sorted(tasks) == [1, 2, 3] and all(s == "COMPLETED" for _, s in tasks.values()), tasks
+    assert len({j for j, _ in tasks.values()}) == 3
+    for t, (job, _) in tasks.items():
+        env.wait_records(job, {"batch"})
+    deadline = time.monotonic() + 60
+    while any(sacct(env, f"{array_id}_{t}", "State") != ["COMPLETED"] for t in tasks):
+        assert time.monotonic() < deadline, "sacct never showed the tasks as completed"
+        time.sleep(0.3)
+    cli(env, "ingest", env.spool)
+    for t, (job, _) in tasks.items():
+        got = json.loads(cli(env, "job", f"{array_id}_{t}").stdout)
+        assert got["job"]["job_id"] == job, (t, tasks)
+    t, (job, _) = next((t, v) for t, v in tasks.items() if v[0] != int(array_id))
+    got = json.loads(cli(env, "job", f"{array_id}_{t}.batch").stdout)
+    assert got["job"]["job_id"] == job
+    r = cli(env, "job", f"{array_id}_7", ok=False)
+    assert r.returncode == 1 and f"sacct knows no job {array_id}_7" in r.stderr
+
+
 def test_without_slurmdbd_ingest_keeps_record_fields(dbenv):
     """slurmdbd down (last in this module): ingest lands the record, takes the
     prolog's account and partition, and says once what it could not fill."""

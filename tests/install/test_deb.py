@@ -85,7 +85,8 @@ def test_packages_hold_what_a_site_installs(debs, tmp_path):
     assert sum(map(len, files.values())) == len(everything)
     spank, client, dev, cli = (files[p] for p in PACKAGES)
     assert f"{plugdir}/joulestep.so" in spank and plugdir == f"/usr/lib/{ma}/slurm-wlm"
-    assert {"/usr/bin/joulestep-run", "/usr/bin/joulestep-restore", "/usr/bin/joulestep-phase"} <= spank
+    assert {"/usr/bin/joulestep-run", "/usr/bin/joulestep-restore", "/usr/bin/joulestep-phase",
+            "/usr/bin/joulestep-plugstack-check"} <= spank
     # the --energy-hooks libraries where the packaged plugin looks for them by default,
     # root's regular files, not group/world-writable (the plugin preloads nothing else)
     hooks = hooks_dir_for(f"{plugdir}/joulestep.so")

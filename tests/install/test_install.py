@@ -9,6 +9,7 @@ def test_install_into_destdir_and_build_against_it(repo, build_dir, tmp_path):
                    check=True, capture_output=True, text=True, timeout=300)
     pre = dest / "opt/js"
     for f in ("bin/joulestep-run", "bin/joulestep-restore", "bin/joulestep-phase",
+              "bin/joulestep-plugstack-check",
               "include/joulestep/energy.h", "include/joulestep/freq.h",
               "include/joulestep/client.h", "lib/libjoulestep-acct.a",
               "lib/libjoulestep-client.so.1", "lib/slurm/joulestep.so",

@@ -91,12 +91,13 @@ def test_files_lists_match_make_install(repo, build_dir, tmp_path):
     assert hooks <= installed and {owner(f, sec)[0][0] for f in hooks} == {""}
     # ... and every entry names something: make install's files, or the CLI's own
     units = {f"{RHEL['_unitdir']}/{u.name}" for u in (REPO / "etc" / "systemd").iterdir()}
-    cli_own = units | {"/usr/bin/joulestep", "/usr/bin/joulestep-mail"}
+    cli_own = units | {"/usr/bin/joulestep", "/usr/bin/joulestep-mail",
+                       "/usr/share/man/man1/joulestep.1"}
     for pkg, (paths, _) in sec.items():
         for e in paths:
             hits = [f for f in installed | cli_own if owner(f, {pkg: ([e], [])})]
             assert hits, (pkg, e)
-    assert cli_own <= set(sec["cli"][0])
+    assert all(owner(f, {"cli": sec["cli"]}) for f in cli_own), cli_own
     # guides and man pages: all of them, from files that exist
     docs = [d for _, (_, ds) in sec.items() for d in ds]
     assert repo_docs() <= {pathlib.PurePath(d).name for d in docs}
@@ -137,3 +138,13 @@ def test_one_version_everywhere(version):
         assert re.search(rf"^Version: {re.escape(version)}$", pc.read_text(), re.M), pc.name
     init = (REPO / "cli" / "src" / "joulestep" / "__init__.py").read_text()
     assert f'__version__ = "{version}"' in init
+    # the plugin writes it into every record (provenance.plugin_version)
+    hdr = (REPO / "spank" / "js_step.h").read_text()
+    assert re.search(rf'^#define JS_PLUGIN_VERSION "{re.escape(version)}"$', hdr, re.M)
+    for man in repo_manpages():
+        head = (REPO / "docs" / man).read_text().splitlines()[0]
+        assert f'"joulestep {version}"' in head, man
+    # a release with a number of its own, and its entry in CHANGELOG.md
+    assert version != "0.1.0"       # every build before 0.2.0 said 0.1.0
+    changes = (REPO / "CHANGELOG.md").read_text()
+    assert re.findall(r"^## (\S+)", changes, re.M)[0] == version

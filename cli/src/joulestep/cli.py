@@ -37,8 +37,8 @@ FORMATS = ("table", "json", "csv")
 class Ctx:
     """Global options, merged with per-command ones."""
 
-    def __init__(self, db=None, cfg=None, fmt=None):
-        self.db, self.cfg, self.fmt = db, cfg, fmt
+    def __init__(self, db=None, cfg=None, fmt=None, utc=False):
+        self.db, self.cfg, self.fmt, self.utc = db, cfg, fmt, utc
         self._settings = None
 
     def settings(self) -> config.Settings:
@@ -63,7 +63,8 @@ class Ctx:
 def _merge(ctx: click.Context, kw: dict) -> Ctx:
     base = ctx.find_object(Ctx) or Ctx()
     c = Ctx(kw.pop("db", None) or base.db, kw.pop("config_path", None) or base.cfg,
-            kw.pop("fmt", None) or base.fmt or "table")
+            kw.pop("fmt", None) or base.fmt or "table",
+            kw.pop("utc", False) or base.utc)
     return c
 
 
@@ -99,6 +100,9 @@ def query_options(f):
         return f(c, *args, **kw)
     wrapper = click.option("--ingest", "ingest_first", is_flag=True,
                            help="Ingest the default spool before answering.")(wrapper)
+    wrapper = click.option("--utc", is_flag=True,
+                           help="Times in UTC (default: the local time zone; "
+                                "JSON and CSV are always UTC).")(wrapper)
     return db_options(format_option(wrapper))
 
 
@@ -109,8 +113,8 @@ def emit(text: str):
 # --------------------------------------------------------------------------
 
 #: command name -> its module in commands/ (the function has the same name)
-COMMANDS = ("ingest", "job", "report", "compare", "model", "tune", "plot", "export",
-            "exporter", "doctor", "restore", "phase")
+COMMANDS = ("ingest", "job", "jobs", "report", "compare", "model", "tune", "plot",
+            "export", "exporter", "doctor", "restore", "phase")
 
 
 class LazyGroup(click.Group):
@@ -147,15 +151,18 @@ class LazyGroup(click.Group):
               help="Site config file (INI).")
 @click.option("--format", "fmt", type=click.Choice(FORMATS),
               help="Output format for every command (default table).")
+@click.option("--utc", is_flag=True,
+              help="Times in UTC (default: the local time zone; JSON and CSV "
+                   "are always UTC).")
 @click.pass_context
-def cli(ctx, db, config_path, fmt):
+def cli(ctx, db, config_path, fmt, utc):
     """Energy accounting and frequency control for Slurm job steps.
 
     Load the plugin's spool records with `ingest`, then ask `job` (what did my
     job cost?), `report` (who uses the energy?), `compare` (which strategy is
     cheaper?) and `model` (what should the policy be?).  See docs/cli.md.
     """
-    ctx.obj = Ctx(db, config_path, fmt)
+    ctx.obj = Ctx(db, config_path, fmt, utc)
 
 
 
@@ -180,11 +187,17 @@ def _tuned(path):
 
 
 def _period(since, until):
+    """[--since, --until) in ns; a reversed or empty period is refused."""
     from . import report as rep
     try:
-        return rep.parse_time(since), rep.parse_time(until)
+        s, u = rep.parse_time(since), rep.parse_time(until)
     except rep.QueryError as e:
         raise click.BadParameter(str(e)) from None
+    if s is not None and u is not None and s >= u:
+        raise click.BadParameter(f"--since {since} is not before --until {until} "
+                                 "(the period would be empty; --since is the start, "
+                                 "--until the end, after it)")
+    return s, u
 
 
 def _where(items):

@@ -145,23 +145,46 @@ def write_test(root: pathlib.Path, cpu: int = 0) -> dict:
     return res
 
 
-def plugstack_line(root: pathlib.Path, zl: list[dict], libdir: str) -> str:
-    counted = [z for z in zl if z["counted"]]
-    backend = "powercap,papi,sysfs"
+#: where the packages and `make install` put the plugin, in Slurm's plugin
+#: directory: Debian (debian/joulestep-spank.install), RHEL
+#: (packaging/rpm/joulestep.spec: %{_libdir}/slurm), make install
+#: ($(LIBDIR)/slurm)
+PLUGIN_DIRS = ("usr/lib/*/slurm-wlm", "usr/lib64/slurm", "usr/lib/slurm",
+               "usr/local/lib/slurm")
+
+
+def plugin_path(root: str | os.PathLike = "/") -> str | None:
+    """The installed joulestep.so (as an absolute path below ``root``), or
+    None when none of PLUGIN_DIRS has it."""
+    base = pathlib.Path(root)
+    for pat in PLUGIN_DIRS:
+        for d in sorted(base.glob(pat)):
+            if (d / "joulestep.so").is_file():
+                return "/" + str((d / "joulestep.so").relative_to(base))
+    return None
+
+
+def plugstack_line(root: pathlib.Path, zl: list[dict], libdir: str | None) -> str:
+    """The plugstack.conf line for this node: accepted by the plugin's own
+    parser (tests/cli/test_doctor.py runs it through
+    joulestep-plugstack-check).  libdir None: the installed plugin
+    (plugin_path), else its bare name, which Slurm looks up in PluginDir."""
+    if libdir:
+        plugin = f"{libdir.rstrip('/')}/joulestep.so"
+    else:
+        plugin = plugin_path() or "joulestep.so"
+    args = [plugin, "spool=/var/spool/joulestep", "state=/var/lib/joulestep"]
     if str(root) != "/sys":
-        backend = "sysfs"
-    elif counted and not all(z["readable"] for z in counted):
-        backend = "powercap,papi,sysfs"
-    args = [f"{libdir}/joulestep.so", "spool=/var/spool/joulestep",
-            "state=/var/lib/joulestep"]
-    if str(root) != "/sys":
-        args.append(f"sysfs={root}")
-    args += [f"backend={backend}", "default_policy=monitor"]
+        # libpowercap reads /sys itself: a fake or other tree needs sysfs
+        args += [f"sysfs={root}", "backend=sysfs"]
+    else:
+        args.append("backend=powercap,sysfs")
+    args.append("default_policy=monitor")
     return "optional " + " ".join(args)
 
 
 def diagnose(root: str = "/sys", do_write: bool = False,
-             libdir: str = "/usr/local/lib/slurm") -> dict:
+             libdir: str | None = None) -> dict:
     r = pathlib.Path(os.path.abspath(root))
     zl = zones(r)
     cf = cpufreq(r)

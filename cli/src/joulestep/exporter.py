@@ -10,7 +10,9 @@ Counters, totals over every step in the store (docs/admin-guide.md,
 - joulestep_cost_total: the cost of that energy at the site's price, with
   the site's scope (`report`'s derive: CPU + DRAM, or a node estimate);
 - joulestep_steps_total: steps;
-  all four labelled cluster, user, account, partition and policy (or the
+- joulestep_steps_unmeasured_total: steps without energy (no backend, an
+  untrusted counter);
+  all five labelled cluster, user, account, partition and policy (or the
   subset --labels names);
 - joulestep_saving_joules_total{cluster, policy}: the estimated saving of the
   steps whose clock a policy lowered, against their original clock: the
@@ -70,8 +72,8 @@ RANGE_STEPS = 20_000         # steps per query when reading the whole store
 CHUNK_JOBS = 500             # job keys per IN (...) list
 
 # the sums kept per label tuple
-STEPS, CPU, DRAM, DRAM_N, TOTAL, DUR, NODE, SAVING, NOT_EST = range(9)
-WIDTH = 9
+STEPS, CPU, DRAM, DRAM_N, TOTAL, DUR, NODE, SAVING, NOT_EST, UNMEASURED = range(10)
+WIDTH = 10
 
 
 class ExporterError(Exception):
@@ -85,10 +87,17 @@ class _Reread(Exception):
 LOST = "joulestep_records_lost"
 
 
-def policy_label(policy) -> str | None:
+NO_POLICY = "none"
+
+
+def policy_label(policy) -> str:
     """The policy's family: monitor, io-dvfs, ckpt-dvfs, tuned, fixed, phase
-    (the part before a ':'); the ratios stay in the store."""
-    return policy.split(":", 1)[0] if isinstance(policy, str) else policy
+    (the part before a ':'); the ratios stay in the store.  No policy (NULL
+    or empty) is "none", the value records write for it: one series, not
+    two ("none" and "(none)")."""
+    if not isinstance(policy, str) or not policy:
+        return NO_POLICY
+    return policy.split(":", 1)[0]
 
 
 def records_lost(conn) -> int | None:
@@ -145,6 +154,8 @@ def _contributions(conn, settings, models, where: str, args) -> dict:
             vec = job[1][key] = [0] * WIDTH
         ccpu, cdram, ctotal, cdur = r[21], r[22], r[23], r[28]
         vec[STEPS] += 1
+        if r[13] is None:           # no CPU energy: the step was not measured
+            vec[UNMEASURED] += 1
         vec[CPU] += ccpu or 0
         if cdram is not None:
             vec[DRAM] += cdram
@@ -343,6 +354,10 @@ def families(view: StoreView, labels=LABELS) -> list:
         labels=labels + ["currency"])
     steps = CounterMetricFamily("joulestep_steps", "Steps in the store",
                                 labels=labels)
+    unmeasured = CounterMetricFamily(
+        "joulestep_steps_unmeasured", "Steps in the store without energy (no "
+        "energy backend on the node, a counter that could not be trusted): "
+        "see the records' provenance.errors", labels=labels)
     for key, v in sorted(_project(s.totals, labels).items()):
         d = rep.derive(v[CPU], v[DRAM] if v[DRAM_N] else None, v[DUR], None,
                        st, v[NODE])
@@ -350,6 +365,7 @@ def families(view: StoreView, labels=LABELS) -> list:
         seconds.add_metric(key, v[DUR] / 1e9)
         cost.add_metric(list(key) + [st.currency], d["cost"] or 0.0)
         steps.add_metric(key, v[STEPS])
+        unmeasured.add_metric(key, v[UNMEASURED])
     slabels = [x for x in SAVING_LABELS if x in labels]
     saving = CounterMetricFamily(
         "joulestep_saving_joules", "Estimated energy saved by the policies "
@@ -363,7 +379,7 @@ def families(view: StoreView, labels=LABELS) -> list:
     for key, v in sorted(_project(s.totals, slabels).items()):
         saving.add_metric(key, v[SAVING])
         not_est.add_metric(key, v[NOT_EST])
-    out = [energy, seconds, cost, steps, saving, not_est]
+    out = [energy, seconds, cost, steps, unmeasured, saving, not_est]
     q = GaugeMetricFamily("joulestep_records_quarantined", "Records in the "
                           "quarantine directory (invalid; see their .reason "
                           "files)")

@@ -155,22 +155,11 @@ def records(df: pd.DataFrame) -> list[dict]:
     return out
 
 
-_ALIAS = {"throughput_gibs": "gib/s", "gib_per_rank": "gib/rank",
-          "compute_nodes": "c_nodes", "cores_per_node": "cores/node"}
-
-
 def header(col: str) -> str:
-    """Short table header for a column (JSON/CSV keep the full name):
-    tag:KEY -> KEY, throughput_gibs -> gib/s, *_std -> *_sd, *_ratio -> *_x."""
-    c = str(col)
-    c = c[4:] if c.startswith("tag:") else c
-    for k, v in _ALIAS.items():
-        c = c.replace(k, v)
-    if c.endswith("_std"):
-        c = c[:-4] + "_sd"
-    if c.endswith("_ratio"):
-        c = c[:-6] + "_x"
-    return c
+    """A table's header for a column: its name in JSON and CSV (issue 25:
+    the table wrote energy_j_sd for energy_j_std and gib/s for
+    throughput_gibs, two names for one figure)."""
+    return str(col)
 
 
 def frame_table(df: pd.DataFrame, prefer: list[str] | None = None,

@@ -44,6 +44,87 @@ def wrap(text: str, width: int = WIDTH, initial_indent: str = "",
     return lines
 
 
+def local_time(iso: str | None, utc: bool = False) -> str | None:
+    """An ISO time (as report.py writes them, UTC) in the local time zone,
+    or in UTC with ``utc``; to the second, with its offset."""
+    if not iso or utc:
+        return iso
+    import datetime as dt
+    try:
+        t = dt.datetime.fromisoformat(iso)
+    except ValueError:
+        return iso
+    return t.astimezone().isoformat(timespec="seconds")
+
+
+def _fixed(v: float) -> str:
+    """v >= 0 in fixed notation, about 3 significant digits, never below
+    0.001 (what text output shows of energy, CO2 and the like)."""
+    if v >= 100:
+        return f"{v:.0f}"
+    if v >= 10:
+        return f"{v:.1f}"
+    if v >= 1:
+        return f"{v:.2f}"
+    return f"{v:.3f}"
+
+
+def _scaled(v: float, units) -> str:
+    """v in the first unit of ``units`` [(name, size)], shown in the largest
+    unit it reaches 1 of; fixed notation; under 0.001 of the first unit
+    "< 0.001"."""
+    if v == 0:
+        return f"0 {units[0][0]}"
+    if 0 < v < 0.0005:
+        return f"< 0.001 {units[0][0]}"
+    name, size = units[0]
+    for n, sz in units[1:]:
+        if abs(v) >= sz:
+            name, size = n, sz
+    return f"{_fixed(v / size)} {name}"
+
+
+def energy_text(kwh: float) -> str:
+    """Energy for text output: Wh, kWh or MWh, never in scientific notation
+    (0.017 Wh, not 1.667e-05 kWh)."""
+    return _scaled(kwh * 1000, (("Wh", 1), ("kWh", 1e3), ("MWh", 1e6)))
+
+
+def co2_text(g: float) -> str:
+    """CO2 mass for text output: g, kg or t."""
+    return _scaled(g, (("g", 1), ("kg", 1e3), ("t", 1e6)))
+
+
+def money_text(x: float, currency: str) -> str:
+    """Money with cents; a positive amount under half a cent is "< 0.01"."""
+    if 0 < x < 0.005:
+        return f"< 0.01 {currency}"
+    return f"{x:.2f} {currency}"
+
+
+def num_fixed(x, digits: int = 3) -> str:
+    """num() without scientific notation: what it shows as 1.23e-04 is
+    "0.000123" down to 6 decimals, "<0.000001" below (tables of energy and
+    money in large units)."""
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "-"
+    ax = abs(x)
+    if ax == 0 or ax >= 0.01:
+        return num(x, digits)
+    if ax < 5e-7:
+        return "<0.000001"
+    return f"{x:.6f}".rstrip("0")
+
+
+def money_cell(x) -> str:
+    """Money in a table: cents; a positive amount under half a cent "<0.01"."""
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "-"
+    if 0 < x < 0.005:
+        return "<0.01"
+    return f"{x:.2f}"
+
+
 def num(x, digits: int = 3) -> str:
     """Compact human number for tables: 3 significant digits, k/M/G/T."""
     if type(x) is float and 0.01 <= abs(x) < 100 and not x.is_integer():

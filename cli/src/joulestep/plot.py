@@ -67,6 +67,13 @@ def plot_scaling(table: pd.DataFrame, path, by: str = "tag:strategy", part: str 
     if t.empty:
         raise ValueError(f"scaling plot: no rows for part {part!r}")
     size = next((c for c in ("gib_per_rank", "total_gib") if c in t.columns), None)
+    # a run whose ranks or size were not recorded has no place on the axes
+    keep = t[x].notna() & (t[x] > 0)
+    if size:
+        keep &= t[size].notna()
+    t = t[keep]
+    if t.empty:
+        raise ValueError(f"scaling plot: no rows with a rank count ({x}) and size")
     keys = [by] + ([size] if size and t[size].nunique() > 1 else [])
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4))
     for k, g in t.groupby(keys, dropna=False):
@@ -90,7 +97,9 @@ def plot_io_approaches(table: pd.DataFrame, path, by: str = "tag:approach") -> s
     min-max shown as a second panel when present (Dorier Fig. 2/Table 2)."""
     path = _check_path(path)
     _need(table, [by, "energy_j"], "I/O approach plot")
-    t = table.reset_index(drop=True)
+    t = table[table[by].notna()].reset_index(drop=True)   # untagged: no approach
+    if t.empty:
+        raise ValueError(f"I/O approach plot: no run has a value of {by}")
     labels = [str(v) for v in t[by]]
     err = t["energy_j_std"].fillna(0) / 1e3 if "energy_j_std" in t.columns else None
     has_nodes = {"node_min_j", "node_max_j", "node_mean_j"} <= set(t.columns)

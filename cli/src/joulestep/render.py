@@ -1,7 +1,8 @@
 """Text renderings (80 columns) of the dicts built in report.py."""
 from __future__ import annotations
 
-from .output import WIDTH, num, table, wrap
+from .output import (WIDTH, co2_text, energy_text, local_time, money_cell, money_text,
+                     num, num_fixed, table, wrap)
 
 
 def _wrap(text: str, indent: str = "") -> list[str]:
@@ -13,26 +14,28 @@ def _saving(d: dict) -> str:
     if st is None or st in ("base clock", "not measured"):
         return "-"
     if d.get("saving_j") is None:
-        return "n/est"
+        return "no model"        # not estimated: the note under the table says why
     pct = d.get("saving_pct")
     return f"{num(d['saving_j'])}J" + (f" {pct:.0f}%" if pct is not None else "")
 
 
-def job_text(s: dict) -> str:
+def job_text(s: dict, utc: bool = False) -> str:
     j, site, t = s["job"], s["site"], s["totals"]
     cur = site["currency"]
     tags = " ".join(f"{k}={v}" for k, v in j["tags"].items())
     lines = [
-        f"Job {j['job_id']} ({j['name'] or '-'}) on {j['cluster']}: user "
-        f"{j['user'] or '-'}, account {j['account'] or '-'}, partition "
-        f"{j['partition'] or '-'}" + (f", qos {j['qos']}" if j.get("qos") else ""),
-        (f"Submitted {j['submit_time']}" if j["submit_time"] else
-         f"First seen {j['first_seen']}") + (f"; tags: {tags}" if tags else ""),
+        f"Job {j['job_id']}" + (f" ({j['name']})" if j["name"] else "")
+        + f" on {j['cluster']}: user {j['user'] or '(none)'}, account "
+        f"{j['account'] or '(none)'}, partition {j['partition'] or '(none)'}"
+        + (f", qos {j['qos']}" if j.get("qos") else ""),
+        (f"Submitted {local_time(j['submit_time'], utc)}" if j["submit_time"] else
+         f"First seen {local_time(j['first_seen'], utc)}")
+        + (f"; tags: {tags}" if tags else ""),
         "",
         f"Energy {num(t['energy_total_j'])} J (CPU {num(t['energy_cpu_j'])} J, "
         f"DRAM {num(t['energy_dram_j'])} J)",
-        f"     = {t['kwh']:.4g} kWh, {t['co2_g']:.3g} g CO2, "
-        f"{t['cost']:.3g} {cur}",
+        f"     = {energy_text(t['kwh'])}, {co2_text(t['co2_g'])} CO2, "
+        f"{money_text(t['cost'], cur)}",
     ]
     if t.get("steps_unmeasured"):
         lines.append(f"({t['steps_unmeasured']} step(s) without an energy "
@@ -56,7 +59,7 @@ def job_text(s: dict) -> str:
                      num(st["duration_s"]), num(st["energy_cpu_j"]),
                      num(st["energy_dram_j"]), num(st["energy_total_j"]),
                      num(st["avg_power_w"]), num(st["freq_mhz"]),
-                     num(None if st["kwh"] is None else st["kwh"] * 1000),
+                     num_fixed(None if st["kwh"] is None else st["kwh"] * 1000),
                      _saving(st)])
     lines.append(table(["STEP", "NODE", "POLICY", "TIME_S", "CPU_J", "DRAM_J",
                         "TOTAL_J", "AVG_W", "MHZ", "WH", "SAVING"], rows,
@@ -132,14 +135,15 @@ def _nested_phase_notes(steps: list) -> list[str]:
     return out
 
 
-def report_text(r: dict) -> str:
+def report_text(r: dict, utc: bool = False) -> str:
     t = r["totals"]
-    span = f"{r['since'] or 'start'} .. {r['until'] or 'now'}"
+    span = (f"{local_time(r['since'], utc) or 'start'} .. "
+            f"{local_time(r['until'], utc) or 'now'}")
     lines = [
         f"Energy report by {r['by']}, {span}"
         + (f", cluster {r['cluster']}" if r["cluster"] else ""),
-        f"Total {num(t['energy_total_j'])} J = {t['kwh']:.4g} kWh, "
-        f"{t['co2_g']:.4g} g CO2, {t['cost']:.4g} {r['currency']}",
+        f"Total {num(t['energy_total_j'])} J = {energy_text(t['kwh'])}, "
+        f"{co2_text(t['co2_g'])} CO2, {money_text(t['cost'], r['currency'])}",
         f"{t['jobs']} jobs, {t['steps']} steps. Frequency policy adoption: "
         f"{t['policy_steps_pct']:.1f} % of steps,",
         f"{t['policy_energy_pct']:.1f} % of energy",
@@ -147,29 +151,33 @@ def report_text(r: dict) -> str:
         "",
     ]
     rows = []
+    # one unit for the energy column, from the total: Wh below 1 kWh
+    wh = t["kwh"] < 1
+    scale, unit = (1000, "WH") if wh else (1, "KWH")
     for g in r["top"]:
         rows.append([str(g["key"]), str(g["jobs"]), str(g["steps"]),
                      num(g["energy_total_j"]), f"{g['share_pct']:.1f}",
-                     num(g["kwh"]), num(g["cost"]), num(g["avg_power_w"]),
-                     f"{g['policy_steps_pct']:.0f}"])
+                     num_fixed(g["kwh"] * scale), money_cell(g["cost"]),
+                     num(g["avg_power_w"]), f"{g['policy_steps_pct']:.0f}"])
     rest = r["groups"][len(r["top"]):]
     if rest:
         e = sum(g["energy_total_j"] for g in rest)
         rows.append([f"({len(rest)} others)", str(sum(g["jobs"] for g in rest)),
                      str(sum(g["steps"] for g in rest)), num(e),
                      f"{sum(g['share_pct'] for g in rest):.1f}",
-                     num(sum(g["kwh"] for g in rest)),
-                     num(sum(g["cost"] for g in rest)), "-",
+                     num_fixed(sum(g["kwh"] for g in rest) * scale),
+                     money_cell(sum(g["cost"] for g in rest)), "-",
                      "-"])
     lines.append(table([r["by"].upper(), "JOBS", "STEPS", "ENERGY_J", "SHARE%",
-                        "KWH", "COST", "AVG_W", "POLICY%"], rows))
+                        unit, "COST_" + r["currency"].upper(), "AVG_W", "POLICY%"],
+                       rows))
     lines += [""] + _wrap(r["scope_note"] + ".")
     return "\n".join(lines) + "\n"
 
 
 _SHORT = {"estimated": "est", "estimated (same duration assumed)": "est, same t",
-          "unchanged": "unchanged", "not estimated": "n/est",
-          "partly estimated": "part n/est"}
+          "unchanged": "unchanged", "not estimated": "no model",
+          "partly estimated": "partial"}
 
 
 def _pct(x) -> str:
@@ -198,7 +206,7 @@ def whatif_job_lines(w: dict) -> list[str]:
             if k["status"] != "unchanged":
                 rows.append(_whatif_row(pol["policy"], k["kind"], k))
         if pol["totals"] is None:
-            rows.append([pol["policy"], "(all)"] + ["-"] * 6 + ["n/est"])
+            rows.append([pol["policy"], "(all)"] + ["-"] * 6 + ["no model"])
         else:
             rows.append(_whatif_row(pol["policy"], "(all)",
                                     {**pol["totals"], "status": pol["status"]}))
@@ -212,30 +220,31 @@ def whatif_job_lines(w: dict) -> list[str]:
     return lines
 
 
-def whatif_report_text(r: dict, top: int) -> str:
+def whatif_report_text(r: dict, top: int, utc: bool = False) -> str:
     """`report --what-if`: totals, the top groups, and per phase kind."""
     t, cur = r["totals"], r["currency"]
-    span = f"{r['since'] or 'start'} .. {r['until'] or 'now'}"
+    span = (f"{local_time(r['since'], utc) or 'start'} .. "
+            f"{local_time(r['until'], utc) or 'now'}")
     lines = _wrap(f"What if {r['what_if']} had run instead of monitor, by "
                   f"{r['by']}, {span}"
                   + (f", cluster {r['cluster']}" if r["cluster"] else ""))
     lines += _wrap(f"ESTIMATE from the fitted power models, not measured: the "
                    f"phases of the {t['jobs']} jobs ({t['steps']} steps) that "
                    f"ran under monitor and marked phases, "
-                   f"{num(t['energy_mwh'])} MWh.")
-    lines += _wrap(f"Saving {num(t['saving_mwh'])} MWh ({_pct(t['saving_pct'])} "
+                   f"{num_fixed(t['energy_mwh'])} MWh.")
+    lines += _wrap(f"Saving {num_fixed(t['saving_mwh'])} MWh ({_pct(t['saving_pct'])} "
                    f"% of the estimated phases' CPU+DRAM energy) = "
-                   f"{num(t['co2_g'] / 1000)} kg "
-                   f"CO2, {num(t['cost'])} {cur}; step time "
+                   f"{num_fixed(t['co2_g'] / 1000)} kg "
+                   f"CO2, {money_text(t['cost'], cur)}; step time "
                    f"{'+' if t['extra_time_s'] >= 0 else ''}"
                    f"{num(t['extra_time_s'] / 3600)} h.")
     if t["not_estimated_j"]:
         why = "; ".join(dict.fromkeys(k["why"] for k in r["kinds"] if k["why"]))
-        lines += _wrap(f"Not estimated: {num(t['not_estimated_mwh'])} MWh:"
+        lines += _wrap(f"Not estimated: {num_fixed(t['not_estimated_mwh'])} MWh:"
                        f" {why}.")
-    rows = [[str(g["key"]), str(g["jobs"]), str(g["steps"]), num(g["energy_mwh"]),
-             num(g["saving_mwh"]), _pct(g["saving_pct"]), num(g["co2_g"] / 1000),
-             num(g["cost"]), num(g["extra_time_s"] / 3600)]
+    rows = [[str(g["key"]), str(g["jobs"]), str(g["steps"]), num_fixed(g["energy_mwh"]),
+             num_fixed(g["saving_mwh"]), _pct(g["saving_pct"]), num_fixed(g["co2_g"] / 1000),
+             money_cell(g["cost"]), num(g["extra_time_s"] / 3600)]
             for g in r["groups"][:top]]
     if len(r["groups"]) > top:
         lines.append(f"(the top {top} of {len(r['groups'])} groups; all with "
@@ -243,8 +252,8 @@ def whatif_report_text(r: dict, top: int) -> str:
     lines += ["", table([r["by"].upper(), "JOBS", "STEPS", "PHASE_MWH",
                          "SAVING_MWH", "SAVING%", "CO2_KG", "COST", "EXTRA_H"],
                         rows), "", "Per phase kind (a phase's own part):"]
-    rows = [[k["kind"], num(k["energy_mwh"]), num(k["freq_mhz"]),
-             num(k["saving_mwh"]) if k["status"] != "not estimated" else "-",
+    rows = [[k["kind"], num_fixed(k["energy_mwh"]), num(k["freq_mhz"]),
+             num_fixed(k["saving_mwh"]) if k["status"] != "not estimated" else "-",
              _pct(k["saving_pct"]), num(k["extra_time_s"] / 3600)
              if k["status"] != "not estimated" else "-",
              _SHORT.get(k["status"], k["status"])] for k in r["kinds"]]

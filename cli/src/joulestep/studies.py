@@ -34,6 +34,20 @@ def _col(df, by):
         raise StudyError(str(e)) from None
 
 
+def _auto_what(ph: pd.DataFrame, by: str) -> str:
+    """--what auto: from the kinds of the phases that have a --by value
+    (checkpoint, flush: checkpoint; compress: dump; none: io, which compares
+    steps), so that --by tag:approach on a store that also holds a
+    checkpoint study (tagged strategy, not approach) is the io comparison."""
+    try:
+        col = frames.column(ph, by)
+    except frames.FilterError:
+        return "io"
+    kinds = set(ph.loc[ph[col].notna(), "kind"]) if not ph.empty else set()
+    return ("checkpoint" if kinds & CKPT_KINDS else
+            "dump" if kinds & DUMP_KINDS else "io")
+
+
 def counted_steps(st: pd.DataFrame) -> pd.DataFrame:
     """Steps for sums over steps (a run's energy): each step's counted_*
     figures (what it adds to totals, nesting.py) replace its own energies
@@ -59,9 +73,7 @@ def compare(conn, by: str, where=(), what: str = "auto", scaling: str = "weak",
         raise StudyError(f"--what {what}: allowed {', '.join(WHATS)}")
     ph = _filtered(frames.phases(conn, since_ns, until_ns, cluster), where)
     if what == "auto":
-        kinds = set(ph["kind"]) if not ph.empty else set()
-        what = ("checkpoint" if kinds & CKPT_KINDS else
-                "dump" if kinds & DUMP_KINDS else "io")
+        what = _auto_what(ph, by)
     out = {"what": what, "by": by, "ratios": None, "policy_saving": None}
     try:
         if what == "checkpoint":
@@ -95,8 +107,13 @@ def compare(conn, by: str, where=(), what: str = "auto", scaling: str = "weak",
             st = _filtered(frames.steps(conn, since_ns, until_ns, cluster), where)
             if st.empty:
                 raise StudyError("no steps match: nothing to compare")
-            out["table"] = analysis.compare_io_approaches(counted_steps(st),
-                                                          by=_col(st, by))
+            col = _col(st, by)
+            if col.startswith("tag:"):
+                # a run without the tag is no approach of the study
+                st = st[st[col].notna()]
+                if st.empty:
+                    raise StudyError(f"no steps tagged {col}: nothing to compare")
+            out["table"] = analysis.compare_io_approaches(counted_steps(st), by=col)
         else:
             df = ph if what == "phases" else _filtered(
                 frames.steps(conn, since_ns, until_ns, cluster), where)

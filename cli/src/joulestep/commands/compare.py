@@ -36,14 +36,15 @@ def compare(c: Ctx, by, where, what, scaling, baseline, error_bound, since, unti
 
     checkpoint: per part (local checkpoint, flush, total) energy CPU/DRAM,
     throughput and J/GiB by rank count and size, mean and spread over
-    repetitions, with ratios to the baseline (paper 001).  io: total energy,
-    run time, average power and per-node mean/min/max/std per approach
-    (Dorier Table 2).  dump: compress and write energy per compressor and
-    error bound vs a raw write, and policy vs a baseline policy (Wilkins
-    Fig. 2.6), saying what clock the baseline had: "governor default" for
-    monitor, "base clock" only for runs held at the nominal clock.  A phase
-    marked inside another (a flush inside its checkpoint) is counted once:
-    local = checkpoint - flush, total = the enclosing measurement.
+    repetitions, with ratios to the baseline (Wilkins et al. 2022).  io:
+    total energy, run time, average power and per-node mean/min/max/std per
+    approach (Dorier et al. 2016, Table 2).  dump: compress and write energy
+    per compressor and error bound vs a raw write, and policy vs a baseline
+    policy (Wilkins 2023, Fig. 2.6), saying what clock the baseline had:
+    "governor default" for monitor, "base clock" only for runs held at the
+    nominal clock.  A phase marked inside another (a flush inside its
+    checkpoint) is counted once: local = checkpoint - flush, total = the
+    enclosing measurement.  The papers, in full: docs/science.md.
     """
     from .. import studies
     since_ns, until_ns = _period(since, until)
@@ -58,9 +59,9 @@ def compare(c: Ctx, by, where, what, scaling, baseline, error_bound, since, unti
         conn.close()
     col = r["table"].columns[0]
     pref = {
-        "checkpoint": [col, "part", "gib_per_rank", "total_gib", "nranks", "runs",
-                       "energy_j", "energy_j_std", "throughput_gibs", "j_per_gib",
-                       "throughput_gibs_std", "energy_cpu_j",
+        "checkpoint": [col, "part", "gib_per_rank", "total_gib", "nranks",
+                       "energy_j", "throughput_gibs", "j_per_gib", "energy_j_std",
+                       "runs", "throughput_gibs_std", "energy_cpu_j",
                        "energy_dram_j", "duration_s"],
         "io": [col, "runs", "energy_j", "energy_j_std", "runtime_s", "avg_power_w",
                "node_mean_j", "node_min_j", "node_max_j", "node_std_j", "cpu_usage"],

@@ -18,35 +18,67 @@ from ..cli import _merge, db_options, emit, format_option
 @click.option("--write-test", is_flag=True,
               help="As root: write a lower max frequency on CPU 0, read it back, "
                    "restore it.")
-@click.option("--libdir", default="/usr/local/lib/slurm", show_default=True,
-              help="Where joulestep.so is installed (for the plugstack line).")
+@click.option("--libdir",
+              help="Where joulestep.so is installed, for the plugstack line "
+                   "(default: where the packages or `make install` put it, "
+                   "else its bare name, which Slurm looks up in PluginDir).")
+@click.option("--node", "node", is_flag=True,
+              help="Also check the plugstack.conf this node's Slurm uses: is "
+                   "joulestep.so there, and does the plugin accept its "
+                   "arguments (its own parser, joulestep-plugstack-check)? "
+                   "Exit status 1 if not.")
+@click.option("--plugstack", "plugstack", type=click.Path(dir_okay=False),
+              help="With --node: the plugstack.conf to check (default "
+                   "slurm.conf's PlugStackConfig).")
 @format_option
 @db_options
 @click.pass_context
-def doctor(ctx, sysfs, write_test, libdir, fmt, db=None, config_path=None):
+def doctor(ctx, sysfs, write_test, libdir, node, plugstack, fmt, db=None,
+           config_path=None):
     """Report what this node can measure and control.
 
     RAPL zones found (and which are counted), whether this user can read
     them, the shortest counter wrap period, the cpufreq driver and
     governors, optionally whether a written frequency sticks, and the
-    plugstack.conf line to use.
+    plugstack.conf line to use (one the plugin accepts).  With --node, also
+    whether the node's own plugstack.conf enables the plugin with arguments
+    it accepts: a refused line switches the plugin off while jobs run on,
+    unmeasured.
     """
     from .. import doctor as dr
-    from ..output import table, to_csv, to_json
+    from ..output import to_csv, to_json
     c = _merge(ctx, {"fmt": fmt, "db": db, "config_path": config_path})
     if not pathlib.Path(sysfs).is_dir():
         raise click.BadParameter(f"{sysfs} is not a directory", param_hint="--sysfs")
     r = dr.diagnose(sysfs, write_test, libdir)
     r["records_lost"] = dr.records_lost(c)
     r["step_conflicts"] = dr.step_conflicts(c)
+    if node:
+        from .. import nodecheck
+        r["node"] = nodecheck.check(plugstack)
     if c.fmt == "json":
         emit(to_json(r))
-        return
-    if c.fmt == "csv":
+    elif c.fmt == "csv":
         emit(to_csv(["id", "name", "counted", "reason", "readable",
                      "max_energy_range_uj", "max_power_uw", "wrap_period_s"],
                     r["zones"]))
-        return
+    else:
+        _text(r)
+    if node and r["node"]["problems"]:
+        ctx.exit(1)
+
+
+def _node_text(n: dict):
+    click.echo(f"node plugstack {n['plugstack']}:")
+    for d in n["lines"]:
+        verdict = {True: "accepted", False: "REFUSED", None: "not checked"}[d["accepted"]]
+        click.echo(f"  {d['file']}:{d['line']}: {d['mode']} {d['plugin']}: {verdict}")
+    for p in n["problems"]:
+        click.echo(f"problem: {p}")
+
+
+def _text(r: dict):
+    from ..output import table
     rows = [[z["id"], z["name"] or "-", "yes" if z["counted"] else "no",
              "yes" if z["readable"] else "NO",
              f"{z['wrap_period_s']:.0f}" if z["wrap_period_s"] else "-",
@@ -78,5 +110,7 @@ def doctor(ctx, sysfs, write_test, libdir, fmt, db=None, config_path=None):
                    f"{r['step_conflicts']} (quarantined at ingest)")
     for p in r["problems"]:
         click.echo(f"problem: {p}")
+    if "node" in r:
+        _node_text(r["node"])
     click.echo("plugstack.conf:")
     click.echo(f"  {r['plugstack']}")

@@ -11,13 +11,14 @@ from ..cli import Ctx, _tuned, emit, query_options, tuned_option
 
 
 @click.command()
-@click.argument("jobid", type=click.IntRange(0))
+@click.argument("jobid", metavar="JOBID")
 @click.option("--cluster", help="Cluster name (default: config [site] cluster, "
                                 "else any).")
-@click.option("--first-seen", "first_seen_ns", type=int,
-              help="When the job was first seen, in ns (as `job` lists them), "
-                   "to pick one of several jobs with the same ID (recycled "
-                   "job ID); default the latest.")
+@click.option("--first-seen", "first_seen", metavar="NS|TIME",
+              help="When the job was first seen, to pick one of several jobs "
+                   "with the same ID (recycled job ID): in ns since the epoch "
+                   "(first_seen_ns), or the time `job` shows (first_seen, ISO, "
+                   "to the second); default the latest.")
 @click.option("--submit-time", "submit_ns", type=int, hidden=True,
               help="Deprecated alias of --first-seen.")
 @click.option("--user-view", "user_view", is_flag=True,
@@ -25,10 +26,20 @@ from ..cli import Ctx, _tuned, emit, query_options, tuned_option
                    "rounded to the counter's resolution, none for phases "
                    "shorter than min_phase_ms (the default for anyone who "
                    "cannot write the database; docs/security.md).")
+@click.option("--user", "owner", metavar="USER",
+              help="Show the job only if it is USER's; an error otherwise "
+                   "(the mail wrapper, etc/mail/joulestep-mail, passes the "
+                   "mail's user).")
 @tuned_option
 @query_options
-def job(c: Ctx, jobid, cluster, first_seen_ns, submit_ns, tuned_path, user_view):
+def job(c: Ctx, jobid, cluster, first_seen, submit_ns, tuned_path, user_view,
+        owner):
     """After-job summary: energy, power, throughput, cost per step and phase.
+
+    JOBID in Slurm's forms: 12345, 12345_7 (array task), 12345+1 (het job
+    component), 12345.0 or 12345.batch (a step: its job is shown).  An array
+    task or het component is looked up with sacct (its own job ID is the
+    one the records carry).
 
     Per step and phase: CPU, DRAM and total energy, duration, average power,
     bytes, GiB/s, J/GiB, the frequency used, kWh, CO2 and cost, and the
@@ -46,14 +57,20 @@ def job(c: Ctx, jobid, cluster, first_seen_ns, submit_ns, tuned_path, user_view)
     counter's resolution and none for steps and phases shorter than
     min_phase_ms (docs/security.md, "Threat model: RAPL side channels").
     """
+    from .. import jobid as jid
     from .. import report as rep
     from ..userview import is_admin
     from ..output import to_csv, to_json
     s = c.settings()
-    pick = _first_seen(first_seen_ns, submit_ns)
+    try:
+        jobid = jid.resolve(jid.parse(jobid), cluster or s.cluster)
+    except jid.JobIdError as e:
+        raise click.ClickException(str(e)) from None
+    first_seen = _first_seen(first_seen, submit_ns)
     tuned = _tuned(tuned_path)
     conn = c.connect()
     try:
+        pick = _pick_run(conn, jobid, cluster or s.cluster, first_seen)
         user_view = user_view or not is_admin(c.db_path(False), conn)
         from .. import whatif
         summary = rep.job_summary(conn, jobid, s, cluster or s.cluster, pick,
@@ -62,23 +79,55 @@ def job(c: Ctx, jobid, cluster, first_seen_ns, submit_ns, tuned_path, user_view)
         raise click.ClickException(str(e)) from None
     finally:
         conn.close()
+    if owner is not None and summary["job"]["user"] != owner:
+        raise click.ClickException(f"job {summary['job']['job_id']} is not "
+                                   f"{owner}'s")
     if c.fmt == "json":
         emit(to_json(summary))
     elif c.fmt == "csv":
         emit(to_csv(rep.JOB_CSV_COLUMNS, rep.job_rows(summary)))
     else:
         from ..render import job_text
-        emit(job_text(summary))
+        emit(job_text(summary, utc=c.utc))
 
 
-def _first_seen(first_seen_ns, submit_ns):
+def _first_seen(first_seen, submit_ns):
     """--first-seen, or its deprecated alias --submit-time (jobs ingested
     from records with a submit time were first seen at it)."""
     if submit_ns is None:
-        return first_seen_ns
-    if first_seen_ns is not None and first_seen_ns != submit_ns:
+        return first_seen
+    if first_seen is not None and first_seen != str(submit_ns):
         raise click.ClickException("--submit-time is an alias of --first-seen; "
                                    "give only one")
     click.echo("joulestep: --submit-time is deprecated; use --first-seen",
                err=True)
-    return submit_ns
+    return str(submit_ns)
+
+
+def _pick_run(conn, job_id: int, cluster, first_seen: str | None) -> int | None:
+    """--first-seen as first_seen_ns: digits are ns; anything else a time
+    (report.parse_time), matched to the run of job_id first seen in that
+    second (`job` shows first_seen to the second)."""
+    from .. import report as rep
+    if first_seen is None:
+        return None
+    if first_seen.isascii() and first_seen.isdigit():
+        return int(first_seen)
+    try:
+        t = rep.parse_time(first_seen)
+    except rep.QueryError as e:
+        raise click.BadParameter(str(e), param_hint="--first-seen") from None
+    q, args = "SELECT DISTINCT first_seen_ns FROM jobs WHERE job_id = ?", [job_id]
+    if cluster:
+        q += " AND cluster = ?"
+        args.append(cluster)
+    runs = sorted(r[0] for r in conn.execute(q, args))
+    hits = [ns for ns in runs if t <= ns < t + 10**9]
+    if len(hits) == 1:
+        return hits[0]
+    known = ", ".join(f"{rep._iso(ns)} ({ns} ns)" for ns in runs) or "none"
+    if not hits:
+        raise click.ClickException(f"job {job_id} has no run first seen at "
+                                   f"{first_seen}; known: {known}")
+    raise click.ClickException(f"job {job_id} has several runs first seen in "
+                               f"that second: give --first-seen in ns; known: {known}")

@@ -16,7 +16,8 @@ from ..cli import (Ctx, _emit_frames, _period, _where, period_options, query_opt
 
 @click.group()
 def model():
-    """The papers' energy models: Dorier (damaris) and DVFS P(f) (dvfs)."""
+    """The papers' energy models: Dorier et al. 2016 (damaris) and DVFS P(f)
+    (dvfs, Wilkins 2023); docs/science.md."""
 
 
 @model.command()
@@ -54,7 +55,8 @@ def model():
 def damaris(c: Ctx, t_base, s_cores, s_nodes, p_idle, p_max, n_iter, fit_where,
             idle_where, cores_column, nodes, cores_per_node, approaches, measured_by,
             where):
-    """Dorier energy model (eqs. 1-4): predict DC(k) / DN(c:d) energy.
+    """Dorier et al. 2016 energy model (eqs. 1-4, docs/science.md): predict
+    DC(k) / DN(c:d) energy.
 
     E = T_sim * P_sim; T_sim = T_base / ((n_cores s_cores(n_cores)) (n_nodes
     s_nodes(n_nodes))); DN: P_sim = (c P_max + (P_idle + P_max)/2 d)/(c + d);
@@ -162,7 +164,8 @@ def dvfs(c: Ctx, where, kind, level, max_slowdown, save_path, node_model, since,
          until):
     """Fit P(f) = a f^b + c per node model and phase kind from sweeps.
 
-    Power is scaled by the power at fmax, f in GHz (Wilkins eq. 2.2).  Prints
+    Power is scaled by the power at fmax, f in GHz (Wilkins 2023, eq. 2.2;
+    docs/science.md).  Prints
     a, b, c with their standard errors, SSE, RMSE = sqrt(SSE/(n-3)) (the
     thesis' definition) and R^2, and the frequency minimising energy within
     --max-slowdown.  Warns when the sweep cannot determine a to 10 %, with

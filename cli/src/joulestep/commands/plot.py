@@ -44,9 +44,7 @@ def plot(c: Ctx, figure, output, by, where, kind, node_model, part, scaling,
             rows = studies.sweep_rows(conn, w + ([("node_model", node_model)]
                                                  if node_model else []),
                                       kind, "phases", since_ns, until_ns)
-            if rows["node_model"].nunique() > 1 or rows["kind"].nunique() > 1:
-                raise studies.StudyError(
-                    "several node models/kinds: pick one with --node-model/--kind")
+            _one_model_and_kind(rows)
             fit = models.fit_dvfs(rows)
             rec = models.recommend_frequency(fit, max_slowdown)
             path = pl.plot_power_fit(models.sweep_samples(rows), fit, output, rec)
@@ -70,3 +68,16 @@ def plot(c: Ctx, figure, output, by, where, kind, node_model, part, scaling,
     finally:
         conn.close()
     click.echo(f"wrote {path}")
+
+
+def _one_model_and_kind(rows):
+    """A fit is of one node model and one phase kind: name the ones found."""
+    from .. import studies
+    msgs = []
+    for col, opt, what in (("node_model", "--node-model", "node models"),
+                           ("kind", "--kind", "phase kinds")):
+        vals = sorted(map(str, rows[col].dropna().unique()))
+        if len(vals) > 1:
+            msgs.append(f"{len(vals)} {what} ({', '.join(vals)}): pick one with {opt}")
+    if msgs:
+        raise studies.StudyError("; ".join(msgs))

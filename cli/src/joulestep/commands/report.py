@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import click
 
-from ..cli import Ctx, _tuned, emit, query_options, tuned_option
+from ..cli import Ctx, _period, _tuned, emit, query_options, tuned_option
 
 
 @click.command()
@@ -40,10 +40,7 @@ def report(c: Ctx, since, until, by, top, cluster, what_if, tuned_path):
     """
     from .. import report as rep
     s = c.settings()
-    try:
-        since_ns, until_ns = rep.parse_time(since), rep.parse_time(until)
-    except rep.QueryError as e:
-        raise click.BadParameter(str(e)) from None
+    since_ns, until_ns = _period(since, until)
     if what_if:
         return _what_if_report(c, what_if, _tuned(tuned_path), by, top,
                                since_ns, until_ns, cluster or s.cluster)
@@ -55,7 +52,7 @@ def report(c: Ctx, since, until, by, top, cluster, what_if, tuned_path):
     finally:
         conn.close()
     from ..render import report_text
-    _emit_groups(c, r, rep.REPORT_CSV_COLUMNS, report_text)
+    _emit_groups(c, r, rep.REPORT_CSV_COLUMNS, lambda r: report_text(r, utc=c.utc))
 
 
 def _what_if_report(c: Ctx, policy, tuned, by, top, since_ns, until_ns,
@@ -71,7 +68,7 @@ def _what_if_report(c: Ctx, policy, tuned, by, top, since_ns, until_ns,
     finally:
         conn.close()
     from ..render import whatif_report_text
-    _emit_groups(c, r, whatif.CSV_COLUMNS, lambda r: whatif_report_text(r, top))
+    _emit_groups(c, r, whatif.CSV_COLUMNS, lambda r: whatif_report_text(r, top, utc=c.utc))
 
 
 def _emit_groups(c: Ctx, r: dict, csv_columns, text):
