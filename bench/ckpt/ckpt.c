@@ -1,5 +1,5 @@
 /* js-ckpt: synchronous (GenericIO-like) vs asynchronous (VELOC-like)
- * checkpointing, with joulestep phase markers (reference.md §2, paper 001
+ * checkpointing, with joulestep phase markers (docs/science.md §2, Wilkins 2022
  * Algorithm 1; docs/experiments.md "Checkpointing").
  *
  * Each rank holds N bytes of state and checkpoints it R times.

@@ -74,7 +74,7 @@ static inline void jsb_marker_rc(int rc, const char *what)
 }
 
 /* Synchronous markers (the default of both benchmarks): each returns once the
- * plugin handled it, so the clock is set at the phase boundary (paper 003)
+ * plugin handled it, so the clock is set at the phase boundary (Mills 2013)
  * and an END sent before a barrier is handled before any BEGIN sent after
  * it by another rank (markers of different ranks travel on different
  * connections: without the wait the plugin may see them in either order and

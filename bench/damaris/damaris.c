@@ -1,5 +1,5 @@
 /* js-damaris: the I/O approaches of Dorier et al. (FGCS 2016) and Yildiz et
- * al. (DIDC 2014), reference.md §5, on a 3-D stencil with joulestep phase
+ * al. (DIDC 2014), docs/science.md §5, on a 3-D stencil with joulestep phase
  * markers (docs/experiments.md "I/O approaches (Damaris)").
  *
  * A fixed global domain NX x NY x NZ (doubles) is split along z among the

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Compressed dumps vs raw writes (reference.md §3, Wilkins thesis ch. 2).
+"""Compressed dumps vs raw writes (docs/science.md §3, Wilkins 2023 ch. 2).
 
 Each rank compresses one 3-D field with SZ3 (pysz) or ZFP (zfpy) at an absolute
 error bound, and writes the compressed stream to a file; `raw` writes the field

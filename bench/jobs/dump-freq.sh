@@ -4,7 +4,7 @@
 #SBATCH --exclusive
 #SBATCH --time=04:00:00
 # Power and run time of compression and of data writing against the CPU clock
-# (reference.md §3; Wilkins thesis §2.4-2.5: Figs. 2.1-2.4, Tables 2.4 and 2.5, and with
+# (docs/science.md §3; Wilkins 2023 §2.4-2.5: Figs. 2.1-2.4, Tables 2.4 and 2.5, and with
 # DUMP_INPUT=Hurricane ISABEL, DUMP_BOUNDS=1e-4, Fig. 2.5): every compressor x error
 # bound, and a raw write for the data-writing model, at each clock ratio of DUMP_RATIOS
 # (policy fixed:R for the whole step), tagged sweep=$DUMP_SWEEP. Then fit eq. 2.2:

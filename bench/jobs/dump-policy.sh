@@ -3,7 +3,7 @@
 #SBATCH --ntasks=1
 #SBATCH --exclusive
 #SBATCH --time=01:00:00
-# Compressed dumps vs raw writes, base clock vs the frequency policy (reference.md §3;
+# Compressed dumps vs raw writes, base clock vs the frequency policy (docs/science.md §3;
 # Wilkins thesis §2.6.2, Fig. 2.6, the 13 % / 6.5 kJ example): for a raw write and for
 # every compressor x error bound, one srun step per policy in DUMP_POLICIES, in turn
 # (policies interleaved, so drift over the run hits them alike). Each step compresses

@@ -6,9 +6,9 @@
 # machine; the variables below scale them to the papers' (docs/experiments.md).
 #
 #   bench/jobs/submit.sh EXPERIMENT
-#     ckpt-weak           paper 001 Fig. 2-5: weak scaling, VELOC (DRAM, SSD) vs GenericIO
-#     ckpt-strong         paper 001 Fig. 6-9: strong scaling, same strategies
-#     ckpt-dvfs           paper 003 / reference §4: monitor vs ckpt-dvfs, VELOC DRAM and GenericIO
+#     ckpt-weak           Wilkins 2022 Fig. 2-5: weak scaling, VELOC (DRAM, SSD) vs GenericIO
+#     ckpt-strong         Wilkins 2022 Fig. 6-9: strong scaling, same strategies
+#     ckpt-dvfs           Mills 2013 / docs/science.md §4: monitor vs ckpt-dvfs, VELOC DRAM and GenericIO
 #     damaris-approaches  Yildiz Fig. 2, 4, 5 / Dorier Table 2: TP, DC(1), DC(2), DN(1), DN(2)
 #     damaris-frequency   Yildiz Fig. 3, Table 1: the same at 5, 10 and 20 iterations per output
 #

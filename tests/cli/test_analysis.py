@@ -91,7 +91,7 @@ def test_strategy_ratios(ckpt):
     r = A.strategy_ratios(w, "tag:strategy", "gio")
     tot = r[(r.part == "total") & (r.nranks == 4)].iloc[0]
     assert tot["tag:strategy"] == "veloc"
-    assert tot.energy_j_ratio == pytest.approx(315 / 950)      # ~ a third, as in paper 001
+    assert tot.energy_j_ratio == pytest.approx(315 / 950)      # ~ a third, as in Wilkins 2022
     assert tot.throughput_gibs_ratio == pytest.approx(0.5 / 0.25)
     assert tot.j_per_gib_ratio == pytest.approx(78.75 / 237.5)
     assert r[(r.part == "total")].shape[0] == 1   # no gio run at 8 ranks to compare with
@@ -139,7 +139,7 @@ def test_compare_io_approaches_table2():
     assert dc.node_std_j == pytest.approx(math.sqrt(2 * 10 ** 2))
     assert math.isnan(dc.energy_j_std)      # a single run has no spread
     assert dc.cpu_usage == pytest.approx(0.9)
-    # TP: lowest power per node-second is not the lowest energy (paper 002 finding)
+    # TP: lowest power per node-second is not the lowest energy (Dorier 2016 finding)
     assert tp.energy_j > dc.energy_j
 
 

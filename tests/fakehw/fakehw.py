@@ -16,7 +16,7 @@ Layout (as the kernel has it), under ROOT:
   .fakehw/state.json  model + counters     .fakehw/truth.jsonl  ground-truth log
   .fakehw/lock        flock'ed around every change
 
-Power model (reference.md eq. 2.2): g(f) = a*f^b + c (f in GHz), per CPU
+Power model (Wilkins 2023 eq. 2.2, docs/science.md §3): g(f) = a*f^b + c (f in GHz), per CPU
   P_cpu = util*P_core_max*g(f)/g(fmax) + (1-util)*P_core_idle
   P_package_zone = P_uncore/dies + sum P_cpu      P_core_zone = sum P_cpu
   P_dram_zone = (P_dram_idle + mean_util*P_dram_dyn)/dies

@@ -1,7 +1,7 @@
 """Strategy comparisons from recorded steps and phases (pure pandas).
 
-reference.md §2 (checkpointing, paper 001), §5 (TP/DC/DN, papers 002/004),
-§3 (compressed dumps, paper 000 Fig. 2.6). Every function takes DataFrames
+docs/science.md §2 (checkpointing, Wilkins 2022), §5 (TP/DC/DN, Dorier 2016, Yildiz 2014),
+§3 (compressed dumps, Wilkins 2023 Fig. 2.6). Every function takes DataFrames
 whose columns are named as in docs/record-format.md and returns a DataFrame
 ready to print. Units are in column names: *_j joules, *_s seconds, *_w
 watts, *_gib GiB (2**30 bytes), *_gibs GiB/s. Spread is the sample standard
@@ -216,7 +216,7 @@ def _as_counted(d: pd.DataFrame) -> pd.DataFrame:
 
 def checkpoint_runs(phases: pd.DataFrame, by: str = "tag:strategy", run: Optional[str] = None,
                     local_kind: str = "checkpoint", flush_kind: str = "flush") -> pd.DataFrame:
-    """One row per (run, part) for checkpoint experiments (paper 001 Alg. 1).
+    """One row per (run, part) for checkpoint experiments (Wilkins 2022 Alg. 1).
 
     phases: columns `by`, `run`, kind, energy_cpu_uj, energy_dram_uj,
     duration_ns, bytes, nranks; label or seq (optional, to tell repeated
@@ -423,7 +423,7 @@ def compare_dumps(phases: pd.DataFrame, compressor: str = "tag:compressor",
                   error_bound: str = "tag:error_bound", policy: Optional[str] = "policy",
                   run: Optional[str] = None, compress_kind: str = "compress",
                   write_kind: str = "write") -> pd.DataFrame:
-    """Compressed vs raw dumps (paper 000 §2.6.2, Fig. 2.6), mean over runs.
+    """Compressed vs raw dumps (Wilkins 2023 §2.6.2, Fig. 2.6), mean over runs.
 
     phases: columns compressor, error_bound, run, kind, energy_cpu_uj,
     energy_dram_uj, duration_ns; `policy` (e.g. merged from steps) is

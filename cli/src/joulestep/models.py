@@ -1,9 +1,9 @@
 """The papers' energy models, as pure functions (no database, no printing).
 
-Dorier et al. 2016 (reference.md §5, paper 002 §3): energy of dedicated-core
+Dorier et al. 2016 (docs/science.md §5, their §3): energy of dedicated-core
 (DC) and dedicated-node (DN) I/O configurations, eqs. (1)-(4).
 
-Wilkins 2023 ch. 2 (reference.md §3, paper 000 §2.4-2.5): DVFS power model
+Wilkins 2023 ch. 2 (docs/science.md §3, its §2.4-2.5): DVFS power model
 P(f) = a*f^b + c (eq. 2.2), power scaled by the power at fmax, f in GHz, and
 the frequency that minimises E(f) = P(f)*t(f) (eq. 2.1) under a slowdown cap.
 
@@ -72,12 +72,12 @@ class Config:
 def parse_config(text: str) -> Config:
     """Parse 'DC(k)' (k >= 1 dedicated cores per node) or 'DN(c:d)' (c:d
     compute:I/O nodes, c, d >= 1). Raises ValueError naming what is allowed.
-    TP is not accepted: the model does not cover it (paper 002 §3.2)."""
+    TP is not accepted: the model does not cover it (Dorier 2016 §3.2)."""
     if isinstance(text, Config):
         return text
     m = _CONFIG_RE.match(str(text))
     if not m:
-        hint = " (TP is not modelled: its I/O time is too variable, paper 002 §3.2)" \
+        hint = " (TP is not modelled: its I/O time is too variable, Dorier 2016 §3.2)" \
             if str(text).strip().upper() == "TP" else ""
         raise ValueError(f"bad configuration {text!r}: allowed DC(k) with k >= 1 "
                          f"dedicated cores per node, or DN(c:d) with c:d compute:I/O "
@@ -97,7 +97,7 @@ def interpolate_scalability(table: Mapping[int, float], n: float, name: str = "s
     """Scalability s(n) from a table {n: s}: the value itself at a tabulated n,
     linear interpolation between the two nearest tabulated points, and a
     ValueError outside [min n, max n] (no extrapolation). Values must be in
-    (0, 2] (CM1 scales super-linearly on a node, paper 002 §3.3.1)."""
+    (0, 2] (CM1 scales super-linearly on a node, Dorier 2016 §3.3.1)."""
     if not table:
         raise ValueError(f"{name}: empty scalability table")
     pts = sorted((float(k), float(v)) for k, v in table.items())
@@ -204,7 +204,7 @@ def predict_damaris(cal: DamarisCalibration, configs: Iterable, nodes: int,
 
 
 def damaris_accuracy(pred: pd.DataFrame, measured: pd.DataFrame) -> pd.DataFrame:
-    """Accuracy per configuration as in paper 002 Table 3:
+    """Accuracy per configuration as in Dorier 2016 Table 3:
     accuracy_pct = 100*(1 - |predicted - measured| / measured), with measured
     the mean over repetitions.
 
@@ -250,7 +250,7 @@ def _duration_s(df: pd.DataFrame) -> pd.Series:
 
 def fit_damaris_calibration(runs: pd.DataFrame, power: pd.DataFrame,
                             n_iter: int = 1) -> DamarisCalibration:
-    """Fit the Dorier calibration from recorded runs (paper 002 §3.3).
+    """Fit the Dorier calibration from recorded runs (Dorier 2016 §3.3).
 
     runs: runs of the application WITHOUT I/O; columns nodes, cores_per_node,
     duration_s (or duration_ns). Repetitions are averaged (mean).
@@ -297,7 +297,7 @@ def fit_damaris_calibration(runs: pd.DataFrame, power: pd.DataFrame,
 # Wilkins ch. 2: DVFS power model and frequency recommendation
 # --------------------------------------------------------------------------
 
-#: Table 2.4 (compression) and 2.5 (data writing) of paper 000: (a, b, c).
+#: Table 2.4 (compression) and 2.5 (data writing) of Wilkins 2023: (a, b, c).
 TABLE_2_4 = {"Total": (0.0086, 4.038, 0.757), "SZ": (0.0107, 3.788, 0.754),
              "ZFP": (0.0062, 4.414, 0.7589), "Broadwell": (0.0064, 5.315, 0.7429),
              "Skylake": (2.235e-9, 23.31, 0.7941)}
@@ -406,7 +406,7 @@ def sweep_samples(df: pd.DataFrame, power_ref_w: Optional[float] = None,
     Rows with freq_khz NULL (clock left alone) are dropped: fill them with
     the step's base_freq_khz first if they belong to the sweep.
     Scaling: by power_ref_w when given, else by the mean power measured at
-    fmax (fmax_khz, default the highest swept frequency), as in paper 000
+    fmax (fmax_khz, default the highest swept frequency), as in Wilkins 2023
     §2.5.1."""
     if "freq_khz" not in df.columns:
         raise ValueError("sweep needs a freq_khz column")
@@ -615,7 +615,7 @@ def synthetic_sweep(a: float, b: float, c: float, fmax_ghz: float, alpha: float,
                     step_ghz: float = 0.05, seed: int = 0, power_ref_w: float = 40.0,
                     t_max_s: float = 10.0, kind: str = "compress",
                     node_model: str = "synthetic") -> pd.DataFrame:
-    """A synthetic frequency sweep as the plugin would record it (paper 000
+    """A synthetic frequency sweep as the plugin would record it (Wilkins 2023
     §2.3.2 method): frequencies fmin, fmin+step, ... up to fmax, `reps`
     repetitions each. Power = power_ref_w*(a*f^b + c)*(1 + noise*N(0,1)),
     duration = t_max*(alpha*fmax/f + 1 - alpha)*(1 + noise*N(0,1)),

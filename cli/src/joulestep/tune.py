@@ -1,4 +1,4 @@
-"""`joulestep tune`: write a frequency-sweep batch script (paper 000 §2.3.2:
+"""`joulestep tune`: write a frequency-sweep batch script (Wilkins 2023 §2.3.2, docs/science.md §3:
 every frequency step from fmin to fmax, repetitions at each), for `joulestep
 model dvfs` to fit afterwards."""
 from __future__ import annotations
@@ -68,7 +68,7 @@ def script(command: list[str], kind: str, freqs: list[int], reps: int = 10,
     if exclusive:
         lines.append("#SBATCH --exclusive")
     lines += [
-        "# Written by `joulestep tune`: a frequency sweep (paper 000 sec. 2.3.2).",
+        "# Written by `joulestep tune`: a frequency sweep (Wilkins 2023, docs/science.md).",
         f"# {len(freqs)} frequencies x {reps} repetitions of phase kind {kind!r}.",
         "# Afterwards: joulestep ingest && joulestep model dvfs "
         f"--where sweep={name} --kind {kind}",

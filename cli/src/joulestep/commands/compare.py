@@ -36,11 +36,11 @@ def compare(c: Ctx, by, where, what, scaling, baseline, error_bound, since, unti
 
     checkpoint: per part (local checkpoint, flush, total) energy CPU/DRAM,
     throughput and J/GiB by rank count and size, mean and spread over
-    repetitions, with ratios to the baseline (paper 001).  io: total energy,
+    repetitions, with ratios to the baseline (Wilkins 2022).  io: total energy,
     run time, average power and per-node mean/min/max/std per approach
-    (Dorier Table 2).  dump: compress and write energy per compressor and
+    (Dorier 2016, Table 2).  dump: compress and write energy per compressor and
     error bound vs a raw write, and policy vs a baseline policy (Wilkins
-    Fig. 2.6), saying what clock the baseline had: "governor default" for
+    2023, Fig. 2.6; the papers: docs/science.md), saying what clock the baseline had: "governor default" for
     monitor, "base clock" only for runs held at the nominal clock.  A phase
     marked inside another (a flush inside its checkpoint) is counted once:
     local = checkpoint - flush, total = the enclosing measurement.

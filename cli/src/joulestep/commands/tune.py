@@ -37,7 +37,7 @@ def tune(command, kind, reps, sysfs, fmin_khz, fmax_khz, step_khz, freqs, name,
     """Write (and with --submit, submit) a frequency-sweep job.
 
     Runs COMMAND as a phase of kind --kind at every available frequency
-    step, --reps times each (paper 000 sec. 2.3.2).  Then ingest and fit:
+    step, --reps times each (Wilkins 2023; see docs/science.md).  Then ingest and fit:
     joulestep model dvfs --where sweep=NAME --kind KIND --save tuned.json
     """
     import re
