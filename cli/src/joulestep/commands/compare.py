@@ -40,8 +40,9 @@ def compare(c: Ctx, by, where, what, scaling, baseline, error_bound, since, unti
     run time, average power and per-node mean/min/max/std per approach
     (Dorier 2016, Table 2).  dump: compress and write energy per compressor and
     error bound vs a raw write, and policy vs a baseline policy (Wilkins
-    2023, Fig. 2.6; the papers: docs/science.md), saying what clock the baseline had: "governor default" for
-    monitor, "base clock" only for runs held at the nominal clock.  A phase
+    2023, Fig. 2.6), saying what clock the baseline had: "governor default"
+    for monitor, "base clock" only for runs held at the nominal clock.  The
+    papers and their methods: docs/science.md.  A phase
     marked inside another (a flush inside its checkpoint) is counted once:
     local = checkpoint - flush, total = the enclosing measurement.
     """

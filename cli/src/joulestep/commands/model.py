@@ -162,10 +162,10 @@ def dvfs(c: Ctx, where, kind, level, max_slowdown, save_path, node_model, since,
          until):
     """Fit P(f) = a f^b + c per node model and phase kind from sweeps.
 
-    Power is scaled by the power at fmax, f in GHz (Wilkins 2023
-    eq. 2.2; docs/science.md).  Prints
-    a, b, c with their standard errors, SSE, RMSE = sqrt(SSE/(n-3)) (the
-    thesis' definition) and R^2, and the frequency minimising energy within
+    Power is scaled by the power at fmax, f in GHz (Wilkins 2023 eq. 2.2;
+    docs/science.md).  Prints a, b, c with their standard errors, SSE,
+    RMSE = sqrt(SSE/(n-3)) (the thesis' definition) and R^2, and the
+    frequency minimising energy within
     --max-slowdown.  Warns when the sweep cannot determine a to 10 %, with
     the repetitions per frequency that would.  Rows need a frequency: the phase's freq_khz, a
     freq_khz tag (written by `joulestep tune`), or a fixed:R policy.

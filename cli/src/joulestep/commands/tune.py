@@ -20,7 +20,7 @@ import click
 @click.option("--fmin-khz", type=click.IntRange(1), help="Lowest frequency.")
 @click.option("--fmax-khz", type=click.IntRange(1), help="Highest frequency.")
 @click.option("--step-khz", type=click.IntRange(1), default=50_000,
-              show_default=True, help="Step between frequencies (paper: 50 MHz).")
+              show_default=True, help="Step between frequencies (Wilkins 2023: 50 MHz).")
 @click.option("--freqs", help="Explicit list of kHz values, comma-separated.")
 @click.option("--name", default="joulestep-sweep", show_default=True,
               help="Job name, also the sweep=NAME tag.")
@@ -37,8 +37,8 @@ def tune(command, kind, reps, sysfs, fmin_khz, fmax_khz, step_khz, freqs, name,
     """Write (and with --submit, submit) a frequency-sweep job.
 
     Runs COMMAND as a phase of kind --kind at every available frequency
-    step, --reps times each (Wilkins 2023; see docs/science.md).  Then ingest and fit:
-    joulestep model dvfs --where sweep=NAME --kind KIND --save tuned.json
+    step, --reps times each, as Wilkins 2023 did (docs/science.md).  Then
+    ingest and fit: joulestep model dvfs --where sweep=NAME --kind KIND --save tuned.json
     """
     import re
     import subprocess
