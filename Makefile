@@ -28,7 +28,7 @@ DEB_PKGS := build-essential pkg-config libpowercap-dev powercap-utils libpapi-de
             python3-click python3-pandas python3-numpy python3-scipy python3-matplotlib \
             postgresql python3-psycopg \
             slurmdbd mariadb-server \
-            python3-prometheus-client prometheus
+            python3-prometheus-client prometheus groff-base man-db
 
 ACCT_SRC := $(wildcard accounting/src/*.c)
 ACCT_OBJ := $(ACCT_SRC:%.c=$(B)/obj/%.o)
@@ -246,8 +246,9 @@ install: all
 	  install -m 0644 spank/client/joulestep/*.h $(DESTDIR)$(PREFIX)/include/joulestep/)
 	install -d -m 0755 $(DESTDIR)$(LIBDIR)/joulestep
 	install -m 0755 $(HOOKS) $(DESTDIR)$(LIBDIR)/joulestep/
-	install -d $(DESTDIR)$(PREFIX)/share/man/man8
-	install -m 0644 docs/joulestep-spank.8 $(DESTDIR)$(PREFIX)/share/man/man8/
+	install -d $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/man/man8
+	install -m 0644 docs/*.1 $(DESTDIR)$(PREFIX)/share/man/man1/
+	install -m 0644 docs/*.8 $(DESTDIR)$(PREFIX)/share/man/man8/
 	for pc in etc/pkgconfig/*.pc.in; do \
 	  sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(LIBDIR)|g' $$pc \
 	    > $(DESTDIR)$(LIBDIR)/pkgconfig/$$(basename $$pc .in); done
