@@ -133,3 +133,47 @@ def test_every_cited_paper_has_its_full_citation(repo, key):
     assert key.split()[1] in text                       # the year
     assert key.split()[0] in text                       # the first author
     assert re.search(r"[\"*][A-Z][^\"*]{15,}[\"*]", text)  # a quoted or italic title
+
+
+# `docs/cli.md, "Start-up"`, `docs/phase-protocol.md ("Collective phases"`: a
+# section named in quotes after a docs path.
+SECTION_REF = re.compile(r"docs/([\w-]+\.md),?\s+\(?\"([^\"\n]+)\"")
+
+
+def _titles(path) -> list:
+    """Headings, and the bold labels paragraphs and list items start with."""
+    text = path.read_text(encoding="utf-8")
+    heads = [re.sub(r"^#+\s*", "", line).strip()
+             for line in text.splitlines() if re.match(r"#{1,6}\s", line)]
+    bold = re.findall(r"^(?:[-*]\s+)?\*\*([^*\n]+)", text, re.M)
+    return heads + [b.strip() for b in bold]
+
+
+def test_sections_named_in_quotes_exist(repo):
+    refs, bad = 0, []
+    titles = {}
+    for name, text in _files(repo):
+        for m in SECTION_REF.finditer(text):
+            refs += 1
+            doc, title = m.groups()
+            path = repo / "docs" / doc
+            if not path.is_file():
+                bad.append(f"{name}: {m.group(0)} (no such file)")
+                continue
+            t = titles.setdefault(doc, _titles(path))
+            if not any(h.startswith(title) or title in h for h in t):
+                bad.append(f"{name}: {m.group(0)}")
+    assert refs > 50
+    assert bad == []
+
+
+GUIDES = ("cli.md", "user-guide.md", "admin-guide.md")
+
+
+@pytest.mark.parametrize("guide", GUIDES)
+def test_guides_hold_no_benchmark_logs(repo, guide):
+    """Benchmark history lives in docs/benchmarks.md (issue 25, point 12)."""
+    log = re.compile(r"\(p99\b|\(goal [<>]=|\bsteps/s\b|\bbaseline\b.*\bratio \d")
+    lines = [f"{guide}:{i}: {line}" for i, line in
+             enumerate((repo / "docs" / guide).read_text().splitlines(), 1) if log.search(line)]
+    assert lines == []
