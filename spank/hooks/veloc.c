@@ -1,5 +1,5 @@
 /* libjoulestep-veloc.so: VELOC checkpoints as `checkpoint` and `flush`
- * phases (docs/user-guide.md, "Automatic phases"; reference.md §2,
+ * phases (docs/user-guide.md, "Automatic phases"; docs/science.md §2,
  * Algorithm 1). LD_PRELOADed; wraps VELOC's C API (veloc.h of VELOC 1.x,
  * libveloc-client), found when first called: no VELOC headers or library
  * are needed to build it, and a program without VELOC runs unchanged.

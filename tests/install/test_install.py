@@ -2,6 +2,8 @@
 import os
 import subprocess
 
+from pkgtest import repo_manpages
+
 
 def test_install_into_destdir_and_build_against_it(repo, build_dir, tmp_path):
     dest = tmp_path / "root"
@@ -16,6 +18,9 @@ def test_install_into_destdir_and_build_against_it(repo, build_dir, tmp_path):
               "lib/pkgconfig/joulestep.pc", "lib/pkgconfig/joulestep-client.pc",
               "share/man/man8/joulestep-spank.8"):
         assert (pre / f).exists(), f
+    for m in repo_manpages():               # every manual page of docs/
+        assert (pre / f"share/man/man{m[-1]}/{m}").is_file(), m
+    assert {"joulestep.1", "joulestep-phase.1", "joulestep-restore.8"} <= repo_manpages()
     assert "prefix=/opt/js" in (pre / "lib/pkgconfig/joulestep-client.pc").read_text()
     # a marker-using program builds with pkg-config against the staged tree
     env = dict(os.environ, PKG_CONFIG_PATH=str(pre / "lib/pkgconfig"),
