@@ -28,7 +28,7 @@ DEB_PKGS := build-essential pkg-config libpowercap-dev powercap-utils libpapi-de
             python3-click python3-pandas python3-numpy python3-scipy python3-matplotlib \
             postgresql python3-psycopg \
             slurmdbd mariadb-server \
-            python3-prometheus-client prometheus
+            python3-prometheus-client prometheus groff-base
 
 ACCT_SRC := $(wildcard accounting/src/*.c)
 ACCT_OBJ := $(ACCT_SRC:%.c=$(B)/obj/%.o)
