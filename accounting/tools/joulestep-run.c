@@ -68,7 +68,8 @@ static void usage(FILE *f)
 		"                     [--sample-ms N] [--freq-ratio R | --freq-khz K] [--state DIR] [--json]\n"
 		"                     -- CMD ARGS...\n"
 		"  --sysfs DIR      sysfs root to read (default /sys)\n"
-		"  --backend LIST   backends to try, comma separated (default powercap,papi,sysfs)\n"
+		"  --backend LIST   backends to try, comma separated (default powercap,papi,sysfs;\n"
+		"                   amd_energy: the AMD hwmon socket counters)\n"
 		"  --papi-components LIST\n"
 		"                   PAPI components the papi backend may use, comma separated, or none\n"
 		"                   (default powercap,rapl,perf_event_uncore)\n"
@@ -292,6 +293,8 @@ struct meters {
 	struct js_energy *e;        /* NULL when the CPU is not measured (--gpus only) */
 	struct js_meter *m;
 	char cpu_why[1024];
+	bool dram;                  /* every package has a dram zone              */
+	char dram_why[JS_WHY_LEN];  /* else why DRAM is not measured (null)       */
 	struct js_gpus *g;
 	struct js_gpu_meter *gm;
 };
@@ -357,6 +360,9 @@ static int meters_open(const struct opts *o, struct meters *ms)
 		fprintf(stderr, PROG ": cannot start the sampler: %s\n", strerror(-rc));
 		return rc;
 	}
+	if (rc == 0)
+		ms->dram = js_zones_dram_why(js_energy_zones(ms->e), ms->dram_why,
+					     sizeof(ms->dram_why)) == 0;
 	if (rc < 0) {
 		ms->e = NULL;
 		fprintf(stderr, PROG ": CPU and DRAM not measured (no energy backend works):\n%s\n",
@@ -642,7 +648,11 @@ static json_t *gpus_json(const struct meters *ms, const struct js_gpu_interval *
 
 static const char *includes(const struct meters *ms)
 {
-	return ms->e ? (ms->g ? "cpu+dram+gpu" : "cpu+dram") : "gpu";
+	if (!ms->e)
+		return "gpu";
+	if (!ms->dram)
+		return ms->g ? "cpu+gpu" : "cpu";
+	return ms->g ? "cpu+dram+gpu" : "cpu+dram";
 }
 
 static void span_json(json_t *o, const struct meters *ms, const struct span *s)
@@ -651,7 +661,8 @@ static void span_json(json_t *o, const struct meters *ms, const struct span *s)
 
 	/* CPU figures as before (wrap_uncertain says when they are lower bounds) */
 	json_object_set_new(o, "energy_cpu_j", j_energy(cpu, s->cpu.energy_cpu_uj));
-	json_object_set_new(o, "energy_dram_j", j_energy(cpu, s->cpu.energy_dram_uj));
+	/* DRAM without a dram zone is not measured: null, never 0 */
+	json_object_set_new(o, "energy_dram_j", j_energy(cpu && ms->dram, s->cpu.energy_dram_uj));
 	if (!ms->g)
 		return;
 	json_object_set_new(o, "energy_gpu_j", j_energy(!s->gpu.any_uncertain, s->gpu.total_uj));
@@ -705,18 +716,20 @@ static void print_json(const struct meters *ms, const struct span *s, const stru
 			"energy_j", (double)iv->energy_uj[i] / 1e6,
 			"energy_uj", (json_int_t)iv->energy_uj[i], "wraps", (int)iv->wraps[i]));
 	}
-	o = json_pack("{s:f, s:f, s:f, s:I, s:I, s:o, s:b, s:s, s:s}",
+	o = json_pack("{s:f, s:f, s:f, s:I, s:o, s:o, s:b, s:s, s:s}",
 		"duration_s", secs,
 		"energy_total_j", (double)total_uj / 1e6,
 		"avg_power_w", secs > 0 ? (double)total_uj / 1e6 / secs : 0.0,
 		"energy_cpu_uj", (json_int_t)iv->energy_cpu_uj,
-		"energy_dram_uj", (json_int_t)iv->energy_dram_uj,
+		"energy_dram_uj", ms->dram ? json_integer((json_int_t)iv->energy_dram_uj) : json_null(),
 		"zones", zones, "wrap_uncertain", iv->wrap_uncertain,
 		"backend", ms->e ? js_energy_backend_name(ms->e) : "none",
 		"total_includes", includes(ms));
 	span_json(o, ms, s);
 	if (!ms->e)
 		json_object_set_new(o, "cpu_not_measured", json_string(ms->cpu_why));
+	else if (!ms->dram)
+		json_object_set_new(o, "dram_not_measured", json_string(ms->dram_why));
 	if (ph->rfd >= 0)
 		json_object_set_new(o, "phases", phases_json(ph, start));
 	json_dumpf(o, stdout, JSON_INDENT(2));
@@ -768,8 +781,11 @@ static void print_table(const struct meters *ms, const struct span *s, const str
 			fprintf(stderr, "  %14.6f J  %-18s %s%s\n", (double)iv->energy_uj[i] / 1e6,
 				zs->zones[i].name, zs->zones[i].id,
 				iv->wraps[i] ? "  (counter wrapped)" : "");
-		fprintf(stderr, "\n  %14.6f J  CPU\n  %14.6f J  DRAM\n",
-			(double)iv->energy_cpu_uj / 1e6, (double)iv->energy_dram_uj / 1e6);
+		fprintf(stderr, "\n  %14.6f J  CPU\n", (double)iv->energy_cpu_uj / 1e6);
+		if (ms->dram)
+			fprintf(stderr, "  %14.6f J  DRAM\n", (double)iv->energy_dram_uj / 1e6);
+		else
+			fprintf(stderr, "  %14s    DRAM not measured: %s\n", "-", ms->dram_why);
 	} else {
 		fprintf(stderr, "\n Energy of the command (CPU and DRAM not measured):\n\n");
 	}

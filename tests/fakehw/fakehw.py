@@ -51,6 +51,7 @@ LOCK_FILE = "lock"
 PKG_MAX_UJ = 262143328850
 DRAM_MAX_UJ = 65712999613
 PSYS_MAX_UJ = 262143328850
+HWMON_MAX_UJ = (1 << 64) - 1   # amd_energy accumulates to 64 bits
 
 DEFAULT_MODEL = {
     "a": 0.0086,            # Table 2.4 "Total": 0.0086 f^4.038 + 0.757
@@ -168,7 +169,8 @@ def _now_ns():
 def create(root, variant="acpi", packages=2, cpus_per_package=2, dram=True,
            multi_die=False, dies=None, fmax_khz=2400000, fmin_khz=800000,
            model=None, initial_uj=None, energy_mode=None, no_dram=False,
-           cpus_per_policy=1, base_khz=None, acpi_turbo=False):
+           cpus_per_policy=1, base_khz=None, acpi_turbo=False, vendor="intel",
+           amd_energy=False):
     """Build a fake sysfs tree at root (must not exist or be empty).
     no_dram=True is the same as dram=False (the CLI's --no-dram).
 
@@ -178,8 +180,18 @@ def create(root, variant="acpi", packages=2, cpus_per_package=2, dram=True,
     base_khz (pstate only): the nominal clock, exposed as base_frequency as
     intel_pstate does. acpi_turbo (acpi only): a boost entry fmax+1000 kHz on top
     of scaling_available_frequencies, as acpi-cpufreq shows turbo; cpuinfo_max_freq
-    and scaling_max_freq start there."""
-    dram = dram and not no_dram
+    and scaling_max_freq start there.
+
+    vendor="amd": the powercap tree of an AMD node: package-N and its core
+    subzone only (no dram, no psys, no mmio). amd_energy=True (AMD only): the
+    amd_energy hwmon driver, class/hwmon/hwmon0 with one counter per CPU
+    ("Ecore000", ...) then one per socket ("Esocket0", ...), driven by the
+    same model (a socket's counter moves as its package zone)."""
+    if vendor not in ("intel", "amd"):
+        raise FakeHwError(f"vendor must be intel or amd, not {vendor!r}")
+    if amd_energy and vendor != "amd":
+        raise FakeHwError("amd-energy needs --vendor amd")
+    dram = dram and not no_dram and vendor == "intel"
     if variant not in ("acpi", "pstate"):
         raise FakeHwError(f"variant must be acpi or pstate, not {variant!r}")
     if int(cpus_per_policy) < 1:
@@ -227,14 +239,29 @@ def create(root, variant="acpi", packages=2, cpus_per_package=2, dram=True,
             if dram:
                 zones.append(dict(id=f"{zid}:0", name="dram", kind="dram", rel=f"{rel}/{zid}:0",
                                   max_uj=DRAM_MAX_UJ, cpus=cpus, package=p, die=d))
-            zones.append(dict(id=f"{zid}:1", name="core", kind="core", rel=f"{rel}/{zid}:1",
+            cid = f"{zid}:1" if vendor == "intel" else f"{zid}:0"
+            zones.append(dict(id=cid, name="core", kind="core", rel=f"{rel}/{cid}",
                               max_uj=PKG_MAX_UJ, cpus=cpus, package=p, die=d))
-    zones.append(dict(id=f"intel-rapl:{nz}", name="psys", kind="psys",
-                      rel=f"{pc}/intel-rapl/intel-rapl:{nz}", max_uj=PSYS_MAX_UJ,
-                      cpus=list(range(ncpu)), package=-1, die=-1))
-    zones.append(dict(id="intel-rapl-mmio:0", name="package-0", kind="mmio",
-                      rel=f"{pc}/intel-rapl-mmio/intel-rapl-mmio:0", max_uj=PKG_MAX_UJ,
-                      cpus=list(zones[0]["cpus"]), package=0, die=0))
+    if vendor == "intel":
+        zones.append(dict(id=f"intel-rapl:{nz}", name="psys", kind="psys",
+                          rel=f"{pc}/intel-rapl/intel-rapl:{nz}", max_uj=PSYS_MAX_UJ,
+                          cpus=list(range(ncpu)), package=-1, die=-1))
+        zones.append(dict(id="intel-rapl-mmio:0", name="package-0", kind="mmio",
+                          rel=f"{pc}/intel-rapl-mmio/intel-rapl-mmio:0", max_uj=PKG_MAX_UJ,
+                          cpus=list(zones[0]["cpus"]), package=0, die=0))
+    hwmon = []
+    if amd_energy:
+        hw = "devices/platform/amd_energy.0/hwmon/hwmon0"
+        for c in range(ncpu):
+            hwmon.append(dict(id=f"amd_energy-core:{c:x}", name=f"Ecore{c:03d}", kind="amd_core",
+                              rel=hw, file=f"energy{c + 1}_input", max_uj=HWMON_MAX_UJ,
+                              cpus=[c], package=c // cpus_per_package, die=-1))
+        for p in range(packages):
+            hwmon.append(dict(id=f"amd_energy:{p:x}", name=f"Esocket{p}", kind="amd_socket",
+                              rel=hw, file=f"energy{ncpu + p + 1}_input", max_uj=HWMON_MAX_UJ,
+                              cpus=list(range(p * cpus_per_package, (p + 1) * cpus_per_package)),
+                              package=p, die=-1))
+        zones += hwmon
     for i, z in enumerate(zones):
         start = (123456789 * (i + 1)) % z["max_uj"] if initial_uj is None else int(initial_uj)
         if not 0 <= start <= z["max_uj"]:
@@ -246,12 +273,25 @@ def create(root, variant="acpi", packages=2, cpus_per_package=2, dram=True,
                           [1.0] * ncpu, [fmax_khz] * ncpu)
 
     # powercap tree
-    for ct in ("intel-rapl", "intel-rapl-mmio"):
+    ctypes = ("intel-rapl", "intel-rapl-mmio") if vendor == "intel" else ("intel-rapl",)
+    for ct in ctypes:
         d = os.path.join(root, pc, ct)
         _mkdir(d)
         _write_new(os.path.join(d, "enabled"), "1\n", 0o644)
         _write_new(os.path.join(d, "uevent"), "", 0o644)
+    for z in hwmon:
+        d = os.path.join(root, z["rel"])
+        _mkdir(d)
+        if not os.path.exists(os.path.join(d, "name")):
+            _write_new(os.path.join(d, "name"), "amd_energy\n", 0o444)
+        _write_new(os.path.join(d, z["file"]), f"{z['counter_uj']}\n", energy_mode)
+        _write_new(os.path.join(d, z["file"].replace("_input", "_label")), z["name"] + "\n", 0o444)
+    if hwmon:
+        _mkdir(os.path.join(root, "class/hwmon"))
+        os.symlink("../../" + hwmon[0]["rel"], os.path.join(root, "class/hwmon/hwmon0"))
     for z in zones:
+        if z in hwmon:
+            continue
         d = os.path.join(root, z["rel"])
         _mkdir(d)
         _write_new(os.path.join(d, "name"), z["name"] + "\n", 0o444)
@@ -270,9 +310,11 @@ def create(root, variant="acpi", packages=2, cpus_per_package=2, dram=True,
             _write_new(os.path.join(d, f"constraint_{i}_time_window_us"), f"{window_us}\n", 0o644)
     cls = os.path.join(root, "class/powercap")
     _mkdir(cls)
-    for ct in ("intel-rapl", "intel-rapl-mmio"):
+    for ct in ctypes:
         os.symlink(f"../../{pc}/{ct}", os.path.join(cls, ct))
     for z in zones:
+        if z in hwmon:
+            continue
         os.symlink("../../" + z["rel"], os.path.join(cls, z["id"]))
 
     # cpufreq tree
@@ -328,7 +370,7 @@ def create(root, variant="acpi", packages=2, cpus_per_package=2, dram=True,
     _mkdir(sd, 0o755)
     _write_new(os.path.join(sd, LOCK_FILE), "", 0o644)
     _write_new(os.path.join(sd, TRUTH_FILE), "", 0o644)
-    state = dict(version=1, variant=variant, packages=packages, cpus_per_package=cpus_per_package,
+    state = dict(version=1, variant=variant, vendor=vendor, packages=packages, cpus_per_package=cpus_per_package,
                  dies=dies, dram=dram, ncpu=ncpu, fmin_khz=fmin_khz, fmax_khz=fmax_khz, model=m,
                  cpus_per_policy=cpus_per_policy,
                  zones=zones, seconds_total=0.0, advances=0)
@@ -424,8 +466,10 @@ def zone_powers_w(state, utils, freqs_khz):
         k = z["kind"]
         if k == "package":
             out[z["id"]] = m["p_uncore_w"] / dies + sum(cpu_w[c] for c in z["cpus"])
-        elif k == "core":
+        elif k in ("core", "amd_core"):
             out[z["id"]] = sum(cpu_w[c] for c in z["cpus"])
+        elif k == "amd_socket":  # the socket counter is the package's energy
+            out[z["id"]] = m["p_uncore_w"] + sum(cpu_w[c] for c in z["cpus"])
         elif k == "dram":
             mean_u = sum(utils[c] for c in z["cpus"]) / len(z["cpus"])
             out[z["id"]] = (m["p_dram_idle_w"] + mean_u * m["p_dram_dyn_w"]) / dies
@@ -488,7 +532,7 @@ def _advance_locked(root, state, seconds, utils, source, extra=None):
         wrapped[z["id"]] = new > z["max_uj"]
         if new > z["max_uj"]:
             new -= z["max_uj"]
-        write_in_place(os.path.join(root, z["rel"], "energy_uj"), f"{new}\n")
+        write_in_place(os.path.join(root, z["rel"], z.get("file", "energy_uj")), f"{new}\n")
         z["counter_uj"] = new
         z["truth_uj"] += d
         z["frac"] = frac
@@ -553,7 +597,8 @@ def near_wrap(root, zone, headroom_uj=1000000):
                 if not 0 <= h <= z["max_uj"]:
                     raise FakeHwError(f"headroom-uj must be in [0, {z['max_uj']}], got {headroom_uj}")
                 z["counter_uj"] = z["max_uj"] - h
-                write_in_place(os.path.join(root, z["rel"], "energy_uj"), f"{z['counter_uj']}\n")
+                write_in_place(os.path.join(root, z["rel"], z.get("file", "energy_uj")),
+                               f"{z['counter_uj']}\n")
                 _save_state(root, state)
                 return z["counter_uj"]
         raise FakeHwError(f"no zone {zone!r}; zones: {', '.join(z['id'] for z in state['zones'])}")
@@ -570,7 +615,7 @@ def set_counter(root, zone, value_uj):
                 if not 0 <= v <= z["max_uj"]:
                     raise FakeHwError(f"value-uj must be in [0, {z['max_uj']}], got {value_uj}")
                 z["counter_uj"] = v
-                write_in_place(os.path.join(root, z["rel"], "energy_uj"), f"{v}\n")
+                write_in_place(os.path.join(root, z["rel"], z.get("file", "energy_uj")), f"{v}\n")
                 _save_state(root, state)
                 return v
         raise FakeHwError(f"no zone {zone!r}; zones: {', '.join(z['id'] for z in state['zones'])}")
@@ -1482,6 +1527,10 @@ def main(argv=None):
     c.add_argument("--base-khz", type=int, help="pstate: nominal clock, exposed as base_frequency")
     c.add_argument("--acpi-turbo", action="store_true",
                    help="acpi: boost entry fmax+1000 kHz on top of the available frequencies")
+    c.add_argument("--vendor", choices=("intel", "amd"), default="intel",
+                   help="amd: package and core zones only (no dram, psys, mmio)")
+    c.add_argument("--amd-energy", action="store_true",
+                   help="amd: the amd_energy hwmon driver (Ecore*/Esocket* counters)")
     a = sub.add_parser("advance", help="advance counters by the model (deterministic mode)")
     a.add_argument("root")
     a.add_argument("--seconds", required=True)
@@ -1549,7 +1598,8 @@ def main(argv=None):
                    fmax_khz=args.fmax_khz, fmin_khz=args.fmin_khz,
                    model=_parse_model(args.param), initial_uj=args.initial_uj,
                    cpus_per_policy=args.cpus_per_policy, base_khz=args.base_khz,
-                   acpi_turbo=args.acpi_turbo)
+                   acpi_turbo=args.acpi_turbo, vendor=args.vendor,
+                   amd_energy=args.amd_energy)
         elif args.cmd == "advance":
             util = args.util_list.split(",") if args.util_list else args.util
             print(json.dumps(advance(args.root, args.seconds, util)))
