@@ -1143,9 +1143,14 @@ static void print_summary(const char *path, uint32_t jobid, const char *step)
 	char what[200];
 	if (json_is_integer(ecpu)) {
 		double c = json_number_value(ecpu) / 1e6;
-		double d = json_number_value(json_object_get(r, "energy_dram_uj")) / 1e6;
-		snprintf(what, sizeof(what), "CPU %.3f J, DRAM %.3f J, total %.3f J (%.2f W)", c, d,
-			 c + d, dur > 0 ? (c + d) / dur : 0.0);
+		json_t *ed = json_object_get(r, "energy_dram_uj");
+		double d = json_number_value(ed) / 1e6;
+		if (json_is_integer(ed))
+			snprintf(what, sizeof(what), "CPU %.3f J, DRAM %.3f J, total %.3f J (%.2f W)", c, d,
+				 c + d, dur > 0 ? (c + d) / dur : 0.0);
+		else /* no dram zone (AMD): never a 0 J DRAM */
+			snprintf(what, sizeof(what), "CPU %.3f J (%.2f W), DRAM not measured", c,
+				 dur > 0 ? c / dur : 0.0);
 	} else if (json_is_string(json_object_get(r, "energy_hidden"))) {
 		snprintf(what, sizeof(what), "energy not shown (shorter than %g ms)", ms);
 	} else if (json_is_true(json_object_get(r, "uncertain"))) { /* never a 0 J */
@@ -1165,7 +1170,9 @@ static void print_summary(const char *path, uint32_t jobid, const char *step)
 		double pd = json_number_value(json_object_get(p, "duration_ns")) / 1e9;
 		json_t *pc = json_object_get(p, "energy_cpu_uj");
 		if (json_is_integer(pc))
-			snprintf(what, sizeof(what), "CPU %.3f J, DRAM %.3f J", json_number_value(pc) / 1e6,
+			snprintf(what, sizeof(what), json_is_integer(json_object_get(p, "energy_dram_uj")) ?
+				 "CPU %.3f J, DRAM %.3f J" : "CPU %.3f J, DRAM not measured",
+				 json_number_value(pc) / 1e6,
 				 json_number_value(json_object_get(p, "energy_dram_uj")) / 1e6);
 		else if (json_is_string(json_object_get(p, "energy_hidden")))
 			snprintf(what, sizeof(what), "energy not shown (shorter than %g ms)", ms);
