@@ -249,8 +249,8 @@ int js_conf_parse(int ac, char **av, struct js_conf *c, char *err, size_t errlen
 				return fail(err, errlen, "cluster=: allowed characters [A-Za-z0-9_.-], 1-63");
 			scopy(c->cluster, sizeof(c->cluster), v);
 		} else if (KEY("backend")) {
-			if (!charset_ok(v, sizeof(c->backend) - 1, ",", true))
-				return fail(err, errlen, "backend=: comma list of powercap,sysfs");
+			if (!charset_ok(v, sizeof(c->backend) - 1, ",_", true))
+				return fail(err, errlen, "backend=: comma list of powercap,sysfs,amd_energy");
 			scopy(c->backend, sizeof(c->backend), v);
 			char tmp[64], *save = NULL;
 			snprintf(tmp, sizeof(tmp), "%s", v);
@@ -259,9 +259,9 @@ int js_conf_parse(int ac, char **av, struct js_conf *c, char *err, size_t errlen
 				 * MSRs without O_CLOEXEC and exit()s on a failed read
 				 * (docs/design.md); joulestep-run may still use it. */
 				if (!strcmp(t, "papi"))
-					return fail(err, errlen, "backend=: papi is not used inside slurmstepd (docs/admin-guide.md); allowed: powercap,sysfs");
-				if (strcmp(t, "powercap") && strcmp(t, "sysfs"))
-					return fail(err, errlen, "backend=: unknown backend '%s' (allowed: powercap,sysfs)", t);
+					return fail(err, errlen, "backend=: papi is not used inside slurmstepd (docs/admin-guide.md); allowed: powercap,sysfs,amd_energy");
+				if (strcmp(t, "powercap") && strcmp(t, "sysfs") && strcmp(t, "amd_energy"))
+					return fail(err, errlen, "backend=: unknown backend '%s' (allowed: powercap,sysfs,amd_energy)", t);
 			}
 		} else if (KEY("policies")) {
 			if (parse_policy_list(v, &c->policies_mask, err, errlen))
