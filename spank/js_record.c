@@ -108,6 +108,26 @@ static json_t *jminmax(const struct js_minmax *m, int64_t off)
 	return o;
 }
 
+/* The node's energy beside RAPL (node_energy=): the total and the channels
+ * that make it, or null with why (no source, a reset, an unreadable file). */
+static void node_energy_json(json_t *step, const struct js_step *s)
+{
+	struct js_node_interval ni;
+
+	if (!s->conf.node_energy[0])
+		return;
+	if (!s->nsrc || !s->have_n0 || !s->have_n1) {
+		json_object_set_new(step, "energy_node_uj", json_null());
+		json_object_set_new(step, "energy_node_sources",
+				    json_string(s->node_why[0] ? s->node_why : "no node reading"));
+		return;
+	}
+	js_node_interval_of(s->nsrc, &s->n0, &s->n1, &ni);
+	json_object_set_new(step, "energy_node_uj", ni.total_known ? json_integer((json_int_t)ni.total_uj) : json_null());
+	json_object_set_new(step, "energy_node_sources", json_string(ni.total_sources));
+	json_object_set_new(step, "energy_node_integrated", json_boolean(ni.integrated));
+}
+
 static json_t *build(struct js_step *s)
 {
 	json_t *root = json_object();
@@ -184,6 +204,7 @@ static json_t *build(struct js_step *s)
 	json_object_set_new(step, "energy_dram_uj", dram_ok && dram_m ? json_integer((json_int_t)iv.energy_dram_uj) : json_null());
 	json_object_set_new(step, "energy_total_uj", total_ok ? json_integer((json_int_t)(dram_m ? iv.energy_total_uj : iv.energy_cpu_uj)) : json_null());
 	json_object_set_new(step, "dram_not_measured", have_e && !dram_m ? json_string(dwhy) : json_null());
+	node_energy_json(step, s);
 	json_object_set_new(step, "exit_code", s->exit_code >= 0 ? json_integer(s->exit_code) : json_null());
 	json_object_set_new(root, "step", step);
 

@@ -140,7 +140,9 @@ def test_migration_fills_the_totals_of_an_old_store(tmp_path):
     truth = conn.execute(TOTALS_TRUTH).fetchall()
     # back to schema 6: without 010's column, 008's table and columns, 007's
     # index and columns
-    conn.execute("ALTER TABLE steps DROP COLUMN dram_not_measured")
+    for col in ("dram_not_measured", "energy_node_uj", "energy_node_sources",
+                "energy_node_integrated"):
+        conn.execute(f"ALTER TABLE steps DROP COLUMN {col}")
     conn.execute("DROP TABLE step_conflicts")
     conn.execute("ALTER TABLE steps DROP COLUMN source")
     conn.execute("ALTER TABLE steps DROP COLUMN record_digest")

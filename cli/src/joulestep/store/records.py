@@ -119,6 +119,14 @@ SCHEMA = (
     F("step.dram_not_measured", "str", since=2, column="dram_not_measured",
       doc="why DRAM is not measured (no dram zone, as on AMD); "
           "energy_dram_uj is then null and the total the CPU's alone"),
+    F("step.energy_node_uj", "int", "uJ", 0, since=2, column="energy_node_uj",
+      doc="the node's own meter beside RAPL (node_energy=): pm_counters energy or "
+          "the Grace Module sensors; null: none, a reset or a failed read"),
+    F("step.energy_node_sources", "str", since=2, column="energy_node_sources",
+      doc="the channels that make energy_node_uj (never two that overlap), or why "
+          "it is null"),
+    F("step.energy_node_integrated", "bool", since=2, column="energy_node_integrated",
+      doc="energy_node_uj integrates power samples (hwmon)"),
     F("step.exit_code", "int", column="exit_code"),
     F("step.nominal_freq_khz", "int", "kHz", 1, column="nominal_freq_khz"),
     F("step.fixed_freq_khz", "int", "kHz", 1, column="fixed_freq_khz"),
