@@ -86,3 +86,32 @@ def test_pm_counters_reset_inside_a_step(hpe):
     truth = _adv(out)
     cpu = truth["a"][0] + truth["b"][0]
     assert abs(st["energy_cpu_uj"] - cpu) <= 0.005 * cpu     # RAPL is not affected
+
+
+@pytest.fixture(scope="module")
+def grace(cluster, build_dir):
+    env = NodeEnv(cluster, build_dir, "jsgrace", FMAX, FMIN, grace=True)
+    env.configure(cluster="jstest", node_energy="hwmon")
+    try:
+        yield env
+    finally:
+        env.close()
+        cluster.write_plugstack(None)
+
+
+def test_grace_module_power_integrated_per_step(grace):
+    """Grace: the power is constant between advances (one before the job):
+    the step's node energy is the Module sensors' power times its duration;
+    never the Module plus the CPU and SysIO sensors inside it."""
+    z = fakehw.advance(str(grace.hw), 1, util=1.0)["zones"]
+    module_w = sum(v["power_w"] for k, v in z.items() if k.startswith("grace:module:"))
+    inner_w = sum(v["power_w"] for k, v in z.items()
+                  if k.startswith(("grace:cpu:", "grace:sysio:")))
+    job, _ = grace.run_job("#!/bin/sh\n#SBATCH -n1\nsleep 2\n")
+    st = grace.wait_records(job, ["batch"])["batch"]["step"]
+    assert st["energy_node_integrated"] is True
+    assert st["energy_node_sources"] == \
+        "hwmon:Module Power Socket 0+hwmon:Module Power Socket 1"
+    want = module_w * st["duration_ns"] / 1e3          # W x ns -> uJ
+    assert abs(st["energy_node_uj"] - want) <= 0.02 * want
+    assert st["energy_node_uj"] < (module_w + inner_w) * st["duration_ns"] / 1e3 * 0.9
