@@ -332,6 +332,7 @@ def create(root, variant="acpi", packages=2, cpus_per_package=2, dram=True,
     if pm_counters:
         for f in ("freshness", "generation"):
             _write_new(os.path.join(root, "cray/pm_counters", f), "1\n", 0o444)
+        _write_new(os.path.join(root, "cray/pm_counters", "power"), "0 W 0 us\n", 0o444)
     for z in zones:
         if z in hwmon:
             continue
@@ -606,7 +607,7 @@ def _advance_locked(root, state, seconds, utils, source, extra=None):
         pol = _policy_dir(root, c)
         for name in ("scaling_cur_freq", "cpuinfo_cur_freq"):
             write_in_place(os.path.join(pol, name), f"{f}\n")
-    _bump_pm(root, state, "freshness")
+    _bump_pm(root, state, "freshness", powers, t_before // 1000)
     t_after = _now_ns()
     state["seconds_total"] += seconds
     state["advances"] += 1
@@ -631,11 +632,18 @@ def _node_file(z, counter_uj, power_w=0.0, t_us=0):
     return f"{int(round(power_w * 1e6))}\n"
 
 
-def _bump_pm(root, state, name):
-    if not any(z["kind"].startswith("pm_") for z in state["zones"]):
+def _bump_pm(root, state, name, powers=None, t_us=0):
+    """Bump pm_counters' freshness or generation; with powers, write the
+    node's `power` too ("<W> W <t> us", as Slurm's acct_gather_energy/pm_counters
+    reads it beside `energy`)."""
+    pm = [z for z in state["zones"] if z["kind"] == "pm_node"]
+    if not pm:
         return
     path = os.path.join(root, "cray/pm_counters", name)
     write_in_place(path, f"{int(_read(path).strip()) + 1}\n")
+    if powers is not None:
+        write_in_place(os.path.join(root, "cray/pm_counters", "power"),
+                       f"{int(round(powers[pm[0]['id']]))} W {t_us} us\n")
 
 
 def pm_reset(root):
