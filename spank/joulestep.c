@@ -679,7 +679,7 @@ static void setup_freq(spank_t sp, struct js_step *s)
 /* node_energy=: the node's own meter beside RAPL (pm_counters, Grace
  * hwmon). Its meter samples power sensors from a thread of its own, with
  * every signal blocked (as the RAPL meter's thread); counters need none.
- * None found is no error: the record says why (step.energy_node_sources). */
+ * None found is no error: the record says why (step.node_meter_sources). */
 static void setup_node_energy(struct js_step *s)
 {
 	char why[512] = "";

@@ -118,14 +118,14 @@ static void node_energy_json(json_t *step, const struct js_step *s)
 		return;
 	if (!s->nsrc || !s->have_n0 || !s->have_n1) {
 		json_object_set_new(step, "energy_node_uj", json_null());
-		json_object_set_new(step, "energy_node_sources",
+		json_object_set_new(step, "node_meter_sources",
 				    json_string(s->node_why[0] ? s->node_why : "no node reading"));
 		return;
 	}
 	js_node_interval_of(s->nsrc, &s->n0, &s->n1, &ni);
 	json_object_set_new(step, "energy_node_uj", ni.total_known ? json_integer((json_int_t)ni.total_uj) : json_null());
-	json_object_set_new(step, "energy_node_sources", json_string(ni.total_sources));
-	json_object_set_new(step, "energy_node_integrated", json_boolean(ni.integrated));
+	json_object_set_new(step, "node_meter_sources", json_string(ni.total_sources));
+	json_object_set_new(step, "node_meter_integrated", json_boolean(ni.integrated));
 }
 
 static json_t *build(struct js_step *s)

@@ -15,12 +15,12 @@ ALTER TABLE steps ADD COLUMN dram_not_measured TEXT;
 --   steps.energy_node_uj          pm_counters `energy`, or the Grace Module
 --                                 sensors (integrated power); NULL: no node
 --                                 source, a reset (new generation), a failed read
---   steps.energy_node_sources     the channels that make it (never two that
+--   steps.node_meter_sources     the channels that make it (never two that
 --                                 overlap), or why it is NULL
---   steps.energy_node_integrated  from power samples (1) or counters (0)
+--   steps.node_meter_integrated  from power samples (1) or counters (0)
 ALTER TABLE steps ADD COLUMN energy_node_uj BIGINT CHECK (energy_node_uj >= 0);
-ALTER TABLE steps ADD COLUMN energy_node_sources TEXT;
-ALTER TABLE steps ADD COLUMN energy_node_integrated INTEGER;
+ALTER TABLE steps ADD COLUMN node_meter_sources TEXT;
+ALTER TABLE steps ADD COLUMN node_meter_integrated INTEGER;
 
 UPDATE steps SET dram_not_measured = 'no dram zone (a version 1 record wrote 0 J)',
                  energy_dram_uj = NULL, counted_dram_uj = NULL

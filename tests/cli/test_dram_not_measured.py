@@ -120,8 +120,8 @@ def test_migration_010_fixes_stored_version1_amd_steps(tmp_path):
     conn.execute("UPDATE steps SET energy_dram_uj = 0, counted_dram_uj = 0, "
                  "dram_not_measured = NULL")
     conn.execute("UPDATE phases SET energy_dram_uj = 0")
-    for col in ("dram_not_measured", "energy_node_uj", "energy_node_sources",
-                "energy_node_integrated"):
+    for col in ("dram_not_measured", "energy_node_uj", "node_meter_sources",
+                "node_meter_integrated"):
         conn.execute(f"ALTER TABLE steps DROP COLUMN {col}")
     conn.execute("PRAGMA user_version = 8")
     conn.close()
@@ -141,21 +141,21 @@ def test_node_energy_fields_stored_and_shown(run, tmp_path):
     spool = tmp_path / "spool"
     rec = recgen.record(44, "0", "hpe01", cpu_j=100, dram_j=20)
     rec["version"] = 2
-    rec["step"].update(energy_node_uj=201 * J, energy_node_sources="pm_counters:energy",
-                       energy_node_integrated=False)
+    rec["step"].update(energy_node_uj=201 * J, node_meter_sources="pm_counters:energy",
+                       node_meter_integrated=False)
     reset = recgen.record(44, "1", "hpe01", start_s=20, cpu_j=10, dram_j=2)
     reset["version"] = 2
     why = "no total: pm_counters generation changed (a reset)"
-    reset["step"].update(energy_node_uj=None, energy_node_sources=why)
+    reset["step"].update(energy_node_uj=None, node_meter_sources=why)
     for r in (rec, reset):
         recgen.write(spool, r)
     run("ingest", spool)
     steps = {st["step_id"]: st for st in jrun(run, "job", 44)["steps"]}
     assert steps["0"]["energy_node_j"] == 201
-    assert steps["0"]["energy_node_sources"] == "pm_counters:energy"
-    assert steps["0"]["energy_node_integrated"] is False
+    assert steps["0"]["node_meter_sources"] == "pm_counters:energy"
+    assert steps["0"]["node_meter_integrated"] is False
     assert steps["0"]["energy_total_j"] == 120      # RAPL's, never node + RAPL
-    assert steps["1"]["energy_node_j"] is None and steps["1"]["energy_node_sources"] == why
+    assert steps["1"]["energy_node_j"] is None and steps["1"]["node_meter_sources"] == why
     text = " ".join(run("job", 44).stdout.split())
     assert "Node meter, step 0 on hpe01: 201 J (pm_counters:energy) against RAPL's 120 J" in text
     assert "step 1 on hpe01: not measured (no total: pm_counters generation changed" in text

@@ -58,8 +58,8 @@ def test_amd_pm_counters_step_record(hpe):
     assert st["energy_total_uj"] == st["energy_cpu_uj"]
     assert all(z["kind"] == "package" for z in rec["zones"])
     # pm_counters: whole joules; the node is `energy` alone
-    assert st["energy_node_sources"] == "pm_counters:energy"
-    assert st["energy_node_integrated"] is False
+    assert st["node_meter_sources"] == "pm_counters:energy"
+    assert st["node_meter_integrated"] is False
     assert abs(st["energy_node_uj"] - truth[2]) <= 1_000_000
     assert st["energy_node_uj"] > st["energy_cpu_uj"]
 
@@ -82,7 +82,7 @@ def test_pm_counters_reset_inside_a_step(hpe):
     job, out = res["r"]
     st = hpe.wait_records(job, ["batch"])["batch"]["step"]
     assert st["energy_node_uj"] is None
-    assert "generation changed" in st["energy_node_sources"]
+    assert "generation changed" in st["node_meter_sources"]
     truth = _adv(out)
     cpu = truth["a"][0] + truth["b"][0]
     assert abs(st["energy_cpu_uj"] - cpu) <= 0.005 * cpu     # RAPL is not affected
@@ -109,8 +109,8 @@ def test_grace_module_power_integrated_per_step(grace):
                   if k.startswith(("grace:cpu:", "grace:sysio:")))
     job, _ = grace.run_job("#!/bin/sh\n#SBATCH -n1\nsleep 2\n")
     st = grace.wait_records(job, ["batch"])["batch"]["step"]
-    assert st["energy_node_integrated"] is True
-    assert st["energy_node_sources"] == \
+    assert st["node_meter_integrated"] is True
+    assert st["node_meter_sources"] == \
         "hwmon:Module Power Socket 0+hwmon:Module Power Socket 1"
     want = module_w * st["duration_ns"] / 1e3          # W x ns -> uJ
     assert abs(st["energy_node_uj"] - want) <= 0.02 * want

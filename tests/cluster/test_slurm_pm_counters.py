@@ -55,7 +55,7 @@ def test_slurm_consumed_energy_from_fake_pm_counters(pmenv):
                    for m in re.findall(r"^ADV \S+ (\{.*\})$", out, re.M))
     assert truth_uj > 0
     rec = env.wait_records(job, ["batch"])["batch"]["step"]
-    assert rec["energy_node_sources"] == "pm_counters:energy"
+    assert rec["node_meter_sources"] == "pm_counters:energy"
     assert abs(rec["energy_node_uj"] - truth_uj) <= 1_000_000
     got = None
     for _ in range(100):

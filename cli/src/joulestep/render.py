@@ -71,14 +71,14 @@ def job_text(s: dict) -> str:
                         "TOTAL_J", "AVG_W", "MHZ", "WH", "SAVING"], rows,
                        right={3, 4, 5, 6, 7, 8, 9, 10}))
     for st in s["steps"]:
-        if st.get("energy_node_sources"):
+        if st.get("node_meter_sources"):
             lines += _wrap(f"Node meter, step {st['step_id']} on {st['node']}: "
                            + (f"{num(st['energy_node_j'])} J "
-                              f"({st['energy_node_sources']}"
-                              f"{', integrated power' if st['energy_node_integrated'] else ''})"
+                              f"({st['node_meter_sources']}"
+                              f"{', integrated power' if st['node_meter_integrated'] else ''})"
                               f" against RAPL's {num(st['energy_total_j'])} J"
                               if st["energy_node_j"] is not None else
-                              f"not measured ({st['energy_node_sources']})"))
+                              f"not measured ({st['node_meter_sources']})"))
     if any(st.get("dram_not_measured") for st in s["steps"]):
         lines.append("(n/m: DRAM not measured, no dram zone on the node; TOTAL_J is "
                      "the CPU's)")

@@ -280,8 +280,8 @@ STEP_COLS = (
     "s.backend, s.inside_step_pk, s.counted_cpu_uj, s.counted_dram_uj, "
     "s.counted_total_uj, s.nominal_freq_khz, s.fixed_freq_khz, s.freq_control, "
     "s.freq_min_ratio, s.counted_duration_ns, s.min_phase_ns, s.energy_resolution_uj, "
-    "s.dram_not_measured, s.energy_node_uj, s.energy_node_sources, "
-    "s.energy_node_integrated")
+    "s.dram_not_measured, s.energy_node_uj, s.node_meter_sources, "
+    "s.node_meter_integrated")
 #: STEP_COLS position of steps.dram_not_measured (why DRAM is not measured)
 NO_DRAM_AT = 31
 STEPS_FROM = "steps s JOIN nodes n ON n.node_pk = s.node_pk"
@@ -371,8 +371,8 @@ def job_summary(conn, job_id: int, settings: Settings,
         d["dram_not_measured"] = r[NO_DRAM_AT]
         # the node's own meter (node_energy=), beside RAPL, never added to it
         d["energy_node_j"] = None if r[NO_DRAM_AT + 1] is None else r[NO_DRAM_AT + 1] / 1e6
-        d["energy_node_sources"] = r[NO_DRAM_AT + 2]
-        d["energy_node_integrated"] = None if r[NO_DRAM_AT + 3] is None else bool(r[NO_DRAM_AT + 3])
+        d["node_meter_sources"] = r[NO_DRAM_AT + 2]
+        d["node_meter_integrated"] = None if r[NO_DRAM_AT + 3] is None else bool(r[NO_DRAM_AT + 3])
         if r[NO_DRAM_AT] is not None and ccpu is not None:
             no_dram.setdefault(r[NO_DRAM_AT], []).append(names[spk] + " on " + node)
         d["inside_step"] = names.get(inside)

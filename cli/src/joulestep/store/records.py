@@ -122,10 +122,10 @@ SCHEMA = (
     F("step.energy_node_uj", "int", "uJ", 0, since=2, column="energy_node_uj",
       doc="the node's own meter beside RAPL (node_energy=): pm_counters energy or "
           "the Grace Module sensors; null: none, a reset or a failed read"),
-    F("step.energy_node_sources", "str", since=2, column="energy_node_sources",
+    F("step.node_meter_sources", "str", since=2, column="node_meter_sources",
       doc="the channels that make energy_node_uj (never two that overlap), or why "
           "it is null"),
-    F("step.energy_node_integrated", "bool", since=2, column="energy_node_integrated",
+    F("step.node_meter_integrated", "bool", since=2, column="node_meter_integrated",
       doc="energy_node_uj integrates power samples (hwmon)"),
     F("step.exit_code", "int", column="exit_code"),
     F("step.nominal_freq_khz", "int", "kHz", 1, column="nominal_freq_khz"),
