@@ -55,3 +55,17 @@ def test_doctor_intel_measures_dram(run, tmp_path):
     m = jrun(run, "doctor", "--sysfs", hw)["measures"]
     assert m["dram"] == "measured" and m["dram_not_measured"] is None
     assert m["amd_energy"] is None
+
+
+def test_doctor_names_the_node_meter(run, tmp_path):
+    hpe, grace = tmp_path / "hpe", tmp_path / "grace"
+    fakehw.create(str(hpe), vendor="amd", pm_counters=True, accels=2)
+    fakehw.create(str(grace), grace=True)
+    n = jrun(run, "doctor", "--sysfs", hpe)["measures"]["node_meter"]
+    assert n == {"source": "pm_counters", "total": "energy",
+                 "channels": ["accel0_energy", "accel1_energy", "cpu_energy", "energy",
+                              "memory_energy"]}
+    n = jrun(run, "doctor", "--sysfs", grace)["measures"]["node_meter"]
+    assert n["source"] == "hwmon" and len(n["channels"]) == 6
+    assert n["total"] == "Module Power Socket 0+Module Power Socket 1"
+    assert "node meter: hwmon" in run("doctor", "--sysfs", grace).stdout

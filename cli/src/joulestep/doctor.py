@@ -192,6 +192,36 @@ def amd_energy(root: pathlib.Path) -> dict | None:
     return None
 
 
+GRACE_LABEL = re.compile(r"^(Module|CPU|SysIO|Grace) Power Socket (\d+)$")
+
+
+def node_meter(root: pathlib.Path) -> dict | None:
+    """The node's own meter beside RAPL, as the accounting library finds it
+    (joulestep/node.h; plugstack node_energy=): pm_counters (its `energy`
+    is the node) or Grace hwmon power sensors (one Module per socket is the
+    node); None without either."""
+    pm = root / "cray" / "pm_counters"
+    if pm.is_dir():
+        files = sorted(p.name for p in pm.iterdir() if p.name == "energy" or
+                       re.fullmatch(r"(cpu|memory|accel\d+)_energy", p.name))
+        if files:
+            return {"source": "pm_counters", "channels": files,
+                    "total": "energy" if "energy" in files else None}
+    base = root / "class" / "hwmon"
+    labels = []
+    if base.is_dir():
+        for h in sorted(base.iterdir()):
+            text, _ = _read(h / "power1_oem_info")
+            if text and GRACE_LABEL.match(text):
+                labels.append(text)
+    if not labels:
+        return None
+    socks = {GRACE_LABEL.match(t).group(2) for t in labels}
+    mods = sorted(t for t in labels if t.startswith("Module"))
+    return {"source": "hwmon", "channels": labels,
+            "total": "+".join(mods) if len(mods) == len(socks) else None}
+
+
 def node_measures(root: pathlib.Path, zl: list[dict]) -> dict:
     """What the node can measure, and from which source: CPU (package
     energy: RAPL powercap zones, else amd_energy) and DRAM (measured only
@@ -202,7 +232,7 @@ def node_measures(root: pathlib.Path, zl: list[dict]) -> dict:
     dr = [z for z in counted if z["kind"] == "dram"]
     amd = amd_energy(root)
     out = {"amd_energy": amd, "cpu": None, "cpu_source": None, "dram": None,
-           "dram_not_measured": None, "backend": None}
+           "dram_not_measured": None, "backend": None, "node_meter": node_meter(root)}
     if pk:
         out["cpu_source"] = f"RAPL powercap, {len(pk)} package zone(s)"
         out["backend"] = "powercap,sysfs"

@@ -90,3 +90,8 @@ def _print_measures(m: dict) -> None:
     click.echo(f"DRAM energy: {m['dram']}"
                + (f" ({m['dram_not_measured']}): null in the records, never 0"
                   if m["dram_not_measured"] else ""))
+    n = m["node_meter"]
+    if n:
+        click.echo(f"node meter: {n['source']} ({len(n['channels'])} channels; node total "
+                   + (f"= {n['total']}" if n["total"] else "none: a socket lacks its Module "
+                      "sensor, or no energy file") + f"): node_energy={n['source']}")
