@@ -676,6 +676,37 @@ static void setup_freq(spank_t sp, struct js_step *s)
 	}
 }
 
+/* node_energy=: the node's own meter beside RAPL (pm_counters, Grace
+ * hwmon). Its meter samples power sensors from a thread of its own, with
+ * every signal blocked (as the RAPL meter's thread); counters need none.
+ * None found is no error: the record says why (step.node_meter_sources). */
+static void setup_node_energy(struct js_step *s)
+{
+	char why[512] = "";
+	int rc;
+
+	if (!s->conf.node_energy[0])
+		return;
+	rc = js_node_open(s->conf.sysfs, strcmp(s->conf.node_energy, "auto") ? s->conf.node_energy : NULL,
+			  &s->nsrc, why, sizeof(why));
+	if (rc < 0) {
+		for (char *p = why; *p; p++)
+			if (*p == '\n')
+				*p = ';';
+		snprintf(s->node_why, sizeof(s->node_why), "no node source: %s", why);
+		s->nsrc = NULL;
+		return;
+	}
+	rc = js_node_meter_start(s->nsrc, 0, true, &s->node_meter);
+	if (rc < 0) {
+		js_step_error(s, "node energy: meter: %s", strerror(-rc));
+		js_node_close(s->nsrc);
+		s->nsrc = NULL;
+		return;
+	}
+	s->have_n0 = js_node_meter_snapshot(s->node_meter, &s->n0) == 0;
+}
+
 static void step_free(struct js_step *s)
 {
 	if (!s)
@@ -685,6 +716,8 @@ static void step_free(struct js_step *s)
 		js_meter_stop(s->meter);
 	if (s->energy)
 		js_energy_close(s->energy);
+	js_node_meter_stop(s->node_meter);
+	js_node_close(s->nsrc);
 	pthread_mutex_destroy(&s->err_mu);
 	free(s->cf);
 	free(s);
@@ -966,6 +999,7 @@ static int remote_init(spank_t sp)
 		}
 	}
 
+	setup_node_energy(s);
 	setup_freq(sp, s); /* fixed:R is set here, before the tasks */
 
 	struct js_phase_ops ops = {.ctx = s, .set_ratio = ph_set_ratio, .snap = ph_snap, .now_ns = ph_now};
@@ -1039,6 +1073,8 @@ static void remote_exit(struct js_step *s)
 	uint64_t end_mono = now_ns(CLOCK_MONOTONIC);
 	s->end_ns = now_ns(CLOCK_REALTIME);
 	s->end_mono_ns = end_mono;
+	if (s->node_meter)
+		s->have_n1 = js_node_meter_snapshot(s->node_meter, &s->n1) == 0;
 	if (s->meter && js_meter_snapshot(s->meter, &s->s1) < 0)
 		js_step_error(s, "energy: final reading failed");
 	else if (s->meter)
@@ -1143,9 +1179,14 @@ static void print_summary(const char *path, uint32_t jobid, const char *step)
 	char what[200];
 	if (json_is_integer(ecpu)) {
 		double c = json_number_value(ecpu) / 1e6;
-		double d = json_number_value(json_object_get(r, "energy_dram_uj")) / 1e6;
-		snprintf(what, sizeof(what), "CPU %.3f J, DRAM %.3f J, total %.3f J (%.2f W)", c, d,
-			 c + d, dur > 0 ? (c + d) / dur : 0.0);
+		json_t *ed = json_object_get(r, "energy_dram_uj");
+		double d = json_number_value(ed) / 1e6;
+		if (json_is_integer(ed))
+			snprintf(what, sizeof(what), "CPU %.3f J, DRAM %.3f J, total %.3f J (%.2f W)", c, d,
+				 c + d, dur > 0 ? (c + d) / dur : 0.0);
+		else /* no dram zone (AMD): never a 0 J DRAM */
+			snprintf(what, sizeof(what), "CPU %.3f J (%.2f W), DRAM not measured", c,
+				 dur > 0 ? c / dur : 0.0);
 	} else if (json_is_string(json_object_get(r, "energy_hidden"))) {
 		snprintf(what, sizeof(what), "energy not shown (shorter than %g ms)", ms);
 	} else if (json_is_true(json_object_get(r, "uncertain"))) { /* never a 0 J */
@@ -1165,7 +1206,9 @@ static void print_summary(const char *path, uint32_t jobid, const char *step)
 		double pd = json_number_value(json_object_get(p, "duration_ns")) / 1e9;
 		json_t *pc = json_object_get(p, "energy_cpu_uj");
 		if (json_is_integer(pc))
-			snprintf(what, sizeof(what), "CPU %.3f J, DRAM %.3f J", json_number_value(pc) / 1e6,
+			snprintf(what, sizeof(what), json_is_integer(json_object_get(p, "energy_dram_uj")) ?
+				 "CPU %.3f J, DRAM %.3f J" : "CPU %.3f J, DRAM not measured",
+				 json_number_value(pc) / 1e6,
 				 json_number_value(json_object_get(p, "energy_dram_uj")) / 1e6);
 		else if (json_is_string(json_object_get(p, "energy_hidden")))
 			snprintf(what, sizeof(what), "energy not shown (shorter than %g ms)", ms);

@@ -248,9 +248,19 @@ int js_conf_parse(int ac, char **av, struct js_conf *c, char *err, size_t errlen
 			if (!js_name_safe(v))
 				return fail(err, errlen, "cluster=: allowed characters [A-Za-z0-9_.-], 1-63");
 			scopy(c->cluster, sizeof(c->cluster), v);
+		} else if (KEY("node_energy")) {
+			if (!charset_ok(v, sizeof(c->node_energy) - 1, ",_", true))
+				return fail(err, errlen, "node_energy=: none, auto, or a comma list of pm_counters,hwmon");
+			char tmp[32], *save = NULL;
+			snprintf(tmp, sizeof(tmp), "%s", v);
+			for (char *t = strtok_r(tmp, ",", &save); t; t = strtok_r(NULL, ",", &save))
+				if (strcmp(t, "pm_counters") && strcmp(t, "hwmon") &&
+				    ((strcmp(t, "auto") && strcmp(t, "none")) || strcmp(v, t)))
+					return fail(err, errlen, "node_energy=: unknown source '%s' (allowed: none, auto, or a comma list of pm_counters,hwmon)", t);
+			scopy(c->node_energy, sizeof(c->node_energy), strcmp(v, "none") ? v : "");
 		} else if (KEY("backend")) {
-			if (!charset_ok(v, sizeof(c->backend) - 1, ",", true))
-				return fail(err, errlen, "backend=: comma list of powercap,sysfs");
+			if (!charset_ok(v, sizeof(c->backend) - 1, ",_", true))
+				return fail(err, errlen, "backend=: comma list of powercap,sysfs,amd_energy");
 			scopy(c->backend, sizeof(c->backend), v);
 			char tmp[64], *save = NULL;
 			snprintf(tmp, sizeof(tmp), "%s", v);
@@ -259,9 +269,9 @@ int js_conf_parse(int ac, char **av, struct js_conf *c, char *err, size_t errlen
 				 * MSRs without O_CLOEXEC and exit()s on a failed read
 				 * (docs/design.md); joulestep-run may still use it. */
 				if (!strcmp(t, "papi"))
-					return fail(err, errlen, "backend=: papi is not used inside slurmstepd (docs/admin-guide.md); allowed: powercap,sysfs");
-				if (strcmp(t, "powercap") && strcmp(t, "sysfs"))
-					return fail(err, errlen, "backend=: unknown backend '%s' (allowed: powercap,sysfs)", t);
+					return fail(err, errlen, "backend=: papi is not used inside slurmstepd (docs/admin-guide.md); allowed: powercap,sysfs,amd_energy");
+				if (strcmp(t, "powercap") && strcmp(t, "sysfs") && strcmp(t, "amd_energy"))
+					return fail(err, errlen, "backend=: unknown backend '%s' (allowed: powercap,sysfs,amd_energy)", t);
 			}
 		} else if (KEY("policies")) {
 			if (parse_policy_list(v, &c->policies_mask, err, errlen))
@@ -313,7 +323,7 @@ int js_conf_parse(int ac, char **av, struct js_conf *c, char *err, size_t errlen
 			c->job_cache_hours = (unsigned)u;
 		} else {
 			return fail(err, errlen,
-				    "unknown key '%.*s' (allowed: spool state sysfs socket_dir cluster policies default_policy min_ratio sample_ms max_phases max_depth max_markers_per_s max_markers_per_step min_phase_ms backend job_cache_hours tuned hooks_dir)",
+				    "unknown key '%.*s' (allowed: spool state sysfs socket_dir cluster policies default_policy min_ratio sample_ms max_phases max_depth max_markers_per_s max_markers_per_step min_phase_ms backend node_energy job_cache_hours tuned hooks_dir)",
 				    (int)(kl > 40 ? 40 : kl), a);
 		}
 #undef KEY

@@ -41,6 +41,8 @@ struct js_conf {
 	char socket_dir[JS_PATH_MAX];
 	char cluster[64];           /* "" = slurmd's SLURM_CLUSTER_NAME (prolog) */
 	char backend[64];
+	char node_energy[32];       /* node_energy=: "" (none), "auto" or a list
+				     * of pm_counters,hwmon (joulestep/node.h) */
 	char tuned[JS_PATH_MAX];    /* tuned= policy file; "" = none            */
 	char hooks_dir[JS_PATH_MAX]; /* --energy-hooks libraries; "" = the
 				      * plugin's directory/../joulestep      */

@@ -108,11 +108,32 @@ static json_t *jminmax(const struct js_minmax *m, int64_t off)
 	return o;
 }
 
+/* The node's energy beside RAPL (node_energy=): the total and the channels
+ * that make it, or null with why (no source, a reset, an unreadable file). */
+static void node_energy_json(json_t *step, const struct js_step *s)
+{
+	struct js_node_interval ni;
+
+	if (!s->conf.node_energy[0])
+		return;
+	if (!s->nsrc || !s->have_n0 || !s->have_n1) {
+		json_object_set_new(step, "energy_node_uj", json_null());
+		json_object_set_new(step, "node_meter_sources",
+				    json_string(s->node_why[0] ? s->node_why : "no node reading"));
+		return;
+	}
+	js_node_interval_of(s->nsrc, &s->n0, &s->n1, &ni);
+	json_object_set_new(step, "energy_node_uj", ni.total_known ? json_integer((json_int_t)ni.total_uj) : json_null());
+	json_object_set_new(step, "node_meter_sources", json_string(ni.total_sources));
+	json_object_set_new(step, "node_meter_integrated", json_boolean(ni.integrated));
+}
+
 static json_t *build(struct js_step *s)
 {
 	json_t *root = json_object();
 	json_object_set_new(root, "format", json_string("joulestep-record"));
-	json_object_set_new(root, "version", json_integer(1));
+	/* version 2: DRAM without a dram zone is null with step.dram_not_measured */
+	json_object_set_new(root, "version", json_integer(2));
 	json_object_set_new(root, "cluster", json_string(s->cluster));
 
 	json_t *tags = json_object();
@@ -174,9 +195,16 @@ static json_t *build(struct js_step *s)
 	 * has the sum it is part of: null, never a lower bound passed off as
 	 * the energy (provenance.wrap_uncertain, zones[].uncertain). */
 	bool cpu_ok = have_e && !iv.cpu_uncertain, dram_ok = have_e && !iv.dram_uncertain;
+	/* No dram zone (AMD): DRAM is not measured, null with the reason, and
+	 * the total is the CPU's alone; never a 0 J DRAM. */
+	char dwhy[JS_WHY_LEN] = "";
+	bool dram_m = have_e && js_zones_dram_why(js_energy_zones(s->energy), dwhy, sizeof(dwhy)) == 0;
+	bool total_ok = cpu_ok && (dram_ok || !dram_m);
 	json_object_set_new(step, "energy_cpu_uj", cpu_ok ? json_integer((json_int_t)iv.energy_cpu_uj) : json_null());
-	json_object_set_new(step, "energy_dram_uj", dram_ok ? json_integer((json_int_t)iv.energy_dram_uj) : json_null());
-	json_object_set_new(step, "energy_total_uj", cpu_ok && dram_ok ? json_integer((json_int_t)iv.energy_total_uj) : json_null());
+	json_object_set_new(step, "energy_dram_uj", dram_ok && dram_m ? json_integer((json_int_t)iv.energy_dram_uj) : json_null());
+	json_object_set_new(step, "energy_total_uj", total_ok ? json_integer((json_int_t)(dram_m ? iv.energy_total_uj : iv.energy_cpu_uj)) : json_null());
+	json_object_set_new(step, "dram_not_measured", have_e && !dram_m ? json_string(dwhy) : json_null());
+	node_energy_json(step, s);
 	json_object_set_new(step, "exit_code", s->exit_code >= 0 ? json_integer(s->exit_code) : json_null());
 	json_object_set_new(root, "step", step);
 
@@ -226,7 +254,7 @@ static json_t *build(struct js_step *s)
 		 * no energy: the per-zone split of a phase is not kept */
 		bool pe = have_e && !p->uncertain;
 		json_object_set_new(o, "energy_cpu_uj", pe ? json_integer((json_int_t)(p->e_cpu1_uj - p->e_cpu0_uj)) : json_null());
-		json_object_set_new(o, "energy_dram_uj", pe ? json_integer((json_int_t)(p->e_dram1_uj - p->e_dram0_uj)) : json_null());
+		json_object_set_new(o, "energy_dram_uj", pe && dram_m ? json_integer((json_int_t)(p->e_dram1_uj - p->e_dram0_uj)) : json_null());
 		json_object_set_new(o, "uncertain", json_boolean(p->uncertain));
 		json_object_set_new(o, "bytes", jnum_or_null(p->bytes));
 		json_object_set_new(o, "nranks", json_integer((json_int_t)p->nranks));
@@ -338,9 +366,12 @@ static json_t *build_user(struct js_step *s)
 	bool shown = have_e && !unc && js_user_may_see(dur, minp);
 	json_object_set_new(root, "uncertain", json_boolean(unc));
 	uint64_t cpu = js_round_uj(iv.energy_cpu_uj, res), dram = js_round_uj(iv.energy_dram_uj, res);
+	char dwhy[JS_WHY_LEN] = "";
+	bool dram_m = have_e && js_zones_dram_why(js_energy_zones(s->energy), dwhy, sizeof(dwhy)) == 0;
 	json_object_set_new(root, "duration_ns", json_integer((json_int_t)dur));
 	json_object_set_new(root, "energy_cpu_uj", shown ? json_integer((json_int_t)cpu) : json_null());
-	json_object_set_new(root, "energy_dram_uj", shown ? json_integer((json_int_t)dram) : json_null());
+	json_object_set_new(root, "energy_dram_uj", shown && dram_m ? json_integer((json_int_t)dram) : json_null());
+	json_object_set_new(root, "dram_not_measured", have_e && !dram_m ? json_string(dwhy) : json_null());
 	json_object_set_new(root, "energy_total_uj", shown ? json_integer((json_int_t)(cpu + dram)) : json_null());
 	json_object_set_new(root, "energy_hidden", have_e && !unc && !shown ? json_string("shorter than min_phase_ms") : json_null());
 	json_t *phases = json_array();
@@ -361,7 +392,7 @@ static json_t *build_user(struct js_step *s)
 		json_object_set_new(o, "bytes", jnum_or_null(p->bytes));
 		json_object_set_new(o, "open_at_step_end", json_boolean(p->closed_by_step_end));
 		json_object_set_new(o, "energy_cpu_uj", juser_uj(p->e_cpu1_uj - p->e_cpu0_uj, ps, res));
-		json_object_set_new(o, "energy_dram_uj", juser_uj(p->e_dram1_uj - p->e_dram0_uj, ps, res));
+		json_object_set_new(o, "energy_dram_uj", juser_uj(p->e_dram1_uj - p->e_dram0_uj, ps && dram_m, res));
 		json_object_set_new(o, "energy_hidden", have_e && !seen ? json_string("shorter than min_phase_ms") : json_null());
 		json_object_set_new(o, "uncertain", json_boolean(p->uncertain));
 		json_array_append_new(phases, o);

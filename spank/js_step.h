@@ -10,6 +10,7 @@
 #include <sys/types.h>
 
 #include <joulestep/energy.h>
+#include <joulestep/node.h>
 #include <joulestep/freq.h>
 
 #include "js_parse.h"
@@ -77,6 +78,13 @@ struct js_step {
 	struct js_meter *meter;
 	struct js_snapshot s0, s1;
 	bool have_s0;
+	/* node-level energy (node_energy=, joulestep/node.h): n0/n1 at the
+	 * step's first and final readings */
+	struct js_node *nsrc;
+	struct js_node_meter *node_meter;
+	struct js_node_snapshot n0, n1;
+	bool have_n0, have_n1;
+	char node_why[256];         /* why no node source (record)              */
 	bool ended;                 /* s1 taken (atomic): phases end at s1     */
 	/* phases */
 	struct js_phases *phases;

@@ -10,6 +10,7 @@ static const struct js_backend_ops *const backends[] = {
 	&js_backend_powercap,
 	&js_backend_papi,
 	&js_backend_sysfs,
+	&js_backend_amd_energy,
 };
 
 static const struct js_backend_ops *find_backend(const char *name, size_t len)
@@ -83,7 +84,7 @@ int js_energy_open(const struct js_energy_opts *opts, struct js_energy **out,
 
 			js_fmt(bad, sizeof(bad), "%.*s", (int)(len < 40 ? len : 40), p);
 			append(why, whylen, bad[0] ? bad : "(empty)",
-			       "unknown backend (allowed: powercap, papi, sysfs)");
+			       "unknown backend (allowed: powercap, papi, sysfs, amd_energy)");
 			return -EINVAL;
 		}
 		p += len;
@@ -121,7 +122,7 @@ int js_energy_probe(const char *backend, const char *sysfs_root, char *why, size
 		why[0] = '\0';
 	if (!backend || !(ops = find_backend(backend, strlen(backend)))) {
 		append(why, whylen, backend ? backend : "(null)",
-		       "unknown backend (allowed: powercap, papi, sysfs)");
+		       "unknown backend (allowed: powercap, papi, sysfs, amd_energy)");
 		return -EINVAL;
 	}
 	rc = open_one(ops, sysfs_root, NULL, &e, reason, sizeof(reason));

@@ -35,6 +35,12 @@ struct js_energy {
 extern const struct js_backend_ops js_backend_sysfs;
 extern const struct js_backend_ops js_backend_powercap;
 extern const struct js_backend_ops js_backend_papi;
+extern const struct js_backend_ops js_backend_amd_energy;
+
+/* amd_energy hwmon (backend_amd_energy.c): pure label parsing, and the
+ * discovery of the socket counters as package zones (ids amd_energy:S). */
+int js_amd_energy_label(const char *label, int *socket, int *core);
+int js_amd_energy_discover(const char *sysfs_root, struct js_zone_set *zs);
 
 /* Number of samples the background thread has taken (tests). */
 uint64_t js_meter_nsamples(struct js_meter *m);

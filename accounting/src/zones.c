@@ -156,6 +156,41 @@ int js_parse_energy_uj(const char *buf, size_t len, uint64_t max_uj, uint64_t *o
 	return 0;
 }
 
+int js_zones_dram_why(const struct js_zone_set *zs, char *why, size_t whylen)
+{
+	const struct js_zone_info *bare = NULL;
+	size_t i, j, npkg = 0, ndram = 0;
+
+	if (!zs)
+		return -EINVAL;
+	for (i = 0; i < zs->nzones; i++) {
+		const struct js_zone_info *p = &zs->zones[i];
+		bool found = false;
+
+		if (p->kind != JS_ZONE_PACKAGE)
+			continue;
+		npkg++;
+		for (j = 0; j < zs->nzones && !found; j++)
+			found = zs->zones[j].kind == JS_ZONE_DRAM &&
+				zs->zones[j].package == p->package && zs->zones[j].die == p->die;
+		if (found)
+			ndram++;
+		else if (!bare)
+			bare = p;
+	}
+	if (npkg && ndram == npkg)
+		return 0;
+	if (!npkg)
+		js_fmt(why, whylen, "no package zone");
+	else if (ndram)
+		js_fmt(why, whylen, "%s (%s) has no dram zone: DRAM energy of %zu of %zu "
+		       "packages only", bare->name, bare->id, ndram, npkg);
+	else
+		js_fmt(why, whylen, "no dram zone: the energy source gives package energy "
+		       "only (as AMD RAPL does)");
+	return -ENOENT;
+}
+
 /* ---- sorting ---------------------------------------------------------------- */
 
 /* Split "ctype:a:b" into control type and up to two hex indices. */

@@ -40,6 +40,7 @@
 #include <jansson.h>
 
 #include "joulestep/energy.h"
+#include "joulestep/node.h"
 #include "joulestep/freq.h"
 #include "joulestep/gpu.h"
 
@@ -58,6 +59,7 @@ struct opts {
 	bool gpus, phases;
 	const char *gpu_select, *gpu_lib, *gpu_backend;
 	long gpu_io_mhz, gpu_sample_ms;
+	const char *node;           /* --node: node-level sources (NULL: not asked) */
 	char **cmd;
 };
 
@@ -68,7 +70,8 @@ static void usage(FILE *f)
 		"                     [--sample-ms N] [--freq-ratio R | --freq-khz K] [--state DIR] [--json]\n"
 		"                     -- CMD ARGS...\n"
 		"  --sysfs DIR      sysfs root to read (default /sys)\n"
-		"  --backend LIST   backends to try, comma separated (default powercap,papi,sysfs)\n"
+		"  --backend LIST   backends to try, comma separated (default powercap,papi,sysfs;\n"
+		"                   amd_energy: the AMD hwmon socket counters)\n"
 		"  --papi-components LIST\n"
 		"                   PAPI components the papi backend may use, comma separated, or none\n"
 		"                   (default powercap,rapl,perf_event_uncore)\n"
@@ -77,6 +80,8 @@ static void usage(FILE *f)
 		"  --freq-khz K     run CMD at K kHz (clamped to the CPU's range)\n"
 		"  --state DIR      root-only journal of saved frequencies (default /var/lib/joulestep)\n"
 		"  --json           print one JSON object instead of a table\n"
+		"  --node LIST      node energy beside RAPL: pm_counters, hwmon (Grace power,\n"
+		"                   integrated), a comma list, or auto (= pm_counters,hwmon)\n"
 		"  --gpus[=LIST]    measure the GPUs too (all, or a comma list of indices/UUIDs)\n"
 		"  --gpu-backend B  nvml or amdsmi (default: the first that loads and sees a GPU)\n"
 		"  --gpu-lib PATH   the backend's library (default libnvidia-ml.so.1, libamd_smi.so)\n"
@@ -110,6 +115,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		{"state", required_argument, NULL, 'S'},
 		{"json", no_argument, NULL, 'j'},
 		{"gpus", optional_argument, NULL, 'g'},
+		{"node", required_argument, NULL, 'N'},
 		{"gpu-lib", required_argument, NULL, 'L'},
 		{"gpu-backend", required_argument, NULL, 'B'},
 		{"gpu-sample-ms", required_argument, NULL, 'G'},
@@ -131,6 +137,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		case 'S': o->state = optarg; break;
 		case 'j': o->json = true; break;
 		case 'g': o->gpus = true; o->gpu_select = optarg; break;
+		case 'N': o->node = optarg; break;
 		case 'L': o->gpu_lib = optarg; break;
 		case 'B':
 			if (strcmp(optarg, "nvml") && strcmp(optarg, "amdsmi")) {
@@ -292,18 +299,26 @@ struct meters {
 	struct js_energy *e;        /* NULL when the CPU is not measured (--gpus only) */
 	struct js_meter *m;
 	char cpu_why[1024];
+	bool dram;                  /* every package has a dram zone              */
+	char dram_why[JS_WHY_LEN];  /* else why DRAM is not measured (null)       */
 	struct js_gpus *g;
 	struct js_gpu_meter *gm;
+	bool node_asked;            /* --node given                               */
+	struct js_node *node;       /* NULL: no node source (node_why says why)   */
+	struct js_node_meter *nm;
+	char node_why[512];
 };
 
 struct reading {
 	struct js_snapshot cpu;
 	struct js_gpu_snapshot gpu;
+	struct js_node_snapshot node;
 };
 
 struct span { /* what two readings give */
 	struct js_interval cpu;
 	struct js_gpu_interval gpu;
+	struct js_node_interval node;
 };
 
 static uint64_t mono_ns(void)
@@ -322,6 +337,8 @@ static void take_at(struct meters *ms, struct reading *r, uint64_t at)
 		js_meter_snapshot(ms->m, &r->cpu);
 	if (ms->gm)
 		js_gpu_meter_snapshot_at(ms->gm, at ? at : mono_ns(), &r->gpu);
+	if (ms->nm)
+		js_node_meter_snapshot(ms->nm, &r->node);
 }
 
 static void take(struct meters *ms, struct reading *r)
@@ -337,6 +354,28 @@ static void span_of(const struct meters *ms, const struct reading *a, const stru
 		js_interval_of(ms->e, &a->cpu, &b->cpu, &s->cpu);
 	if (ms->g)
 		js_gpu_interval_of(&a->gpu, &b->gpu, &s->gpu);
+	if (ms->nm)
+		js_node_interval_of(ms->node, &a->node, &b->node, &s->node);
+}
+
+/* --node: a node source beside RAPL; none found is no error (node_why) */
+static int node_open(const struct opts *o, struct meters *ms)
+{
+	int rc;
+
+	ms->node_asked = true;
+	rc = js_node_open(o->sysfs, strcmp(o->node, "auto") ? o->node : NULL, &ms->node,
+			  ms->node_why, sizeof(ms->node_why));
+	if (rc == -EINVAL) {
+		fprintf(stderr, PROG ": --node: %s\n", ms->node_why);
+		return rc;
+	}
+	if (rc < 0)
+		return 0;
+	rc = js_node_meter_start(ms->node, 0, true, &ms->nm);
+	if (rc < 0)
+		fprintf(stderr, PROG ": cannot start the node sampler: %s\n", strerror(-rc));
+	return rc;
 }
 
 static int meters_open(const struct opts *o, struct meters *ms)
@@ -348,6 +387,8 @@ static int meters_open(const struct opts *o, struct meters *ms)
 	int rc;
 
 	memset(ms, 0, sizeof(*ms));
+	if (o->node && (rc = node_open(o, ms)) < 0)
+		return rc;
 	rc = js_energy_open(&eo, &ms->e, ms->cpu_why, sizeof(ms->cpu_why));
 	if (rc < 0 && !o->gpus) {
 		fprintf(stderr, PROG ": no energy backend works:\n%s\n", ms->cpu_why);
@@ -357,6 +398,9 @@ static int meters_open(const struct opts *o, struct meters *ms)
 		fprintf(stderr, PROG ": cannot start the sampler: %s\n", strerror(-rc));
 		return rc;
 	}
+	if (rc == 0)
+		ms->dram = js_zones_dram_why(js_energy_zones(ms->e), ms->dram_why,
+					     sizeof(ms->dram_why)) == 0;
 	if (rc < 0) {
 		ms->e = NULL;
 		fprintf(stderr, PROG ": CPU and DRAM not measured (no energy backend works):\n%s\n",
@@ -381,6 +425,8 @@ static void meters_close(struct meters *ms)
 	js_gpu_close(ms->g);
 	js_meter_stop(ms->m);
 	js_energy_close(ms->e);
+	js_node_meter_stop(ms->nm);
+	js_node_close(ms->node);
 }
 
 /* ---- phases marked by the command ------------------------------------------------ */
@@ -642,7 +688,11 @@ static json_t *gpus_json(const struct meters *ms, const struct js_gpu_interval *
 
 static const char *includes(const struct meters *ms)
 {
-	return ms->e ? (ms->g ? "cpu+dram+gpu" : "cpu+dram") : "gpu";
+	if (!ms->e)
+		return "gpu";
+	if (!ms->dram)
+		return ms->g ? "cpu+gpu" : "cpu";
+	return ms->g ? "cpu+dram+gpu" : "cpu+dram";
 }
 
 static void span_json(json_t *o, const struct meters *ms, const struct span *s)
@@ -651,7 +701,8 @@ static void span_json(json_t *o, const struct meters *ms, const struct span *s)
 
 	/* CPU figures as before (wrap_uncertain says when they are lower bounds) */
 	json_object_set_new(o, "energy_cpu_j", j_energy(cpu, s->cpu.energy_cpu_uj));
-	json_object_set_new(o, "energy_dram_j", j_energy(cpu, s->cpu.energy_dram_uj));
+	/* DRAM without a dram zone is not measured: null, never 0 */
+	json_object_set_new(o, "energy_dram_j", j_energy(cpu && ms->dram, s->cpu.energy_dram_uj));
 	if (!ms->g)
 		return;
 	json_object_set_new(o, "energy_gpu_j", j_energy(!s->gpu.any_uncertain, s->gpu.total_uj));
@@ -689,6 +740,29 @@ static json_t *phases_json(const struct phases *ph, const struct reading *start)
 	return a;
 }
 
+/* The node's energy beside RAPL: its total (the channels that make it in
+ * total_sources, never two that overlap) and every channel. */
+static json_t *node_json(const struct meters *ms, const struct js_node_interval *ni)
+{
+	json_t *ch = json_array();
+
+	if (!ms->node)
+		return json_pack("{s:n, s:n, s:s}", "source", "energy_j", "not_measured", ms->node_why);
+	for (size_t i = 0; i < ni->n; i++) {
+		const struct js_node_channel *c = js_node_channel(ms->node, i);
+
+		json_array_append_new(ch, json_pack("{s:s, s:s, s:i, s:b, s:o, s:b}", "name", c->name,
+			"what", c->what, "socket", c->socket, "total", c->total,
+			"energy_j", j_energy(!ni->uncertain[i], ni->energy_uj[i]),
+			"uncertain", ni->uncertain[i]));
+	}
+	return json_pack("{s:s, s:o, s:s, s:b, s:f, s:o}", "source", js_node_source_name(ms->node),
+		"energy_j", j_energy(ni->total_known, ni->total_uj),
+		ni->total_known ? "total_sources" : "not_measured", ni->total_sources,
+		"integrated", ni->integrated, "duration_s", (double)ni->duration_ns / 1e9,
+		"channels", ch);
+}
+
 static void print_json(const struct meters *ms, const struct span *s, const struct phases *ph,
 		       const struct reading *start)
 {
@@ -705,18 +779,22 @@ static void print_json(const struct meters *ms, const struct span *s, const stru
 			"energy_j", (double)iv->energy_uj[i] / 1e6,
 			"energy_uj", (json_int_t)iv->energy_uj[i], "wraps", (int)iv->wraps[i]));
 	}
-	o = json_pack("{s:f, s:f, s:f, s:I, s:I, s:o, s:b, s:s, s:s}",
+	o = json_pack("{s:f, s:f, s:f, s:I, s:o, s:o, s:b, s:s, s:s}",
 		"duration_s", secs,
 		"energy_total_j", (double)total_uj / 1e6,
 		"avg_power_w", secs > 0 ? (double)total_uj / 1e6 / secs : 0.0,
 		"energy_cpu_uj", (json_int_t)iv->energy_cpu_uj,
-		"energy_dram_uj", (json_int_t)iv->energy_dram_uj,
+		"energy_dram_uj", ms->dram ? json_integer((json_int_t)iv->energy_dram_uj) : json_null(),
 		"zones", zones, "wrap_uncertain", iv->wrap_uncertain,
 		"backend", ms->e ? js_energy_backend_name(ms->e) : "none",
 		"total_includes", includes(ms));
 	span_json(o, ms, s);
 	if (!ms->e)
 		json_object_set_new(o, "cpu_not_measured", json_string(ms->cpu_why));
+	else if (!ms->dram)
+		json_object_set_new(o, "dram_not_measured", json_string(ms->dram_why));
+	if (ms->node_asked)
+		json_object_set_new(o, "node", node_json(ms, &s->node));
 	if (ph->rfd >= 0)
 		json_object_set_new(o, "phases", phases_json(ph, start));
 	json_dumpf(o, stdout, JSON_INDENT(2));
@@ -754,6 +832,29 @@ static void print_phase_table(const struct phases *ph)
 	}
 }
 
+static void print_node_table(const struct meters *ms, const struct js_node_interval *ni)
+{
+	if (!ms->node) {
+		fprintf(stderr, "\n Node energy: not measured (%s)\n", ms->node_why);
+		return;
+	}
+	fprintf(stderr, "\n Node energy (%s%s):\n\n", js_node_source_name(ms->node),
+		ni->integrated ? ", integrated power" : "");
+	for (size_t i = 0; i < ni->n; i++) {
+		const struct js_node_channel *c = js_node_channel(ms->node, i);
+
+		if (ni->uncertain[i])
+			fprintf(stderr, "  %14s J  %s: unknown (reset or unreadable)\n", "-", c->name);
+		else
+			fprintf(stderr, "  %14.6f J  %s%s\n", (double)ni->energy_uj[i] / 1e6, c->name,
+				c->total ? "  (a total)" : "");
+	}
+	if (ni->total_known)
+		fprintf(stderr, "  %14.6f J  node (%s)\n", (double)ni->total_uj / 1e6, ni->total_sources);
+	else
+		fprintf(stderr, "  %14s    node: %s\n", "-", ni->total_sources);
+}
+
 static void print_table(const struct meters *ms, const struct span *s, const struct phases *ph)
 {
 	const struct js_interval *iv = &s->cpu;
@@ -768,8 +869,11 @@ static void print_table(const struct meters *ms, const struct span *s, const str
 			fprintf(stderr, "  %14.6f J  %-18s %s%s\n", (double)iv->energy_uj[i] / 1e6,
 				zs->zones[i].name, zs->zones[i].id,
 				iv->wraps[i] ? "  (counter wrapped)" : "");
-		fprintf(stderr, "\n  %14.6f J  CPU\n  %14.6f J  DRAM\n",
-			(double)iv->energy_cpu_uj / 1e6, (double)iv->energy_dram_uj / 1e6);
+		fprintf(stderr, "\n  %14.6f J  CPU\n", (double)iv->energy_cpu_uj / 1e6);
+		if (ms->dram)
+			fprintf(stderr, "  %14.6f J  DRAM\n", (double)iv->energy_dram_uj / 1e6);
+		else
+			fprintf(stderr, "  %14s    DRAM not measured: %s\n", "-", ms->dram_why);
 	} else {
 		fprintf(stderr, "\n Energy of the command (CPU and DRAM not measured):\n\n");
 	}
@@ -778,6 +882,8 @@ static void print_table(const struct meters *ms, const struct span *s, const str
 	fprintf(stderr, "  %14.6f J  total (%s)\n", (double)total / 1e6, includes(ms));
 	fprintf(stderr, "\n  %14.6f s  elapsed\n  %14.6f W  average power\n", secs,
 		secs > 0 ? (double)total / 1e6 / secs : 0.0);
+	if (ms->node_asked)
+		print_node_table(ms, &s->node);
 	if (iv->wrap_uncertain || s->gpu.any_uncertain)
 		fprintf(stderr, "\n  WARNING: a counter could not be followed (gap, reset or stuck); "
 				"those energies are left out\n");

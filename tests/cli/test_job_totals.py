@@ -138,7 +138,11 @@ def test_migration_fills_the_totals_of_an_old_store(tmp_path):
     conn = store.connect(db)
     store.ingest_records(conn, _records(3)[0], gap_ns=GAP_NS)
     truth = conn.execute(TOTALS_TRUTH).fetchall()
-    # back to schema 6: without 008's table and columns, 007's index and columns
+    # back to schema 6: without 010's column, 008's table and columns, 007's
+    # index and columns
+    for col in ("dram_not_measured", "energy_node_uj", "node_meter_sources",
+                "node_meter_integrated"):
+        conn.execute(f"ALTER TABLE steps DROP COLUMN {col}")
     conn.execute("DROP TABLE step_conflicts")
     conn.execute("ALTER TABLE steps DROP COLUMN source")
     conn.execute("ALTER TABLE steps DROP COLUMN record_digest")

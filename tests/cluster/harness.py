@@ -251,9 +251,16 @@ def default_task_plugin(hw_cpus: int) -> str:
 class Cluster:
     def __init__(self, workdir, *, plugin_so=None, plugstack_args=None, cpus=None,
                  node_timeout: float = 40.0, nodes: int = 1, netns: bool = False,
-                 accounting: bool = False, mail_prog: str = "/bin/true"):
+                 accounting: bool = False, mail_prog: str = "/bin/true",
+                 pm_counters: str | os.PathLike | None = None):
         self.workdir = pathlib.Path(workdir).resolve()
         self.mail_prog = mail_prog
+        # pm_counters: a fake cray/pm_counters directory that slurmd (and its
+        # steps) see at /sys/cray/pm_counters, read by Slurm's own
+        # acct_gather_energy/pm_counters (single node only; see _sys_overlay)
+        self.pm_counters = pathlib.Path(pm_counters).resolve() if pm_counters else None
+        if self.pm_counters and int(nodes) != 1:
+            raise ClusterError("pm_counters: a single-node cluster only")
         self.plugin_so = plugin_so
         self.plugstack_args = dict(plugstack_args or {})
         self.node_timeout = node_timeout
@@ -412,7 +419,7 @@ SlurmdDebug=info
 PlugStackConfig={self.plugstack}
 ProctrackType=proctrack/linuxproc
 TaskPlugin={self.task_plugin}
-JobAcctGatherType=jobacct_gather/none
+{self._energy_conf_lines()}
 {self.dbd.slurm_conf_lines(dbd_port) if self.dbd else "AccountingStorageType=accounting_storage/none"}
 JobCompType=jobcomp/none
 SchedulerType=sched/builtin
@@ -589,9 +596,32 @@ PartitionName=debug Nodes={part_nodes} Default=YES MaxTime=INFINITE State=UP
         """Process names of the slurmd daemons: "slurmd", or "slurmd-<node>" per node."""
         return ["slurmd"] if self.nnodes == 1 else [f"slurmd-{n}" for n in self.nodes]
 
+    def _energy_conf_lines(self) -> str:
+        if not self.pm_counters:
+            return "JobAcctGatherType=jobacct_gather/none"
+        return ("JobAcctGatherType=jobacct_gather/linux\nJobAcctGatherFrequency=energy=1\n"
+                "AcctGatherEnergyType=acct_gather_energy/pm_counters\nAcctGatherNodeFreq=1")
+
+    def _sys_overlay(self, argv: list) -> list:
+        """argv in a private mount namespace whose /sys is the host's with
+        cray/pm_counters added: a tmpfs holding recursive binds of every
+        /sys entry, plus the fake directory bound at cray/pm_counters, bound
+        over /sys (sysfs itself cannot get a new directory)."""
+        ov = self.workdir / "sys-overlay"
+        ov.mkdir(mode=0o755, exist_ok=True)
+        script = ('set -e; ov="$1"; pm="$2"; shift 2; mount -t tmpfs -o mode=0755 none "$ov"; '
+                  'for e in /sys/*; do n=$(basename "$e"); mkdir "$ov/$n"; '
+                  'mount --rbind "$e" "$ov/$n"; done; mkdir -p "$ov/cray/pm_counters"; '
+                  'mount --bind "$pm" "$ov/cray/pm_counters"; mount --rbind "$ov" /sys; '
+                  'exec "$@"')
+        return [shutil.which("unshare") or "unshare", "--mount", "--propagation", "private", "--",
+                "/bin/sh", "-c", script, "sh", str(ov), str(self.pm_counters), *argv]
+
     def _spawn_slurmds(self):
         for name, node in zip(self._slurmd_procs(), self.nodes):
             argv = [_which("slurmd"), "-D", "-f", str(self.conf), "-N", node]
+            if self.pm_counters:
+                argv = self._sys_overlay(argv)
             self._spawn(name, self.netns.wrap(node, argv) if self.netns else argv,
                         {NODE_VAR: f"{self.id}:{node}"})
 

@@ -21,14 +21,15 @@ class NodeEnv:
     job_timeout = 90
     record_timeout = 20
 
-    def __init__(self, cluster, build: pathlib.Path, name: str, fmax_khz: int, fmin_khz: int):
+    def __init__(self, cluster, build: pathlib.Path, name: str, fmax_khz: int, fmin_khz: int,
+                 **hw_opts):
         self.c = cluster
         self.root = cluster.workdir / name  # own directory per module
         self.root.mkdir(mode=0o755, exist_ok=True)
         os.chmod(self.root, 0o755)
         self.hw = self.root / "hw"
         fakehw.create(str(self.hw), packages=2, cpus_per_package=max(1, cluster.cpus // 2),
-                      fmax_khz=fmax_khz, fmin_khz=fmin_khz)
+                      fmax_khz=fmax_khz, fmin_khz=fmin_khz, **hw_opts)
         self.ncpus = 2 * max(1, cluster.cpus // 2)
         self.ctl = self.root / "fakehw.ctl"
         self.server = fakehw.serve_background(str(self.hw), manual=True, ctl=str(self.ctl))

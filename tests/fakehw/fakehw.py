@@ -51,6 +51,7 @@ LOCK_FILE = "lock"
 PKG_MAX_UJ = 262143328850
 DRAM_MAX_UJ = 65712999613
 PSYS_MAX_UJ = 262143328850
+HWMON_MAX_UJ = (1 << 64) - 1   # amd_energy accumulates to 64 bits
 
 DEFAULT_MODEL = {
     "a": 0.0086,            # Table 2.4 "Total": 0.0086 f^4.038 + 0.757
@@ -62,6 +63,8 @@ DEFAULT_MODEL = {
     "p_dram_idle_w": 2.0,   # per package
     "p_dram_dyn_w": 4.0,    # per package at mean util 1
     "p_platform_w": 8.0,    # psys on top of packages + dram
+    "p_accel_w": 60.0,      # each accelerator (pm_counters accelN, the Grace module's GPU)
+    "p_sysio_w": 12.0,      # Grace SysIO, per socket
 }
 
 ACPI_GOVERNORS = "conservative ondemand userspace powersave performance schedutil"
@@ -168,7 +171,8 @@ def _now_ns():
 def create(root, variant="acpi", packages=2, cpus_per_package=2, dram=True,
            multi_die=False, dies=None, fmax_khz=2400000, fmin_khz=800000,
            model=None, initial_uj=None, energy_mode=None, no_dram=False,
-           cpus_per_policy=1, base_khz=None, acpi_turbo=False):
+           cpus_per_policy=1, base_khz=None, acpi_turbo=False, vendor="intel",
+           amd_energy=False, pm_counters=False, accels=1, grace=False):
     """Build a fake sysfs tree at root (must not exist or be empty).
     no_dram=True is the same as dram=False (the CLI's --no-dram).
 
@@ -178,8 +182,26 @@ def create(root, variant="acpi", packages=2, cpus_per_package=2, dram=True,
     base_khz (pstate only): the nominal clock, exposed as base_frequency as
     intel_pstate does. acpi_turbo (acpi only): a boost entry fmax+1000 kHz on top
     of scaling_available_frequencies, as acpi-cpufreq shows turbo; cpuinfo_max_freq
-    and scaling_max_freq start there."""
-    dram = dram and not no_dram
+    and scaling_max_freq start there.
+
+    vendor="amd": the powercap tree of an AMD node: package-N and its core
+    subzone only (no dram, no psys, no mmio). amd_energy=True (AMD only): the
+    amd_energy hwmon driver, class/hwmon/hwmon0 with one counter per CPU
+    ("Ecore000", ...) then one per socket ("Esocket0", ...), driven by the
+    same model (a socket's counter moves as its package zone).
+
+    pm_counters=True: HPE/Cray cray/pm_counters (energy, cpu_energy,
+    memory_energy, accel0..accels-1_energy in J, freshness, generation), the
+    same model: cpu = the packages, memory = the DRAM model, accelN =
+    p_accel_w, energy = all of them + p_platform_w. grace=True: NVIDIA Grace
+    hwmon power sensors per socket (power1_average uW, power1_oem_info
+    "Module|CPU|SysIO Power Socket N"): CPU = the package, SysIO = p_sysio_w,
+    Module = CPU + DRAM + SysIO + one GPU (p_accel_w); written at each advance."""
+    if vendor not in ("intel", "amd"):
+        raise FakeHwError(f"vendor must be intel or amd, not {vendor!r}")
+    if amd_energy and vendor != "amd":
+        raise FakeHwError("amd-energy needs --vendor amd")
+    dram = dram and not no_dram and vendor == "intel"
     if variant not in ("acpi", "pstate"):
         raise FakeHwError(f"variant must be acpi or pstate, not {variant!r}")
     if int(cpus_per_policy) < 1:
@@ -227,14 +249,49 @@ def create(root, variant="acpi", packages=2, cpus_per_package=2, dram=True,
             if dram:
                 zones.append(dict(id=f"{zid}:0", name="dram", kind="dram", rel=f"{rel}/{zid}:0",
                                   max_uj=DRAM_MAX_UJ, cpus=cpus, package=p, die=d))
-            zones.append(dict(id=f"{zid}:1", name="core", kind="core", rel=f"{rel}/{zid}:1",
+            cid = f"{zid}:1" if vendor == "intel" else f"{zid}:0"
+            zones.append(dict(id=cid, name="core", kind="core", rel=f"{rel}/{cid}",
                               max_uj=PKG_MAX_UJ, cpus=cpus, package=p, die=d))
-    zones.append(dict(id=f"intel-rapl:{nz}", name="psys", kind="psys",
-                      rel=f"{pc}/intel-rapl/intel-rapl:{nz}", max_uj=PSYS_MAX_UJ,
-                      cpus=list(range(ncpu)), package=-1, die=-1))
-    zones.append(dict(id="intel-rapl-mmio:0", name="package-0", kind="mmio",
-                      rel=f"{pc}/intel-rapl-mmio/intel-rapl-mmio:0", max_uj=PKG_MAX_UJ,
-                      cpus=list(zones[0]["cpus"]), package=0, die=0))
+    if vendor == "intel":
+        zones.append(dict(id=f"intel-rapl:{nz}", name="psys", kind="psys",
+                          rel=f"{pc}/intel-rapl/intel-rapl:{nz}", max_uj=PSYS_MAX_UJ,
+                          cpus=list(range(ncpu)), package=-1, die=-1))
+        zones.append(dict(id="intel-rapl-mmio:0", name="package-0", kind="mmio",
+                          rel=f"{pc}/intel-rapl-mmio/intel-rapl-mmio:0", max_uj=PKG_MAX_UJ,
+                          cpus=list(zones[0]["cpus"]), package=0, die=0))
+    hwmon = []
+    if grace and amd_energy:
+        raise FakeHwError("grace and amd-energy are two machines; pick one")
+    if pm_counters:
+        pmd = "cray/pm_counters"
+        for zid, what in [("pm:energy", "node"), ("pm:cpu_energy", "cpu"),
+                          ("pm:memory_energy", "memory")] + \
+                [(f"pm:accel{a}_energy", f"accel{a}") for a in range(int(accels))]:
+            hwmon.append(dict(id=zid, name=zid[3:], kind="pm_" + what.rstrip("0123456789"),
+                              rel=pmd, file=zid[3:], fmt="pm", max_uj=HWMON_MAX_UJ,
+                              cpus=list(range(ncpu)), package=-1, die=-1))
+    if grace:
+        for p in range(packages):
+            cpus = list(range(p * cpus_per_package, (p + 1) * cpus_per_package))
+            for k, kind in enumerate(("Module", "CPU", "SysIO")):
+                h = len(hwmon)
+                hwmon.append(dict(id=f"grace:{kind.lower()}:{p}", name=f"{kind} Power Socket {p}",
+                                  kind="grace_" + kind.lower(),
+                                  rel=f"devices/platform/nvidia-grace.{p}/hwmon/hwmon{h}",
+                                  file="power1_average", fmt="power", max_uj=HWMON_MAX_UJ,
+                                  cpus=cpus, package=p, die=-1))
+    if amd_energy:
+        hw = "devices/platform/amd_energy.0/hwmon/hwmon0"
+        for c in range(ncpu):
+            hwmon.append(dict(id=f"amd_energy-core:{c:x}", name=f"Ecore{c:03d}", kind="amd_core",
+                              rel=hw, file=f"energy{c + 1}_input", max_uj=HWMON_MAX_UJ,
+                              cpus=[c], package=c // cpus_per_package, die=-1))
+        for p in range(packages):
+            hwmon.append(dict(id=f"amd_energy:{p:x}", name=f"Esocket{p}", kind="amd_socket",
+                              rel=hw, file=f"energy{ncpu + p + 1}_input", max_uj=HWMON_MAX_UJ,
+                              cpus=list(range(p * cpus_per_package, (p + 1) * cpus_per_package)),
+                              package=p, die=-1))
+    zones += hwmon
     for i, z in enumerate(zones):
         start = (123456789 * (i + 1)) % z["max_uj"] if initial_uj is None else int(initial_uj)
         if not 0 <= start <= z["max_uj"]:
@@ -242,16 +299,43 @@ def create(root, variant="acpi", packages=2, cpus_per_package=2, dram=True,
         z.update(counter_uj=start, truth_uj=0, frac=0.0)
 
     # constraint max power: every CPU busy at fmax
-    max_w = zone_powers_w(dict(model=m, fmax_khz=fmax_khz, dies=dies, zones=zones),
+    max_w = zone_powers_w(dict(model=m, fmax_khz=fmax_khz, dies=dies, zones=zones, packages=packages),
                           [1.0] * ncpu, [fmax_khz] * ncpu)
 
     # powercap tree
-    for ct in ("intel-rapl", "intel-rapl-mmio"):
+    ctypes = ("intel-rapl", "intel-rapl-mmio") if vendor == "intel" else ("intel-rapl",)
+    for ct in ctypes:
         d = os.path.join(root, pc, ct)
         _mkdir(d)
         _write_new(os.path.join(d, "enabled"), "1\n", 0o644)
         _write_new(os.path.join(d, "uevent"), "", 0o644)
+    for z in hwmon:
+        d = os.path.join(root, z["rel"])
+        _mkdir(d)
+        if z.get("fmt") == "pm":
+            _write_new(os.path.join(d, z["file"]), _node_file(z, z["counter_uj"]), 0o444)
+            continue
+        if z.get("fmt") == "power":
+            _write_new(os.path.join(d, "name"), "nvidia_grace\n", 0o444)
+            _write_new(os.path.join(d, "power1_oem_info"), z["name"] + "\n", 0o444)
+            _write_new(os.path.join(d, z["file"]), "0\n", 0o444)
+            _mkdir(os.path.join(root, "class/hwmon"))
+            os.symlink("../../" + z["rel"], os.path.join(root, "class/hwmon", os.path.basename(d)))
+            continue
+        if not os.path.exists(os.path.join(d, "name")):
+            _write_new(os.path.join(d, "name"), "amd_energy\n", 0o444)
+        _write_new(os.path.join(d, z["file"]), f"{z['counter_uj']}\n", energy_mode)
+        _write_new(os.path.join(d, z["file"].replace("_input", "_label")), z["name"] + "\n", 0o444)
+    if amd_energy:
+        _mkdir(os.path.join(root, "class/hwmon"))
+        os.symlink("../../" + hwmon[-1]["rel"], os.path.join(root, "class/hwmon/hwmon0"))
+    if pm_counters:
+        for f in ("freshness", "generation"):
+            _write_new(os.path.join(root, "cray/pm_counters", f), "1\n", 0o444)
+        _write_new(os.path.join(root, "cray/pm_counters", "power"), "0 W 0 us\n", 0o444)
     for z in zones:
+        if z in hwmon:
+            continue
         d = os.path.join(root, z["rel"])
         _mkdir(d)
         _write_new(os.path.join(d, "name"), z["name"] + "\n", 0o444)
@@ -270,9 +354,11 @@ def create(root, variant="acpi", packages=2, cpus_per_package=2, dram=True,
             _write_new(os.path.join(d, f"constraint_{i}_time_window_us"), f"{window_us}\n", 0o644)
     cls = os.path.join(root, "class/powercap")
     _mkdir(cls)
-    for ct in ("intel-rapl", "intel-rapl-mmio"):
+    for ct in ctypes:
         os.symlink(f"../../{pc}/{ct}", os.path.join(cls, ct))
     for z in zones:
+        if z in hwmon:
+            continue
         os.symlink("../../" + z["rel"], os.path.join(cls, z["id"]))
 
     # cpufreq tree
@@ -328,7 +414,7 @@ def create(root, variant="acpi", packages=2, cpus_per_package=2, dram=True,
     _mkdir(sd, 0o755)
     _write_new(os.path.join(sd, LOCK_FILE), "", 0o644)
     _write_new(os.path.join(sd, TRUTH_FILE), "", 0o644)
-    state = dict(version=1, variant=variant, packages=packages, cpus_per_package=cpus_per_package,
+    state = dict(version=1, variant=variant, vendor=vendor, packages=packages, cpus_per_package=cpus_per_package,
                  dies=dies, dram=dram, ncpu=ncpu, fmin_khz=fmin_khz, fmax_khz=fmax_khz, model=m,
                  cpus_per_policy=cpus_per_policy,
                  zones=zones, seconds_total=0.0, advances=0)
@@ -424,11 +510,34 @@ def zone_powers_w(state, utils, freqs_khz):
         k = z["kind"]
         if k == "package":
             out[z["id"]] = m["p_uncore_w"] / dies + sum(cpu_w[c] for c in z["cpus"])
-        elif k == "core":
+        elif k in ("core", "amd_core"):
             out[z["id"]] = sum(cpu_w[c] for c in z["cpus"])
+        elif k == "amd_socket":  # the socket counter is the package's energy
+            out[z["id"]] = m["p_uncore_w"] + sum(cpu_w[c] for c in z["cpus"])
         elif k == "dram":
             mean_u = sum(utils[c] for c in z["cpus"]) / len(z["cpus"])
             out[z["id"]] = (m["p_dram_idle_w"] + mean_u * m["p_dram_dyn_w"]) / dies
+    pkg_w = sum(out[z["id"]] for z in state["zones"] if z["kind"] == "package")
+    n_pkg = state.get("packages", 1)
+    dram_model = [(m["p_dram_idle_w"] + sum(utils[c] for c in range(p * len(utils) // n_pkg,
+                   (p + 1) * len(utils) // n_pkg)) / (len(utils) // n_pkg) * m["p_dram_dyn_w"])
+                  for p in range(n_pkg)]
+    n_acc = sum(1 for z in state["zones"] if z["kind"] == "pm_accel")
+    for z in state["zones"]:
+        k = z["kind"]
+        if k == "pm_cpu":
+            out[z["id"]] = pkg_w
+        elif k == "pm_memory":
+            out[z["id"]] = sum(dram_model)
+        elif k == "pm_accel":
+            out[z["id"]] = m["p_accel_w"]
+        elif k == "pm_node":
+            out[z["id"]] = pkg_w + sum(dram_model) + n_acc * m["p_accel_w"] + m["p_platform_w"]
+        elif k.startswith("grace_"):
+            cpu = m["p_uncore_w"] + sum(cpu_w[c] for c in z["cpus"])
+            out[z["id"]] = {"grace_cpu": cpu, "grace_sysio": m["p_sysio_w"],
+                            "grace_module": cpu + dram_model[z["package"]] + m["p_sysio_w"]
+                            + m["p_accel_w"]}[k]
     for z in state["zones"]:
         if z["kind"] == "psys":
             out[z["id"]] = m["p_platform_w"] + sum(
@@ -488,7 +597,9 @@ def _advance_locked(root, state, seconds, utils, source, extra=None):
         wrapped[z["id"]] = new > z["max_uj"]
         if new > z["max_uj"]:
             new -= z["max_uj"]
-        write_in_place(os.path.join(root, z["rel"], "energy_uj"), f"{new}\n")
+        text = f"{new}\n" if "fmt" not in z else \
+            _node_file(z, new, powers[z["id"]], t_before // 1000)
+        write_in_place(os.path.join(root, z["rel"], z.get("file", "energy_uj")), text)
         z["counter_uj"] = new
         z["truth_uj"] += d
         z["frac"] = frac
@@ -496,6 +607,7 @@ def _advance_locked(root, state, seconds, utils, source, extra=None):
         pol = _policy_dir(root, c)
         for name in ("scaling_cur_freq", "cpuinfo_cur_freq"):
             write_in_place(os.path.join(pol, name), f"{f}\n")
+    _bump_pm(root, state, "freshness", powers, t_before // 1000)
     t_after = _now_ns()
     state["seconds_total"] += seconds
     state["advances"] += 1
@@ -510,6 +622,44 @@ def _advance_locked(root, state, seconds, utils, source, extra=None):
         entry.update(extra)
     _append_truth(root, entry)
     return _report(state, seconds, deltas, freqs, powers, wrapped, t_before, t_after)
+
+
+def _node_file(z, counter_uj, power_w=0.0, t_us=0):
+    """The text of a node-level file: pm_counters "<J> J <t> us" (whole
+    joules, as the firmware shows them), Grace power1_average in uW."""
+    if z["fmt"] == "pm":
+        return f"{counter_uj // 1000000} J {t_us} us\n"
+    return f"{int(round(power_w * 1e6))}\n"
+
+
+def _bump_pm(root, state, name, powers=None, t_us=0):
+    """Bump pm_counters' freshness or generation; with powers, write the
+    node's `power` too ("<W> W <t> us", as Slurm's acct_gather_energy/pm_counters
+    reads it beside `energy`)."""
+    pm = [z for z in state["zones"] if z["kind"] == "pm_node"]
+    if not pm:
+        return
+    path = os.path.join(root, "cray/pm_counters", name)
+    write_in_place(path, f"{int(_read(path).strip()) + 1}\n")
+    if powers is not None:
+        write_in_place(os.path.join(root, "cray/pm_counters", "power"),
+                       f"{int(round(powers[pm[0]['id']]))} W {t_us} us\n")
+
+
+def pm_reset(root):
+    """The pm_counters restart (a BMC reset): every counter back to 0 and a
+    new generation. Energy before the reset stays in the truth."""
+    with _locked(root):
+        state = _load_state(root)
+        pm = [z for z in state["zones"] if z["kind"].startswith("pm_")]
+        if not pm:
+            raise FakeHwError("no pm_counters in this tree (create --pm-counters)")
+        for z in pm:
+            z["counter_uj"] = 0
+            write_in_place(os.path.join(root, z["rel"], z["file"]), _node_file(z, 0))
+        _bump_pm(root, state, "generation")
+        _bump_pm(root, state, "freshness")
+        _save_state(root, state)
 
 
 def _totals(state, per_zone):
@@ -553,7 +703,8 @@ def near_wrap(root, zone, headroom_uj=1000000):
                 if not 0 <= h <= z["max_uj"]:
                     raise FakeHwError(f"headroom-uj must be in [0, {z['max_uj']}], got {headroom_uj}")
                 z["counter_uj"] = z["max_uj"] - h
-                write_in_place(os.path.join(root, z["rel"], "energy_uj"), f"{z['counter_uj']}\n")
+                write_in_place(os.path.join(root, z["rel"], z.get("file", "energy_uj")),
+                               f"{z['counter_uj']}\n")
                 _save_state(root, state)
                 return z["counter_uj"]
         raise FakeHwError(f"no zone {zone!r}; zones: {', '.join(z['id'] for z in state['zones'])}")
@@ -570,7 +721,7 @@ def set_counter(root, zone, value_uj):
                 if not 0 <= v <= z["max_uj"]:
                     raise FakeHwError(f"value-uj must be in [0, {z['max_uj']}], got {value_uj}")
                 z["counter_uj"] = v
-                write_in_place(os.path.join(root, z["rel"], "energy_uj"), f"{v}\n")
+                write_in_place(os.path.join(root, z["rel"], z.get("file", "energy_uj")), f"{v}\n")
                 _save_state(root, state)
                 return v
         raise FakeHwError(f"no zone {zone!r}; zones: {', '.join(z['id'] for z in state['zones'])}")
@@ -1482,6 +1633,15 @@ def main(argv=None):
     c.add_argument("--base-khz", type=int, help="pstate: nominal clock, exposed as base_frequency")
     c.add_argument("--acpi-turbo", action="store_true",
                    help="acpi: boost entry fmax+1000 kHz on top of the available frequencies")
+    c.add_argument("--vendor", choices=("intel", "amd"), default="intel",
+                   help="amd: package and core zones only (no dram, psys, mmio)")
+    c.add_argument("--amd-energy", action="store_true",
+                   help="amd: the amd_energy hwmon driver (Ecore*/Esocket* counters)")
+    c.add_argument("--pm-counters", action="store_true",
+                   help="HPE/Cray cray/pm_counters (node, cpu, memory, accelN energy)")
+    c.add_argument("--accels", type=int, default=1, help="pm_counters accelerators (default 1)")
+    c.add_argument("--grace", action="store_true",
+                   help="NVIDIA Grace hwmon power sensors (Module, CPU, SysIO per socket)")
     a = sub.add_parser("advance", help="advance counters by the model (deterministic mode)")
     a.add_argument("root")
     a.add_argument("--seconds", required=True)
@@ -1496,6 +1656,8 @@ def main(argv=None):
     sc.add_argument("root")
     sc.add_argument("--zone", required=True)
     sc.add_argument("--value-uj", type=int, required=True)
+    sub.add_parser("pm-reset", help="pm_counters restart: counters to 0, new generation") \
+        .add_argument("root")
     rz = sub.add_parser("remove-zone", help="CPU hotplug: a package and its zones go away")
     rz.add_argument("root")
     rz.add_argument("--zone", required=True, help="top-level zone, e.g. intel-rapl:1")
@@ -1549,10 +1711,14 @@ def main(argv=None):
                    fmax_khz=args.fmax_khz, fmin_khz=args.fmin_khz,
                    model=_parse_model(args.param), initial_uj=args.initial_uj,
                    cpus_per_policy=args.cpus_per_policy, base_khz=args.base_khz,
-                   acpi_turbo=args.acpi_turbo)
+                   acpi_turbo=args.acpi_turbo, vendor=args.vendor,
+                   amd_energy=args.amd_energy, pm_counters=args.pm_counters,
+                   accels=args.accels, grace=args.grace)
         elif args.cmd == "advance":
             util = args.util_list.split(",") if args.util_list else args.util
             print(json.dumps(advance(args.root, args.seconds, util)))
+        elif args.cmd == "pm-reset":
+            pm_reset(args.root)
         elif args.cmd == "near-wrap":
             near_wrap(args.root, args.zone, args.headroom_uj)
         elif args.cmd == "set-counter":

@@ -537,3 +537,72 @@ def test_live_mode_follows_cpu_load(tmp_path):
     assert placed > 0
     t = fakehw.truth(r)
     assert t["zones"]["intel-rapl:0"]["energy_uj"] == sum(e["delta_uj"]["intel-rapl:0"] for e in log)
+
+
+# ---- node-level sources and AMD (issue 24) ---------------------------------
+
+def test_amd_tree_layout(tmp_path):
+    root = tmp_path / "amd"
+    fakehw.create(str(root), vendor="amd", amd_energy=True)
+    pc = sorted(os.listdir(root / "class/powercap"))
+    assert pc == ["intel-rapl", "intel-rapl:0", "intel-rapl:0:0", "intel-rapl:1", "intel-rapl:1:0"]
+    assert (root / "class/powercap/intel-rapl:0:0/name").read_text() == "core\n"
+    hw = root / "class/hwmon/hwmon0"
+    assert (hw / "name").read_text() == "amd_energy\n"
+    labels = [(hw / f"energy{k}_label").read_text().strip() for k in range(1, 7)]
+    assert labels == ["Ecore000", "Ecore001", "Ecore002", "Ecore003", "Esocket0", "Esocket1"]
+    before = {k: int((hw / f"energy{k}_input").read_text()) for k in range(1, 7)}
+    rep = fakehw.advance(str(root), 2, util=[1.0, 0.0, 0.5, 0.5])
+    after = {k: int((hw / f"energy{k}_input").read_text()) for k in range(1, 7)}
+    z = rep["zones"]
+    # a socket's counter moves as its package zone; a core's as its CPU
+    assert after[5] - before[5] == z["intel-rapl:0"]["energy_uj"]
+    assert after[6] - before[6] == z["intel-rapl:1"]["energy_uj"]
+    assert after[1] - before[1] + after[2] - before[2] == z["intel-rapl:0:0"]["energy_uj"]
+    assert rep["energy_dram_uj"] == 0
+    with pytest.raises(fakehw.FakeHwError):
+        fakehw.create(str(tmp_path / "x"), amd_energy=True)
+
+
+def test_pm_counters_follow_the_model(tmp_path):
+    root = tmp_path / "hpe"
+    fakehw.create(str(root), pm_counters=True, accels=2)
+    d = root / "cray/pm_counters"
+    m = fakehw.DEFAULT_MODEL
+    rep = fakehw.advance(str(root), 3, util=0.5)
+    z = rep["zones"]
+    cpu = z["intel-rapl:0"]["energy_uj"] + z["intel-rapl:1"]["energy_uj"]
+    dram = z["intel-rapl:0:0"]["energy_uj"] + z["intel-rapl:1:0"]["energy_uj"]
+    assert abs(z["pm:cpu_energy"]["energy_uj"] - cpu) <= 1
+    assert abs(z["pm:memory_energy"]["energy_uj"] - dram) <= 1
+    assert z["pm:accel1_energy"]["energy_uj"] == int(m["p_accel_w"] * 3e6)
+    node = cpu + dram + 2 * m["p_accel_w"] * 3e6 + m["p_platform_w"] * 3e6
+    assert abs(z["pm:energy"]["energy_uj"] - node) <= 3
+    j, _, t, us = (d / "energy").read_text().split()
+    assert _ == "J" and us == "us" and int(t) > 0
+    assert int(j) == z["pm:energy"]["counter_uj"] // 10**6
+    fresh = int((d / "freshness").read_text())
+    fakehw.pm_reset(str(root))
+    assert (d / "energy").read_text().startswith("0 J")
+    assert int((d / "generation").read_text()) == 2
+    assert int((d / "freshness").read_text()) == fresh + 1
+
+
+def test_grace_power_sensors_follow_the_model(tmp_path):
+    root = tmp_path / "grace"
+    fakehw.create(str(root), grace=True)
+    m = fakehw.DEFAULT_MODEL
+    rep = fakehw.advance(str(root), 1, util=[1.0, 1.0, 0.0, 0.0])
+    z = rep["zones"]
+    sensors = {}
+    for h in sorted(os.listdir(root / "class/hwmon")):
+        d = root / "class/hwmon" / h
+        sensors[(d / "power1_oem_info").read_text().strip()] = int((d / "power1_average").read_text())
+    assert len(sensors) == 6
+    for p in (0, 1):
+        pkg = z[f"intel-rapl:{p}"]["power_w"]
+        dram = z[f"intel-rapl:{p}:0"]["power_w"]
+        assert sensors[f"CPU Power Socket {p}"] == round(pkg * 1e6)
+        assert sensors[f"SysIO Power Socket {p}"] == round(m["p_sysio_w"] * 1e6)
+        assert sensors[f"Module Power Socket {p}"] == \
+            round((pkg + dram + m["p_sysio_w"] + m["p_accel_w"]) * 1e6)

@@ -72,7 +72,11 @@ def check_against_truth(rep, truth):
         got = zones[zid]["energy_uj"]
         assert abs(got - want) <= 0.001 * want, (zid, got, want)
     assert abs(rep["energy_cpu_uj"] - truth["energy_cpu_uj"]) <= 0.001 * truth["energy_cpu_uj"]
-    assert abs(rep["energy_dram_uj"] - truth["energy_dram_uj"]) <= 0.001 * truth["energy_dram_uj"]
+    has_dram = any(z["kind"] == "dram" for z in truth["zones"].values())
+    if has_dram:
+        assert abs(rep["energy_dram_uj"] - truth["energy_dram_uj"]) <= 0.001 * truth["energy_dram_uj"]
+    else:  # no dram zone: not measured (null), never 0
+        assert rep["energy_dram_uj"] is None
     total_j = (truth["energy_cpu_uj"] + truth["energy_dram_uj"]) / 1e6
     assert rep["energy_total_j"] == pytest.approx(total_j, rel=1e-3)
     assert rep["wrap_uncertain"] is False
@@ -94,14 +98,51 @@ def test_sysfs_backend_matches_truth_across_a_wrap(hw, run_exe):
 
 
 def test_no_dram_node(tmp_path, run_exe):
+    """AMD powercap: package (and core) zones, no dram: DRAM is null with the
+    reason, never 0, and the total says it is the CPU's alone."""
     root = tmp_path / "amd"
-    fakehw.create(str(root), variant="pstate", dram=False)
+    fakehw.create(str(root), variant="pstate", vendor="amd")
     rep, out, _ = run_json([run_exe, "--sysfs", str(root), "--backend", "sysfs", "--json", "--"]
                            + advance_cmd(root, 5, 0.5))
     truth = json.loads(out)
-    assert rep["energy_dram_j"] == 0
+    assert truth["energy_dram_uj"] == 0 and truth["energy_cpu_uj"] > 0
+    assert rep["energy_dram_j"] is None and rep["energy_dram_uj"] is None
+    assert "no dram zone" in rep["dram_not_measured"]
+    assert rep["total_includes"] == "cpu"
     assert {z["name"] for z in rep["zones"]} == {"package-0", "package-1"}
     check_against_truth(rep, truth)
+
+
+def test_no_dram_node_table_says_not_measured(tmp_path, run_exe):
+    root = tmp_path / "amd"
+    fakehw.create(str(root), vendor="amd")
+    p = subprocess.run([run_exe, "--sysfs", str(root), "--backend", "sysfs", "--", "true"],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    dram = [ln for ln in p.stderr.splitlines() if "DRAM" in ln]
+    assert len(dram) == 1 and "not measured" in dram[0] and " J  DRAM" not in dram[0]
+    assert "total (cpu)" in p.stderr
+
+
+def test_amd_energy_hwmon_sockets_only(tmp_path, run_exe):
+    """amd_energy: the socket counters are the packages; the per-core
+    counters (inside them) are never added."""
+    root = tmp_path / "amd"
+    fakehw.create(str(root), vendor="amd", amd_energy=True, cpus_per_package=3)
+    utils = [1.0, 0.2, 0.0, 0.5, 0.5, 0.9]
+    rep, out, _ = run_json([run_exe, "--sysfs", str(root), "--backend", "amd_energy", "--json",
+                            "--"] + FAKEHW + ["advance", str(root), "--seconds", "4",
+                                              "--util-list", ",".join(map(str, utils))])
+    truth = json.loads(out)
+    sockets = {zid: z for zid, z in truth["zones"].items() if z["kind"] == "amd_socket"}
+    assert rep["backend"] == "amd_energy"
+    assert {z["id"]: z["energy_uj"] for z in rep["zones"]} == \
+        {zid: z["energy_uj"] for zid, z in sockets.items()}
+    assert all(z["kind"] == "package" for z in rep["zones"])
+    # the socket total is the package truth, not packages + cores
+    assert rep["energy_cpu_uj"] == sum(z["energy_uj"] for z in sockets.values())
+    assert rep["energy_cpu_uj"] == truth["energy_cpu_uj"]
+    assert rep["energy_dram_uj"] is None and rep["dram_not_measured"]
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="mount namespaces need root")

@@ -112,6 +112,22 @@ static void conf_defaults_and_keys(void **st)
 		assert_int_equal(js_conf_parse(1, bad[i], &c, err, sizeof(err)), -EINVAL);
 	char *dp[] = {"policies=monitor", "default_policy=io-dvfs"};
 	assert_int_equal(js_conf_parse(2, dp, &c, err, sizeof(err)), -EINVAL);
+	/* AMD nodes without RAPL powercap zones: the amd_energy hwmon backend */
+	char *amd[] = {"backend=powercap,sysfs,amd_energy"};
+	assert_int_equal(js_conf_parse(1, amd, &c, err, sizeof(err)), 0);
+	assert_string_equal(c.backend, "powercap,sysfs,amd_energy");
+	char *ne[] = {"node_energy=pm_counters,hwmon"};
+	assert_int_equal(js_conf_parse(1, ne, &c, err, sizeof(err)), 0);
+	assert_string_equal(c.node_energy, "pm_counters,hwmon");
+	char *ne_none[] = {"node_energy=none"};
+	assert_int_equal(js_conf_parse(1, ne_none, &c, err, sizeof(err)), 0);
+	assert_string_equal(c.node_energy, "");
+	char *ne_bad[][1] = {{"node_energy=ipmi"}, {"node_energy=auto,hwmon"}, {"node_energy=/x"}};
+	for (size_t i = 0; i < 3; i++)
+		assert_int_equal(js_conf_parse(1, ne_bad[i], &c, err, sizeof(err)), -EINVAL);
+	char *amd_bad[] = {"backend=amd_energy_x"};
+	assert_int_equal(js_conf_parse(1, amd_bad, &c, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "allowed: powercap,sysfs,amd_energy"));
 }
 
 /* %n in state, sysfs and socket_dir: the node name (several slurmd per host). */

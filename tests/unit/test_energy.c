@@ -108,7 +108,7 @@ static void test_selection_and_reasons(void **state)
 
 	o.order = "sysfs,bogus";
 	assert_int_equal(js_energy_open(&o, &e, why, sizeof(why)), -EINVAL);
-	assert_non_null(strstr(why, "bogus: unknown backend (allowed: powercap, papi, sysfs)"));
+	assert_non_null(strstr(why, "bogus: unknown backend (allowed: powercap, papi, sysfs, amd_energy)"));
 	o.order = "";
 	assert_true(js_energy_open(&o, &e, why, sizeof(why)) < 0);
 	assert_int_equal(js_energy_probe("nope", root, why, sizeof(why)), -EINVAL);

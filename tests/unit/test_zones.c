@@ -6,6 +6,7 @@
 #include <cmocka.h>
 
 #include "joulestep/energy.h"
+#include "js_internal.h"
 #include "test_tree.h"
 
 static const struct js_zone_info *find_zone(const struct js_zone_set *zs, const char *id)
@@ -181,6 +182,94 @@ static void test_discover_amd_no_dram(void **state)
 	tt_rmrf(root);
 }
 
+/* DRAM is measured only when every package has its own dram zone. */
+static void test_dram_why(void **state)
+{
+	char *root = tt_mkdtemp();
+	struct js_zone_set zs;
+	char why[JS_WHY_LEN] = "";
+
+	(void)state;
+	tt_rapl_intel(root, 2, 1, 1);
+	assert_int_equal(js_zones_discover(root, &zs), 0);
+	assert_int_equal(js_zones_dram_why(&zs, why, sizeof(why)), 0);
+	tt_rmrf(root);
+	/* package-1 has no dram zone: a partial DRAM sum is no DRAM figure */
+	root = tt_mkdtemp();
+	tt_zone(root, "intel-rapl", 0, -1, "package-0", 5, PKG_MAX_UJ, 0, 1);
+	tt_zone(root, "intel-rapl", 0, 0, "dram", 5, DRAM_MAX_UJ, 0, 1);
+	tt_zone(root, "intel-rapl", 1, -1, "package-1", 5, PKG_MAX_UJ, 0, 1);
+	assert_int_equal(js_zones_discover(root, &zs), 0);
+	assert_int_equal(js_zones_dram_why(&zs, why, sizeof(why)), -ENOENT);
+	assert_non_null(strstr(why, "package-1 (intel-rapl:1) has no dram zone"));
+	tt_rmrf(root);
+	/* AMD: package and core zones only */
+	root = tt_mkdtemp();
+	tt_zone(root, "intel-rapl", 0, -1, "package-0", 5, PKG_MAX_UJ, 0, 1);
+	tt_zone(root, "intel-rapl", 0, 0, "core", 5, PKG_MAX_UJ, 0, 1);
+	assert_int_equal(js_zones_discover(root, &zs), 0);
+	assert_int_equal(js_zones_dram_why(&zs, why, sizeof(why)), -ENOENT);
+	assert_non_null(strstr(why, "no dram zone"));
+	tt_rmrf(root);
+}
+
+static void test_amd_energy_label(void **state)
+{
+	int s = -1, c = -1;
+
+	(void)state;
+	assert_int_equal(js_amd_energy_label("Esocket0", &s, &c), 0);
+	assert_int_equal(s, 0);
+	assert_int_equal(js_amd_energy_label("Esocket12", &s, &c), 0);
+	assert_int_equal(s, 12);
+	assert_int_equal(js_amd_energy_label("Ecore007", &s, &c), 1);
+	assert_int_equal(c, 7);
+	assert_int_equal(js_amd_energy_label("Esocket", &s, &c), -EINVAL);
+	assert_int_equal(js_amd_energy_label("Esocket1x", &s, &c), -EINVAL);
+	assert_int_equal(js_amd_energy_label("Ecore-1", &s, &c), -EINVAL);
+	assert_int_equal(js_amd_energy_label("power1", &s, &c), -EINVAL);
+}
+
+/* amd_energy: sockets are zones, per-core counters one skip entry; other
+ * hwmon devices are ignored. */
+static void test_amd_energy_discover(void **state)
+{
+	char *root = tt_mkdtemp();
+	char dir[512], path[700];
+	struct js_zone_set zs;
+	static const char *const labels[] = {"Ecore000", "Ecore001", "Ecore002", "Ecore003",
+					     "Esocket0", "Esocket1"};
+
+	(void)state;
+	assert_int_equal(js_amd_energy_discover(root, &zs), -ENOENT);
+	snprintf(dir, sizeof(dir), "%s/class/hwmon/hwmon0", root);
+	tt_mkdirs(dir);
+	snprintf(path, sizeof(path), "%s/name", dir);
+	tt_write(path, "coretemp\n");
+	snprintf(path, sizeof(path), "%s/energy1_input", dir);
+	tt_write(path, "5\n");
+	snprintf(dir, sizeof(dir), "%s/class/hwmon/hwmon3", root);
+	tt_mkdirs(dir);
+	snprintf(path, sizeof(path), "%s/name", dir);
+	tt_write(path, "amd_energy\n");
+	for (int i = 0; i < 6; i++) {
+		snprintf(path, sizeof(path), "%s/energy%d_label", dir, i + 1);
+		tt_writef(path, "%s\n", labels[i]);
+		snprintf(path, sizeof(path), "%s/energy%d_input", dir, i + 1);
+		tt_writef(path, "%d\n", 1000 * (i + 1));
+	}
+	assert_int_equal(js_amd_energy_discover(root, &zs), 0);
+	assert_int_equal(zs.nzones, 2);
+	assert_string_equal(zs.zones[0].id, "amd_energy:0");
+	assert_string_equal(zs.zones[0].name, "Esocket0");
+	assert_int_equal(zs.zones[1].package, 1);
+	assert_int_equal(zs.zones[1].kind, JS_ZONE_PACKAGE);
+	assert_non_null(strstr(zs.zones[1].path, "energy6_input"));
+	assert_int_equal(zs.nskipped, 1);
+	assert_non_null(strstr(zs.skipped[0].why, "4 per-core counters"));
+	tt_rmrf(root);
+}
+
 static void test_discover_numeric_order_and_unknown(void **state)
 {
 	char *root = tt_mkdtemp();
@@ -316,6 +405,9 @@ int main(void)
 		cmocka_unit_test(test_discover_nested),
 		cmocka_unit_test(test_discover_multi_die),
 		cmocka_unit_test(test_discover_amd_no_dram),
+		cmocka_unit_test(test_dram_why),
+		cmocka_unit_test(test_amd_energy_label),
+		cmocka_unit_test(test_amd_energy_discover),
 		cmocka_unit_test(test_discover_numeric_order_and_unknown),
 		cmocka_unit_test(test_discover_none),
 		cmocka_unit_test(test_wrap_delta),

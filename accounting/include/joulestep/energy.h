@@ -67,6 +67,12 @@ int js_zone_classify(const char *control_type, const char *name, uint32_t depth,
  * sysfs_root NULL means "/sys". Zones are sorted by id. */
 int js_zones_discover(const char *sysfs_root, struct js_zone_set *out);
 
+/* Pure: whether the zones measure DRAM. 0 when every package zone has a
+ * dram zone of its own; -ENOENT otherwise, with the reason in why: AMD
+ * powercap zones (and client parts) give package energy only, and their
+ * DRAM energy is "not measured" (null with this reason), never 0. */
+int js_zones_dram_why(const struct js_zone_set *zs, char *why, size_t whylen);
+
 /* ---- wrap-safe accumulation (pure) ------------------------------------ */
 
 /* delta = cur - prev; if the counter went down, (max - prev) + cur.
@@ -91,7 +97,8 @@ struct js_energy; /* opaque: one opened backend */
 
 struct js_energy_opts {
 	const char *sysfs_root;   /* NULL = "/sys"                               */
-	const char *order;        /* comma list, NULL = "powercap,papi,sysfs"    */
+	const char *order;        /* comma list, NULL = "powercap,papi,sysfs";
+	                             also amd_energy (hwmon, never by default)   */
 	const char *papi_components; /* PAPI components the papi backend may use:
 	                             comma list of powercap, rapl,
 	                             perf_event_uncore, or "none";

@@ -183,6 +183,98 @@ def plugstack_line(root: pathlib.Path, zl: list[dict], libdir: str | None) -> st
     return "optional " + " ".join(args)
 
 
+AMD_LABEL = re.compile(r"^E(socket|core)(\d+)$")
+
+
+def amd_energy(root: pathlib.Path) -> dict | None:
+    """The amd_energy hwmon driver's counters ({"hwmon", "sockets", "cores",
+    "readable"}), or None without it. Only the socket counters are counted
+    (the accounting library's amd_energy backend): a core's is inside its
+    socket's."""
+    base = root / "class" / "hwmon"
+    if not base.is_dir():
+        return None
+    for h in sorted(base.iterdir()):
+        name, _ = _read(h / "name")
+        if name != "amd_energy":
+            continue
+        socks, cores, readable = [], 0, True
+        for lab in sorted(h.glob("energy*_label")):
+            text, _ = _read(lab)
+            m = AMD_LABEL.match(text or "")
+            if not m:
+                continue
+            if m.group(1) == "core":
+                cores += 1
+                continue
+            socks.append(int(m.group(2)))
+            v, _ = _read(h / lab.name.replace("_label", "_input"))
+            readable = readable and v is not None and v.isdigit()
+        return {"hwmon": h.name, "sockets": sorted(socks), "cores": cores,
+                "readable": readable}
+    return None
+
+
+GRACE_LABEL = re.compile(r"^(Module|CPU|SysIO|Grace) Power Socket (\d+)$")
+
+
+def node_meter(root: pathlib.Path) -> dict | None:
+    """The node's own meter beside RAPL, as the accounting library finds it
+    (joulestep/node.h; plugstack node_energy=): pm_counters (its `energy`
+    is the node) or Grace hwmon power sensors (one Module per socket is the
+    node); None without either."""
+    pm = root / "cray" / "pm_counters"
+    if pm.is_dir():
+        files = sorted(p.name for p in pm.iterdir() if p.name == "energy" or
+                       re.fullmatch(r"(cpu|memory|accel\d+)_energy", p.name))
+        if files:
+            return {"source": "pm_counters", "channels": files,
+                    "total": "energy" if "energy" in files else None}
+    base = root / "class" / "hwmon"
+    labels = []
+    if base.is_dir():
+        for h in sorted(base.iterdir()):
+            text, _ = _read(h / "power1_oem_info")
+            if text and GRACE_LABEL.match(text):
+                labels.append(text)
+    if not labels:
+        return None
+    socks = {GRACE_LABEL.match(t).group(2) for t in labels}
+    mods = sorted(t for t in labels if t.startswith("Module"))
+    return {"source": "hwmon", "channels": labels,
+            "total": "+".join(mods) if len(mods) == len(socks) else None}
+
+
+def node_measures(root: pathlib.Path, zl: list[dict]) -> dict:
+    """What the node can measure, and from which source: CPU (package
+    energy: RAPL powercap zones, else amd_energy) and DRAM (measured only
+    with a dram zone for every package; else "not measured", null in the
+    records, never 0), with the backend= plugstack value that reads it."""
+    counted = [z for z in zl if z["counted"]]
+    pk = [z for z in counted if z["kind"] == "package"]
+    dr = [z for z in counted if z["kind"] == "dram"]
+    amd = amd_energy(root)
+    out = {"amd_energy": amd, "cpu": None, "cpu_source": None, "dram": None,
+           "dram_not_measured": None, "backend": None, "node_meter": node_meter(root)}
+    if pk:
+        out["cpu_source"] = f"RAPL powercap, {len(pk)} package zone(s)"
+        out["backend"] = "powercap,sysfs"
+    elif amd and amd["sockets"]:
+        out["cpu_source"] = (f"amd_energy hwmon, {len(amd['sockets'])} socket counter(s) "
+                             f"({amd['cores']} per-core counters not added)")
+        out["backend"] = "amd_energy"
+    out["cpu"] = "measured" if out["cpu_source"] else "not measured"
+    if pk and len(dr) == len(pk):
+        out["dram"] = "measured"
+    else:
+        out["dram"] = "not measured"
+        out["dram_not_measured"] = (
+            "no CPU energy source" if not out["cpu_source"] else
+            "no dram zone: the energy source gives package energy only"
+            + (" (AMD)" if amd or not any(z["name"] == "psys" for z in zl) else ""))
+    return out
+
+
 def diagnose(root: str = "/sys", do_write: bool = False,
              libdir: str | None = None) -> dict:
     r = pathlib.Path(os.path.abspath(root))
@@ -211,7 +303,11 @@ def diagnose(root: str = "/sys", do_write: bool = False,
         if not wt.get("ok"):
             problems.append(f"write test: {wt['detail']}")
     wraps = [z["wrap_period_s"] for z in counted if z["wrap_period_s"]]
-    return {"sysfs": str(r), "zones": zl,
+    meas = node_measures(r, zl)
+    if not counted and meas["cpu_source"]:    # amd_energy only
+        problems[0] = (f"no RAPL zone; CPU energy from {meas['cpu_source']}: "
+                       "set backend=amd_energy")
+    return {"sysfs": str(r), "zones": zl, "measures": meas,
             "counted": {"package": sum(1 for z in counted if z.get("kind") == "package"),
                         "dram": sum(1 for z in counted if z.get("kind") == "dram")},
             "min_wrap_period_s": min(wraps) if wraps else None,

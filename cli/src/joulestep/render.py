@@ -19,6 +19,12 @@ def _saving(d: dict) -> str:
     return f"{num(d['saving_j'])}J" + (f" {pct:.0f}%" if pct is not None else "")
 
 
+def _dram(step: dict, j) -> str:
+    """A DRAM figure; "n/m" (not measured) where the step's node has no
+    dram zone, never a 0 or a blank that reads as one."""
+    return "n/m" if step.get("dram_not_measured") and j is None else num(j)
+
+
 def job_text(s: dict, utc: bool = False) -> str:
     j, site, t = s["job"], s["site"], s["totals"]
     cur = site["currency"]
@@ -33,10 +39,13 @@ def job_text(s: dict, utc: bool = False) -> str:
         + (f"; tags: {tags}" if tags else ""),
         "",
         f"Energy {num(t['energy_total_j'])} J (CPU {num(t['energy_cpu_j'])} J, "
-        f"DRAM {num(t['energy_dram_j'])} J)",
+        + (f"DRAM {num(t['energy_dram_j'])} J)" if not t.get("dram_not_measured")
+           else "DRAM not measured: the total is the CPU's)"),
         f"     = {energy_text(t['kwh'])}, {co2_text(t['co2_g'])} CO2, "
         f"{money_text(t['cost'], cur)}",
     ]
+    if t.get("dram_not_measured"):
+        lines += _wrap(f"DRAM not measured on {t['dram_not_measured']}")
     if t.get("steps_unmeasured"):
         lines.append(f"({t['steps_unmeasured']} step(s) without an energy "
                      "measurement are not in these totals)")
@@ -57,13 +66,25 @@ def job_text(s: dict, utc: bool = False) -> str:
             f"{st['step_id']}+{st['het_component']}"
         rows.append([name, st["node"], st["policy"] or "-",
                      num(st["duration_s"]), num(st["energy_cpu_j"]),
-                     num(st["energy_dram_j"]), num(st["energy_total_j"]),
+                     _dram(st, st["energy_dram_j"]), num(st["energy_total_j"]),
                      num(st["avg_power_w"]), num(st["freq_mhz"]),
                      num_fixed(None if st["kwh"] is None else st["kwh"] * 1000),
                      _saving(st)])
     lines.append(table(["STEP", "NODE", "POLICY", "TIME_S", "CPU_J", "DRAM_J",
                         "TOTAL_J", "AVG_W", "MHZ", "WH", "SAVING"], rows,
                        right={3, 4, 5, 6, 7, 8, 9, 10}))
+    for st in s["steps"]:
+        if st.get("node_meter_sources"):
+            lines += _wrap(f"Node meter, step {st['step_id']} on {st['node']}: "
+                           + (f"{num(st['energy_node_j'])} J "
+                              f"({st['node_meter_sources']}"
+                              f"{', integrated power' if st['node_meter_integrated'] else ''})"
+                              f" against RAPL's {num(st['energy_total_j'])} J"
+                              if st["energy_node_j"] is not None else
+                              f"not measured ({st['node_meter_sources']})"))
+    if any(st.get("dram_not_measured") for st in s["steps"]):
+        lines.append("(n/m: DRAM not measured, no dram zone on the node; TOTAL_J is "
+                     "the CPU's)")
     for st in s["steps"]:
         if not st["phases"]:
             continue
@@ -73,7 +94,7 @@ def job_text(s: dict, utc: bool = False) -> str:
             kind = "  " * p["depth"] + p["kind"] + (
                 f":{p['label']}" if p["label"] else "")
             rows.append([str(p["seq"]), kind, num(p["duration_s"]),
-                         num(p["energy_cpu_j"]), num(p["energy_dram_j"]),
+                         num(p["energy_cpu_j"]), _dram(st, p["energy_dram_j"]),
                          num(p["avg_power_w"]),
                          num(None if p["bytes"] is None else p["bytes"] / 2**30),
                          num(p["gib_per_s"]), num(p["j_per_gib"]),
@@ -171,6 +192,11 @@ def report_text(r: dict, utc: bool = False) -> str:
     lines.append(table([r["by"].upper(), "JOBS", "STEPS", "ENERGY_J", "SHARE%",
                         unit, "COST_" + r["currency"].upper(), "AVG_W", "POLICY%"],
                        rows))
+    if t.get("dram_not_measured_steps"):
+        lines += [""] + _wrap(f"DRAM not measured on {t['dram_not_measured_steps']} of "
+                              f"{t['steps']} steps (no dram zone on their nodes, as on "
+                              "AMD): their energy is the CPU's alone, and no DRAM "
+                              "total is given.")
     lines += [""] + _wrap(r["scope_note"] + ".")
     return "\n".join(lines) + "\n"
 

@@ -279,7 +279,11 @@ STEP_COLS = (
     "s.energy_total_uj, s.exit_code, s.wrap_uncertain, s.errors_json, "
     "s.backend, s.inside_step_pk, s.counted_cpu_uj, s.counted_dram_uj, "
     "s.counted_total_uj, s.nominal_freq_khz, s.fixed_freq_khz, s.freq_control, "
-    "s.freq_min_ratio, s.counted_duration_ns, s.min_phase_ns, s.energy_resolution_uj")
+    "s.freq_min_ratio, s.counted_duration_ns, s.min_phase_ns, s.energy_resolution_uj, "
+    "s.dram_not_measured, s.energy_node_uj, s.node_meter_sources, "
+    "s.node_meter_integrated")
+#: STEP_COLS position of steps.dram_not_measured (why DRAM is not measured)
+NO_DRAM_AT = 31
 STEPS_FROM = "steps s JOIN nodes n ON n.node_pk = s.node_pk"
 PHASE_COLS = (
     "p.step_pk, p.seq, p.kind, p.label, p.depth, p.parent_seq, "
@@ -325,6 +329,7 @@ def job_summary(conn, job_id: int, settings: Settings,
     unmeasured = nested = 0
     have_dram = False
     not_est = 0
+    no_dram: dict = {}        # why DRAM is not measured -> steps
     bases, refs = set(), set()
     rows = sorted(conn.execute(f"SELECT {STEP_COLS} FROM {STEPS_FROM} WHERE "
                                "s.job_pk = ?", (job_pk,)).fetchall(),
@@ -363,6 +368,13 @@ def job_summary(conn, job_id: int, settings: Settings,
         if cdram is not None:
             tot_dram += cdram
             have_dram = True
+        d["dram_not_measured"] = r[NO_DRAM_AT]
+        # the node's own meter (node_energy=), beside RAPL, never added to it
+        d["energy_node_j"] = None if r[NO_DRAM_AT + 1] is None else r[NO_DRAM_AT + 1] / 1e6
+        d["node_meter_sources"] = r[NO_DRAM_AT + 2]
+        d["node_meter_integrated"] = None if r[NO_DRAM_AT + 3] is None else bool(r[NO_DRAM_AT + 3])
+        if r[NO_DRAM_AT] is not None and ccpu is not None:
+            no_dram.setdefault(r[NO_DRAM_AT], []).append(names[spk] + " on " + node)
         d["inside_step"] = names.get(inside)
         d["counted_energy_cpu_j"] = None if ccpu is None else ccpu / 1e6
         d["counted_energy_dram_j"] = None if cdram is None else cdram / 1e6
@@ -397,6 +409,9 @@ def job_summary(conn, job_id: int, settings: Settings,
             caveats.append(f"{label}: {d['energy_note']}")
         elif cpu is None:
             caveats.append(f"{label}: energy not measured (see the errors)")
+        if r[NO_DRAM_AT] is not None:
+            caveats.append(f"{label}: DRAM not measured ({r[NO_DRAM_AT]}); its "
+                           "total is the CPU's alone")
         if wrapu:
             caveats.append(f"{label}: a counter may have wrapped unseen; "
                            "energies are lower bounds")
@@ -418,9 +433,12 @@ def job_summary(conn, job_id: int, settings: Settings,
         if len(pairs) > MAX_OVERLAP_CAVEATS:
             caveats.append(f"... and {len(pairs) - MAX_OVERLAP_CAVEATS} more "
                            f"pairs of steps on {node} that ran at the same time")
-    totals = derive(tot_cpu, tot_dram if have_dram else None,
+    # DRAM not measured on some step: the job has no DRAM figure (a sum of
+    # the others' is not the job's) and its total is the CPU's alone
+    totals = derive(tot_cpu, tot_dram if have_dram and not no_dram else None,
                     sum(s["duration_s"] for s in steps) * 1e9, None, settings,
                     node_ns)
+    totals["dram_not_measured"] = _no_dram_note(no_dram)
     totals.pop("duration_s")
     totals.pop("avg_power_w")
     totals.pop("bytes"), totals.pop("gib_per_s"), totals.pop("j_per_gib")
@@ -443,6 +461,16 @@ def job_summary(conn, job_id: int, settings: Settings,
             "totals": totals, "steps": steps, "other_submissions": others,
             "caveats": caveats,
             "what_if": what_if(steps, models, tuned, settings) if what_if else None}
+
+
+def _no_dram_note(no_dram: dict) -> str | None:
+    """Why the job has no DRAM figure: the reasons and the steps, or None."""
+    if not no_dram:
+        return None
+    n = sum(len(v) for v in no_dram.values())
+    return f"{n} step(s): " + "; ".join(
+        f"{why} ({', '.join(v[:3])}{', ...' if len(v) > 3 else ''})"
+        for why, v in no_dram.items())
 
 
 def _user_rows(rows, phases_by_step):
@@ -681,11 +709,16 @@ def report(conn, settings: Settings, by: str = "user",
     _, joins, args = group_clause(by)
     where, wargs = window_conditions(since_ns, until_ns, cluster)
     grand = sum(r[5] or 0 for r in rows)
+    no_dram = _no_dram_counts(conn, by, since_ns, until_ns, cluster)
     groups = []
     for g, jobs, steps, cpu, dram, tot, dur, pol_steps, pol_uj, node_ns in rows:
         d = {"key": "(none)" if g is None else g, "jobs": jobs, "steps": steps}
         tot, pol_uj = tot or 0, pol_uj or 0
-        d.update(derive(cpu or 0, dram, dur or 0, None, settings, node_ns or 0))
+        # DRAM not measured on some of the group's steps: no DRAM figure (the
+        # others' sum is not the group's); their total is the CPU's alone
+        d["dram_not_measured_steps"] = no_dram.get(g, 0)
+        d.update(derive(cpu or 0, None if no_dram.get(g) else dram, dur or 0, None,
+                        settings, node_ns or 0))
         d["energy_total_j"] = tot / 1e6
         d["step_seconds"] = d.pop("duration_s")
         for k in ("bytes", "gib_per_s", "j_per_gib"):
@@ -704,7 +737,8 @@ def report(conn, settings: Settings, by: str = "user",
         njobs = sum(r[1] for r in rows)
     steps_n = sum(r[2] for r in rows)
     dram_all = [r[4] for r in rows if r[4] is not None]
-    totals = derive(sum(r[3] or 0 for r in rows), sum(dram_all) if dram_all else None,
+    totals = derive(sum(r[3] or 0 for r in rows),
+                    sum(dram_all) if dram_all and not no_dram else None,
                     sum(r[6] or 0 for r in rows), None, settings,
                     sum(r[9] or 0 for r in rows))
     totals["energy_total_j"] = grand / 1e6
@@ -717,6 +751,7 @@ def report(conn, settings: Settings, by: str = "user",
         if steps_n else 0.0,
         "policy_energy_pct": 100.0 * sum(r[8] or 0 for r in rows) / grand
         if grand else 0.0})
+    totals["dram_not_measured_steps"] = sum(no_dram.values())
     from .lost import count as lost_count  # records the plugin could not write
     totals["records_lost"] = lost_count(conn, cluster, since_ns, until_ns)
     return {"by": by, "since": _iso(since_ns), "until": _iso(until_ns),
@@ -725,7 +760,18 @@ def report(conn, settings: Settings, by: str = "user",
             "totals": totals, "top": groups[:top], "groups": groups}
 
 
+def _no_dram_counts(conn, by: str, since_ns, until_ns, cluster) -> dict:
+    """{group key: steps in the window whose DRAM is not measured} (only
+    keys with such steps; {} on nodes that all measure DRAM)."""
+    gexpr, joins, args = group_clause(by)
+    where, wargs = window_conditions(since_ns, until_ns, cluster)
+    where = where + ["s.dram_not_measured IS NOT NULL"]
+    return dict(conn.execute(f"SELECT {gexpr} AS g, count(*) FROM steps s {joins} "
+                             f"WHERE {' AND '.join(where)} GROUP BY g",
+                             args + wargs).fetchall())
+
+
 REPORT_CSV_COLUMNS = [
     "key", "jobs", "steps", "energy_cpu_j", "energy_dram_j", "energy_total_j",
-    "share_pct", "step_seconds", "avg_power_w", "kwh", "co2_g", "cost", "scope",
+    "dram_not_measured_steps", "share_pct", "step_seconds", "avg_power_w", "kwh", "co2_g", "cost", "scope",
     "policy_steps_pct", "policy_energy_pct"]

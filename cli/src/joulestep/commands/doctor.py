@@ -88,6 +88,7 @@ def _text(r: dict):
     if rows:
         click.echo(table(["ZONE", "NAME", "COUNTED", "READABLE", "WRAP_S", "NOTE"],
                          rows, right={4}))
+    _print_measures(r["measures"])
     if r["min_wrap_period_s"]:
         click.echo(f"shortest wrap period {r['min_wrap_period_s']:.0f} s at max "
                    "power: sample faster than that")
@@ -114,3 +115,17 @@ def _text(r: dict):
         _node_text(r["node"])
     click.echo("plugstack.conf:")
     click.echo(f"  {r['plugstack']}")
+
+
+def _print_measures(m: dict) -> None:
+    """What the node measures (doctor.node_measures), two lines."""
+    click.echo(f"CPU energy: {m['cpu']}"
+               + (f" ({m['cpu_source']}; backend={m['backend']})" if m["cpu_source"] else ""))
+    click.echo(f"DRAM energy: {m['dram']}"
+               + (f" ({m['dram_not_measured']}): null in the records, never 0"
+                  if m["dram_not_measured"] else ""))
+    n = m["node_meter"]
+    if n:
+        click.echo(f"node meter: {n['source']} ({len(n['channels'])} channels; node total "
+                   + (f"= {n['total']}" if n["total"] else "none: a socket lacks its Module "
+                      "sensor, or no energy file") + f"): node_energy={n['source']}")

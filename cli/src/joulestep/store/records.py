@@ -26,7 +26,7 @@ import re
 from typing import NamedTuple
 
 RECORD_FORMAT = "joulestep-record"
-RECORD_VERSION = 1
+RECORD_VERSION = 2
 LOST_FORMAT = "joulestep-lost"
 #: policies that never change the clock (not counted as policy adoption)
 INACTIVE_POLICIES = frozenset(("monitor", "none", "off", "base", ""))
@@ -116,6 +116,17 @@ SCHEMA = (
     F("step.energy_dram_uj", "int", "uJ", 0, column="energy_dram_uj"),
     F("step.energy_total_uj", "int", "uJ", 0, column="energy_total_uj",
       doc="default cpu + dram"),
+    F("step.dram_not_measured", "str", since=2, column="dram_not_measured",
+      doc="why DRAM is not measured (no dram zone, as on AMD); "
+          "energy_dram_uj is then null and the total the CPU's alone"),
+    F("step.energy_node_uj", "int", "uJ", 0, since=2, column="energy_node_uj",
+      doc="the node's own meter beside RAPL (node_energy=): pm_counters energy or "
+          "the Grace Module sensors; null: none, a reset or a failed read"),
+    F("step.node_meter_sources", "str", since=2, column="node_meter_sources",
+      doc="the channels that make energy_node_uj (never two that overlap), or why "
+          "it is null"),
+    F("step.node_meter_integrated", "bool", since=2, column="node_meter_integrated",
+      doc="energy_node_uj integrates power samples (hwmon)"),
     F("step.exit_code", "int", column="exit_code"),
     F("step.nominal_freq_khz", "int", "kHz", 1, column="nominal_freq_khz"),
     F("step.fixed_freq_khz", "int", "kHz", 1, column="fixed_freq_khz"),
@@ -390,10 +401,11 @@ def _at(sec: str, name: str) -> int:
 # positions in the value lists (cross-field rules)
 (_J_SUBMIT, _J_FIRST) = _at("job", "submit_time_ns"), _at("job", "first_seen_ns")
 _J_TAGS = _at("job", "tags")
-(_S_NODE, _S_START, _S_END, _S_DUR, _S_CPU, _S_DRAM, _S_TOTAL, _S_POLICY) = (
+(_S_NODE, _S_START, _S_END, _S_DUR, _S_CPU, _S_DRAM, _S_TOTAL, _S_POLICY,
+ _S_NODRAM) = (
     _at("step", n) for n in ("node", "start_ns", "end_ns", "duration_ns",
                              "energy_cpu_uj", "energy_dram_uj", "energy_total_uj",
-                             "policy"))
+                             "policy", "dram_not_measured"))
 _Z_ID, _Z_UJ = _at("zones[]", "id"), _at("zones[]", "energy_uj")
 (_P_SEQ, _P_PARENT, _P_START, _P_END) = (
     _at("phases[]", n) for n in ("seq", "parent_seq", "start_ns", "end_ns"))
@@ -453,8 +465,8 @@ class Parsed:
 
 
 def _upgrade_v1_shapes(rec: dict) -> dict:
-    """Version 1 records of plugins before job.first_seen_ns: the window
-    starts at job.submit_time_ns (docs/record-format.md, job identity)."""
+    """Records of plugins before job.first_seen_ns: the window starts at
+    job.submit_time_ns (docs/record-format.md, job identity)."""
     job = rec.get("job")
     if type(job) is dict and job.get("first_seen_ns") is None:
         if job.get("submit_time_ns") is None:
@@ -464,10 +476,33 @@ def _upgrade_v1_shapes(rec: dict) -> dict:
     return rec
 
 
+#: what a version 1 record of a node without a dram zone meant by its 0
+V1_NO_DRAM = "no dram zone (a version 1 record wrote 0 J)"
+
+
+def _upgrade_v1_to_v2(rec: dict) -> dict:
+    """Version 1 wrote energy_dram_uj 0 where no zone measured DRAM (AMD):
+    version 2 says "not measured" (null, step.dram_not_measured).  Told
+    from a measured 0 by the zones: packages and not one dram zone."""
+    step, zones = rec.get("step"), rec.get("zones")
+    if type(step) is not dict or type(zones) is not list or \
+            step.get("energy_dram_uj") != 0 or step.get("dram_not_measured"):
+        return rec
+    kinds = {z.get("kind") for z in zones if type(z) is dict}
+    if "package" not in kinds or "dram" in kinds:
+        return rec
+    rec = dict(rec, step=dict(step, energy_dram_uj=None, dram_not_measured=V1_NO_DRAM))
+    if type(rec.get("phases")) is list:
+        rec["phases"] = [dict(p, energy_dram_uj=None)
+                         if type(p) is dict and p.get("energy_dram_uj") == 0 else p
+                         for p in rec["phases"]]
+    return rec
+
+
 #: version -> the function that brings a record of that version to the
 #: next one (the one place older records are upgraded); the entry of
 #: RECORD_VERSION normalizes the current version's older shapes
-UPGRADES = {1: _upgrade_v1_shapes}
+UPGRADES = {1: _upgrade_v1_to_v2, 2: _upgrade_v1_shapes}
 
 
 def upgrade(rec: dict) -> dict:
@@ -475,8 +510,8 @@ def upgrade(rec: dict) -> dict:
     (a new dict where anything changed; the input stays as it was)."""
     ver = rec.get("version")
     if type(ver) is not int or ver not in UPGRADES:
-        raise RecordError(f"version: this joulestep reads version "
-                          f"{RECORD_VERSION}, got {_shown(ver)[:20]}")
+        raise RecordError(f"version: this joulestep reads versions "
+                          f"{min(UPGRADES)} to {RECORD_VERSION}, got {_shown(ver)[:20]}")
     for v in range(ver, RECORD_VERSION + 1):
         rec = UPGRADES[v](rec)
     return rec
@@ -528,6 +563,9 @@ def parse_record(rec) -> Parsed:
     if sv[_S_DUR] is None:
         sv[_S_DUR] = end - start
     cpu = sv[_S_CPU]
+    if sv[_S_NODRAM] is not None and sv[_S_DRAM] is not None:
+        raise RecordError("step.energy_dram_uj: must be null when "
+                          "step.dram_not_measured says why")
     if sv[_S_TOTAL] is None and cpu is not None:
         total = cpu + (sv[_S_DRAM] or 0)
         if total >= _HI64:
