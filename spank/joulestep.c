@@ -433,6 +433,14 @@ int slurm_spank_job_prolog(spank_t sp, int ac, char **av)
 		env_field("SLURM_JOB_ACCOUNT", e.account, sizeof(e.account), false);
 		env_field("SLURM_JOB_PARTITION", e.partition, sizeof(e.partition), false);
 		env_field("SLURM_CLUSTER_NAME", e.cluster, sizeof(e.cluster), true);
+		/* the job's GPUs on this node: slurmd sets it in the prolog's
+		 * environment from the job's credential (docs/design.md, "Which
+		 * GPUs a step owns"); the job's own variables never reach here */
+		char gpus[sizeof(e.gpus)];
+		env_field("SLURM_JOB_GPUS", gpus, sizeof(gpus), false);
+		if (js_jobcache_gpus(gpus, e.gpus, sizeof(e.gpus)) < 0)
+			slurm_error("joulestep: job %u: prolog: SLURM_JOB_GPUS='%s' is not a list of GPU indices; the job's GPUs are not measured",
+				    jobid, gpus);
 	}
 	int rc = js_jobcache_store(c.state, &e);
 	if (rc < 0)

@@ -311,9 +311,16 @@ int js_conf_parse(int ac, char **av, struct js_conf *c, char *err, size_t errlen
 				return fail(err, errlen, "%.*s=: an integer in [0, 8760] (0 = no job cache)",
 					    (int)kl, a);
 			c->job_cache_hours = (unsigned)u;
+		} else if (KEY("gpu_backend")) {
+			if (strcmp(v, "nvml") && strcmp(v, "amdsmi") && strcmp(v, "off") && strcmp(v, "auto"))
+				return fail(err, errlen, "gpu_backend=: one of auto, nvml, amdsmi, off");
+			scopy(c->gpu_backend, sizeof(c->gpu_backend), strcmp(v, "auto") ? v : "");
+		} else if (KEY("gpu_lib")) {
+			if (set_path(c->gpu_lib, "gpu_lib", v, false, err, errlen))
+				return -EINVAL;
 		} else {
 			return fail(err, errlen,
-				    "unknown key '%.*s' (allowed: spool state sysfs socket_dir cluster policies default_policy min_ratio sample_ms max_phases max_depth max_markers_per_s max_markers_per_step min_phase_ms backend job_cache_hours tuned hooks_dir)",
+				    "unknown key '%.*s' (allowed: spool state sysfs socket_dir cluster policies default_policy min_ratio sample_ms max_phases max_depth max_markers_per_s max_markers_per_step min_phase_ms backend job_cache_hours tuned hooks_dir gpu_backend gpu_lib)",
 				    (int)(kl > 40 ? 40 : kl), a);
 		}
 #undef KEY

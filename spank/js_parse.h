@@ -56,6 +56,11 @@ struct js_conf {
 	uint64_t max_markers_per_step; /* BEGIN markers recorded per step    */
 	unsigned min_phase_ms;      /* shorter intervals: no energy for users   */
 	unsigned job_cache_hours;   /* trust the prolog's job cache this long; 0 = none */
+	/* GPUs (docs/admin-guide.md, "GPU nodes"): the vendor library, loaded
+	 * with dlopen per step; gpu_backend "" = the first that sees a GPU
+	 * (nvml, amdsmi), "off" = none; gpu_lib "" = the backend's own soname */
+	char gpu_backend[16];
+	char gpu_lib[JS_PATH_MAX];
 };
 
 void js_conf_defaults(struct js_conf *c);

@@ -16,6 +16,7 @@
 
 #include <cmocka.h>
 
+#include "js_jobcache.h"
 #include "js_parse.h"
 #include "js_phase.h"
 #include "js_tuned.h"
@@ -53,7 +54,59 @@ static void conf_sidechannel_keys(void **st)
 	assert_non_null(strstr(err, "unknown key 'min_phase_ns'"));
 	assert_non_null(strstr(err, "min_phase_ms"));
 	assert_non_null(strstr(err, "max_markers_per_step"));
-	assert_non_null(strstr(err, "hooks_dir)")); /* the list is not truncated */
+	assert_non_null(strstr(err, "gpu_lib)")); /* the list is not truncated */
+}
+
+/* GPU keys of plugstack.conf: the library path and backend, parsed by the
+ * one parser; an unknown GPU key is refused like any other. */
+static void conf_gpu_keys(void **st)
+{
+	(void)st;
+	struct js_conf c;
+	char err[400];
+	assert_int_equal(js_conf_parse(0, NULL, &c, err, sizeof(err)), 0);
+	assert_string_equal(c.gpu_backend, "");
+	assert_string_equal(c.gpu_lib, "");
+	char *ok[] = {"gpu_backend=nvml", "gpu_lib=/opt/fake/libnvidia-ml.so.1"};
+	assert_int_equal(js_conf_parse(2, ok, &c, err, sizeof(err)), 0);
+	assert_string_equal(c.gpu_backend, "nvml");
+	assert_string_equal(c.gpu_lib, "/opt/fake/libnvidia-ml.so.1");
+	char *bad[][1] = {{"gpu_backend=cuda"}, {"gpu_lib=libnvidia-ml.so.1"}, {"gpu_lib=/a/../b"},
+			  {"gpu_libs=/x"}, {"gpus=0"}};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		err[0] = 0;
+		assert_int_equal(js_conf_parse(1, bad[i], &c, err, sizeof(err)), -EINVAL);
+		assert_true(err[0]);
+	}
+	assert_non_null(strstr(err, "unknown key 'gpus'"));
+}
+
+/* SLURM_JOB_GPUS as the job cache keeps it: indices only, ranges expanded;
+ * a cache file of an older plugin (no "gpus") still loads, with none. */
+static void jobcache_gpus(void **st)
+{
+	(void)st;
+	char out[128];
+	assert_int_equal(js_jobcache_gpus("0,2", out, sizeof(out)), 0);
+	assert_string_equal(out, "0,2");
+	assert_int_equal(js_jobcache_gpus("1-3,7", out, sizeof(out)), 0);
+	assert_string_equal(out, "1,2,3,7");
+	assert_int_equal(js_jobcache_gpus("", out, sizeof(out)), 0);
+	assert_string_equal(out, "");
+	const char *bad[] = {"GPU-abc", "0,", ",0", "0 1", "3-1", "0-", "all", "0,,1", "-1"};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		assert_int_equal(js_jobcache_gpus(bad[i], out, sizeof(out)), -EINVAL);
+	struct js_jobcache e = {.job_id = 7, .uid = 1000, .first_seen_ns = 5}, d;
+	snprintf(e.gpus, sizeof(e.gpus), "0,1");
+	char buf[512];
+	assert_int_equal(js_jobcache_encode(&e, buf, sizeof(buf)), 0);
+	assert_int_equal(js_jobcache_decode(buf, strlen(buf), &d), 0);
+	assert_string_equal(d.gpus, "0,1");
+	const char *old = "{\"account\":\"a\",\"cluster\":\"c\",\"first_seen_ns\":5,\"job_id\":7,\"partition\":\"p\",\"uid\":1000}";
+	assert_int_equal(js_jobcache_decode(old, strlen(old), &d), 0);
+	assert_string_equal(d.gpus, "");
+	const char *forged = "{\"account\":\"a\",\"cluster\":\"c\",\"first_seen_ns\":5,\"gpus\":\"x\",\"job_id\":7,\"partition\":\"p\",\"uid\":1000}";
+	assert_int_equal(js_jobcache_decode(forged, strlen(forged), &d), -EINVAL);
 }
 
 /* max_phases is bounded so that a record stays within its documented size
@@ -950,6 +1003,8 @@ int main(void)
 		cmocka_unit_test(phases_hold_clock),
 		cmocka_unit_test(phases_energy_interval),
 		cmocka_unit_test(phases_rank_detail_cap),
+		cmocka_unit_test(conf_gpu_keys),
+		cmocka_unit_test(jobcache_gpus),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
