@@ -138,7 +138,13 @@ def test_migration_fills_the_totals_of_an_old_store(tmp_path):
     conn = store.connect(db)
     store.ingest_records(conn, _records(3)[0], gap_ns=GAP_NS)
     truth = conn.execute(TOTALS_TRUTH).fetchall()
-    # back to schema 6: without 008's table and columns, 007's index and columns
+    # back to schema 6: without 009's (GPU) tables and columns, 008's table
+    # and columns, 007's index and columns
+    conn.execute("DROP TABLE phase_gpus")
+    conn.execute("DROP TABLE step_gpus")
+    conn.execute("ALTER TABLE phases DROP COLUMN energy_gpu_uj")
+    for col in ("energy_gpu_uj", "total_includes", "gpu_backend", "gpus_unmeasured"):
+        conn.execute(f"ALTER TABLE steps DROP COLUMN {col}")
     conn.execute("DROP TABLE step_conflicts")
     conn.execute("ALTER TABLE steps DROP COLUMN source")
     conn.execute("ALTER TABLE steps DROP COLUMN record_digest")

@@ -18,6 +18,24 @@ def _saving(d: dict) -> str:
     return f"{num(d['saving_j'])}J" + (f" {pct:.0f}%" if pct is not None else "")
 
 
+def _gpu_lines(steps: list) -> list[str]:
+    """GPU energy per step and per phase, for steps with GPUs (gpus.py)."""
+    from .gpus import step_lines
+    out = []
+    for st in steps:
+        lines = step_lines(st)
+        if not lines:
+            continue
+        out += ["", f"GPUs of step {st['step_id']} on {st['node']} (GPU "
+                f"{num(st.get('energy_gpu_j'))} J; total includes "
+                f"{st.get('total_includes') or 'CPU + DRAM'}):"] + lines
+        for p in st["phases"]:
+            if "energy_gpu_j" in p:
+                out.append(f"  phase {p['seq']} {_phase_name(p)}: GPU "
+                           f"{num(p['energy_gpu_j'])} J")
+    return out
+
+
 def job_text(s: dict) -> str:
     j, site, t = s["job"], s["site"], s["totals"]
     cur = site["currency"]
@@ -30,7 +48,9 @@ def job_text(s: dict) -> str:
          f"First seen {j['first_seen']}") + (f"; tags: {tags}" if tags else ""),
         "",
         f"Energy {num(t['energy_total_j'])} J (CPU {num(t['energy_cpu_j'])} J, "
-        f"DRAM {num(t['energy_dram_j'])} J)",
+        f"DRAM {num(t['energy_dram_j'])} J"
+        + (f", GPU {num(t['energy_gpu_j'])} J" if t.get("energy_gpu_j") is not None else "")
+        + f"); total includes {t.get('total_includes') or 'CPU + DRAM'}",
         f"     = {t['kwh']:.4g} kWh, {t['co2_g']:.3g} g CO2, "
         f"{t['cost']:.3g} {cur}",
     ]
@@ -61,6 +81,7 @@ def job_text(s: dict) -> str:
     lines.append(table(["STEP", "NODE", "POLICY", "TIME_S", "CPU_J", "DRAM_J",
                         "TOTAL_J", "AVG_W", "MHZ", "WH", "SAVING"], rows,
                        right={3, 4, 5, 6, 7, 8, 9, 10}))
+    lines += _gpu_lines(s["steps"])
     for st in s["steps"]:
         if not st["phases"]:
             continue
