@@ -289,6 +289,11 @@ static void ph_snap(void *ctx, uint64_t *cpu, uint64_t *dram, bool *unc)
 			*unc = true;
 }
 
+static void ph_snap_gpu(void *ctx, uint64_t at_ns, struct js_gpu_mark *out)
+{
+	js_gpu_step_mark(ctx, at_ns, out);
+}
+
 static uint64_t ph_now(void *ctx)
 {
 	struct js_step *s = ctx;
@@ -344,6 +349,7 @@ static void job_meta(struct js_step *s)
 		s->job_source = "prolog";
 		memcpy(s->account, c.account, sizeof(s->account));
 		memcpy(s->partition, c.partition, sizeof(s->partition));
+		memcpy(s->gpu_sel, c.gpus, sizeof(s->gpu_sel));
 		if (!s->conf.cluster[0] && js_name_safe(c.cluster))
 			snprintf(s->cluster, sizeof(s->cluster), "%s", c.cluster);
 	} else if (s->conf.job_cache_hours) {
@@ -689,6 +695,7 @@ static void step_free(struct js_step *s)
 	if (!s)
 		return;
 	js_phases_free(s->phases);
+	js_gpu_step_close(s);
 	if (s->meter)
 		js_meter_stop(s->meter);
 	if (s->energy)
@@ -974,9 +981,12 @@ static int remote_init(spank_t sp)
 		}
 	}
 
+	js_gpu_step_open(s); /* the job's GPUs (the prolog's cache), beside RAPL */
+
 	setup_freq(sp, s); /* fixed:R is set here, before the tasks */
 
-	struct js_phase_ops ops = {.ctx = s, .set_ratio = ph_set_ratio, .snap = ph_snap, .now_ns = ph_now};
+	struct js_phase_ops ops = {.ctx = s, .set_ratio = ph_set_ratio, .snap = ph_snap, .now_ns = ph_now,
+				   .snap_gpu = s->gmeter ? ph_snap_gpu : NULL};
 	s->phases = js_phases_new(s->conf.max_phases, s->conf.max_depth, &ops, s->start_mono_ns);
 	if (!s->phases)
 		js_step_error(s, "phases: out of memory; markers disabled");
@@ -1050,6 +1060,9 @@ static void remote_exit(struct js_step *s)
 	if (s->meter && js_meter_snapshot(s->meter, &s->s1) < 0)
 		js_step_error(s, "energy: final reading failed");
 	else if (s->meter)
+		__atomic_store_n(&s->ended, true, __ATOMIC_RELEASE);
+	js_gpu_step_end(s); /* as of end_mono; phases still open end there too */
+	if (s->have_g1)
 		__atomic_store_n(&s->ended, true, __ATOMIC_RELEASE);
 	js_server_stop_request(s);
 	int dfd = js_record_dir(s);

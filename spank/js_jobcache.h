@@ -73,4 +73,10 @@ int js_jobcache_store(const char *state, const struct js_jobcache *e);
 int js_jobcache_remove(const char *state, uint32_t job_id, uint64_t max_age_ns,
 		       uint64_t now_ns, unsigned *nremoved);
 
+/* The GPU indices the cache files of other jobs (not job_id, not older
+ * than max_age_ns) name, as a comma list in out ("" none): a GPU one of
+ * them holds is shared with this job. 0, or -errno (-ENOENT: no jobs/; -ENOSPC: too many to list). */
+int js_jobcache_other_gpus(const char *state, uint32_t job_id, uint64_t max_age_ns,
+			   uint64_t now_ns, char *out, size_t len);
+
 #endif

@@ -364,6 +364,8 @@ static struct js_sphase *phase_new(struct js_phases *ps, const char *kind, const
 	/* the energy interval starts when the meter is read */
 	p->start_ns = ps->ops.now_ns(ps->ops.ctx);
 	ps->ops.snap(ps->ops.ctx, &p->e_cpu0_uj, &p->e_dram0_uj, &p->uncertain);
+	if (ps->ops.snap_gpu)
+		ps->ops.snap_gpu(ps->ops.ctx, p->start_ns, &p->g0);
 	ps->link[p->seq].prev = ps->link[p->seq].next = NO_LINK;
 	itab_put(&ps->ph_ix, ph_hash(kind, d, nth, parent), p->seq);
 	ps->n++;
@@ -464,6 +466,8 @@ static void end_one(struct js_phases *ps, struct rank_state *r, long long bytes,
 		/* the energy interval ends when the meter is read */
 		p->end_ns = ps->ops.now_ns(ps->ops.ctx);
 		ps->ops.snap(ps->ops.ctx, &p->e_cpu1_uj, &p->e_dram1_uj, &unc);
+		if (ps->ops.snap_gpu)
+			ps->ops.snap_gpu(ps->ops.ctx, p->end_ns, &p->g1);
 		p->uncertain = p->uncertain || unc;
 		open_unlink(ps, p->seq);
 		relevel(ps, NULL, t);

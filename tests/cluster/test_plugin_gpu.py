@@ -1,0 +1,203 @@
+"""GPU energy per step and per phase from the plugin, on a live cluster whose node has
+two GPUs in gres.conf (issue 26): File= character devices the harness makes, the NVML
+stand-in (tests/fakehw/gpu) as the plugstack's gpu_lib=, one fakehw GPU model behind it
+(tests/fakehw/fakegpu.py) whose root reaches slurmstepd through slurmd's environment.
+
+Truth: fakegpu.energy_mj over the record's own intervals (CLOCK_REALTIME in the record,
+CLOCK_MONOTONIC in the model: the offset is measured here). The job drives the GPU's
+load and makes the driver reload (a counter reset) between its phases.
+"""
+from __future__ import annotations
+
+import os
+import pathlib
+import shutil
+import time
+
+import pytest
+
+import fakegpu
+import fakehw
+import spool
+from harness import Cluster, make_workdir
+
+pytestmark = pytest.mark.cluster
+
+USER = "jsuser"
+REPO = pathlib.Path(__file__).resolve().parents[2]
+
+
+def mono_offset_ns() -> int:
+    """CLOCK_REALTIME - CLOCK_MONOTONIC now (the least of a few tries)."""
+    best = None
+    for _ in range(5):
+        a = time.monotonic_ns()
+        r = time.clock_gettime_ns(time.CLOCK_REALTIME)
+        b = time.monotonic_ns()
+        if best is None or b - a < best[0]:
+            best = (b - a, r - (a + b) // 2)
+    return best[1]
+
+
+class GpuNode:
+    def __init__(self, build: pathlib.Path):
+        self.workdir = make_workdir("pytest-gpu-")
+        self.gpu_root = self.workdir / "gpus"
+        fakegpu.create(self.gpu_root, n=1)
+        fakegpu.create(self.gpu_root, n=1, first=1, mig=1)  # GPU 1: split by MIG
+        for i in (0, 1):  # the job's user drives the model's load and resets
+            for f in ("load", "resets"):
+                os.chmod(fakegpu.gpu_dir(self.gpu_root, i) / f, 0o666)
+        self.c = Cluster(self.workdir, gpus=2,
+                         daemon_env={"FAKEHW_GPU_ROOT": str(self.gpu_root)})
+        self.root = self.workdir / "js"
+        self.root.mkdir(mode=0o755)
+        self.hw = self.root / "hw"
+        fakehw.create(str(self.hw), packages=1, cpus_per_package=max(1, self.c.cpus))
+        self.spool, self.state = self.root / "spool", self.root / "state"
+        self.lib = build / "tests" / "fakehw" / "libnvidia-ml.so.1"
+        self.so = build / "spank" / "joulestep.so"
+        self.c.plugin_so = self.so
+        self.c.plugstack_args = self.args()
+
+    def args(self, **extra) -> dict:
+        a = {"spool": self.spool, "state": self.state, "sysfs": self.hw,
+             "socket_dir": self.root / "sock", "backend": "sysfs", "sample_ms": 200,
+             "gpu_lib": self.lib}
+        a.update(extra)
+        return a
+
+    def configure(self, **extra):
+        self.c.write_plugstack(self.so, self.args(**extra))
+
+    def gpu_cmd(self, what: str, i: int, *arg) -> str:
+        fg = self.c.public_path(REPO / "tests" / "fakehw" / "fakegpu.py")
+        return (f"python3 -c \"import sys; sys.path.insert(0, sys.argv[1]); import fakegpu; "
+                f"fakegpu.{what}(sys.argv[2], {i}{''.join(', ' + str(a) for a in arg)})\" "
+                f"{fg.parent} {self.gpu_root}")
+
+    def phase(self, *args) -> str:
+        return f"{self.c.public_path(REPO / 'build' / 'bin')}/joulestep-phase " + " ".join(args)
+
+
+@pytest.fixture(scope="module")
+def gnode(cluster_users, build_dir):
+    g = GpuNode(build_dir)
+    try:
+        g.c.start()
+    except BaseException:
+        g.c.stop()
+        raise
+    try:
+        yield g
+    finally:
+        g.c.stop()
+        shutil.rmtree(g.workdir, ignore_errors=True)
+
+
+@pytest.fixture
+def gpu(gnode):
+    gnode.configure()
+    gnode.c.wait_idle()
+    return gnode
+
+
+def close(a, b, rel=0.005):
+    return abs(a - b) <= rel * abs(b), (a, b)
+
+
+FORGED = "export CUDA_VISIBLE_DEVICES=1 SLURM_STEP_GPUS=1 SLURM_JOB_GPUS=1 GPU_DEVICE_ORDINAL=1"
+
+
+def test_step_and_phase_gpu_energy_match_the_model_across_a_counter_reset(gpu):
+    """One GPU (--gres=gpu:1: GPU 0), a compute and a checkpoint phase with a driver
+    reload between them; the job's environment names GPU 1 everywhere a user can."""
+    script = f"""#!/bin/sh
+#SBATCH -n1 --gres=gpu:1
+echo "JOBGPUS $SLURM_JOB_GPUS"
+{FORGED}
+srun -n1 --gres=gpu:1 sh -c '{FORGED}
+{gpu.phase("begin", "compute")}
+{gpu.gpu_cmd("load", 0, 0.9)}
+sleep 1
+{gpu.phase("end")}
+{gpu.gpu_cmd("reset", 0)}
+sleep 0.3
+{gpu.phase("begin", "checkpoint")}
+{gpu.gpu_cmd("load", 0, 0.2)}
+sleep 1
+{gpu.phase("end")}
+{gpu.gpu_cmd("load", 0, 0)}
+sleep 0.3'
+"""
+    job, out = gpu.c.run_job(script, user=USER)
+    assert "JOBGPUS 0" in out, out
+    recs = spool.wait_records(gpu.spool, job, ["batch", "0"], gpu.c.logs)
+    off = mono_offset_ns()
+    uuid0 = (fakegpu.gpu_dir(gpu.gpu_root, 0) / "uuid").read_text().strip()
+    for step, r in recs.items():
+        assert r["version"] == 2
+        assert r["provenance"]["errors"] == [], (step, r["provenance"]["errors"])
+        assert r["provenance"]["gpu_backend"] == "nvml", step
+        assert r["provenance"]["gpus_unmeasured"] is None, step
+        # the prolog's SLURM_JOB_GPUS from slurmd: GPU 0 only, whatever the job set
+        assert [g["uuid"] for g in r["gpus"]] == [uuid0], (step, r["gpus"])
+        g = r["gpus"][0]
+        st = r["step"]
+        truth = fakegpu.energy_mj(gpu.gpu_root, 0, st["start_ns"] - off, st["end_ns"] - off) * 1000
+        assert g["energy_uj"] is not None and g["reason"] is None, (step, g)
+        assert close(g["energy_uj"], truth), step
+        assert g["integrated"] is False and g["resets"] == 1, (step, g)
+        assert st["energy_gpu_uj"] == g["energy_uj"]
+        assert st["total_includes"] == "cpu+dram+gpu"
+        assert st["energy_total_uj"] == st["energy_cpu_uj"] + st["energy_dram_uj"] + g["energy_uj"]
+    phases = recs["0"]["phases"]
+    assert [p["kind"] for p in phases] == ["compute", "checkpoint"]
+    for p in phases:
+        truth = fakegpu.energy_mj(gpu.gpu_root, 0, p["start_ns"] - off, p["end_ns"] - off) * 1000
+        assert [x["uuid"] for x in p["gpus"]] == [uuid0]
+        assert close(p["gpus"][0]["energy_uj"], truth), p["kind"]
+        assert p["energy_gpu_uj"] == p["gpus"][0]["energy_uj"]
+    # the loads were real: compute drew far more than checkpoint per second
+    pw = [p["energy_gpu_uj"] / p["duration_ns"] for p in phases]
+    assert pw[0] > 2 * pw[1], pw
+
+
+def test_a_job_without_gpus_measures_none_whatever_its_environment(gpu):
+    script = f"""#!/bin/sh
+#SBATCH -n1
+{FORGED}
+export SLURM_JOB_GPUS=0 SLURM_STEP_GPUS=0 CUDA_VISIBLE_DEVICES=0
+srun -n1 true
+"""
+    job, _ = gpu.c.run_job(script, user=USER)
+    recs = spool.wait_records(gpu.spool, job, ["batch", "0"], gpu.c.logs)
+    for step, r in recs.items():
+        assert r["gpus"] == [], step
+        assert r["step"]["energy_gpu_uj"] is None
+        assert r["step"]["total_includes"] == "cpu+dram"
+        assert r["provenance"]["gpu_backend"] is None
+        assert r["step"]["energy_cpu_uj"] is not None
+
+
+def test_a_mig_gpu_is_null_with_the_reason_and_not_in_any_sum(gpu):
+    job, _ = gpu.c.run_job("#!/bin/sh\n#SBATCH -n1 --gres=gpu:2\nsleep 0.5\n", user=USER)
+    r = spool.wait_records(gpu.spool, job, ["batch"], gpu.c.logs)["batch"]
+    by_index = {g["index"]: g for g in r["gpus"]}
+    assert sorted(by_index) == [0, 1]
+    assert by_index[0]["energy_uj"] is not None and by_index[0]["reason"] is None
+    assert by_index[1]["energy_uj"] is None and "MIG" in by_index[1]["reason"]
+    assert r["step"]["energy_gpu_uj"] is None
+    assert r["step"]["total_includes"] == "cpu+dram"
+    assert r["step"]["energy_total_uj"] == r["step"]["energy_cpu_uj"] + r["step"]["energy_dram_uj"]
+
+
+def test_a_node_without_the_gpu_library_records_cpu_and_dram_and_says_why(gpu):
+    gpu.configure(gpu_lib=gpu.root / "no-such" / "libnvidia-ml.so.1")
+    job, _ = gpu.c.run_job("#!/bin/sh\n#SBATCH -n1 --gres=gpu:1\nsleep 0.2\n", user=USER)
+    r = spool.wait_records(gpu.spool, job, ["batch"], gpu.c.logs)["batch"]
+    assert r["gpus"] == []
+    assert r["step"]["energy_cpu_uj"] is not None
+    assert r["step"]["total_includes"] == "cpu+dram"
+    assert "no-such" in r["provenance"]["gpus_unmeasured"], r["provenance"]
+    assert r["provenance"]["errors"] == []
