@@ -9,6 +9,7 @@ load and makes the driver reload (a counter reset) between its phases.
 """
 from __future__ import annotations
 
+import json
 import os
 import pathlib
 import shutil
@@ -45,8 +46,8 @@ class GpuNode:
         self.gpu_root = self.workdir / "gpus"
         fakegpu.create(self.gpu_root, n=1)
         fakegpu.create(self.gpu_root, n=1, first=1, mig=1)  # GPU 1: split by MIG
-        for i in (0, 1):  # the job's user drives the model's load and resets
-            for f in ("load", "resets"):
+        for i in (0, 1):  # the job's user drives the model's load, resets and wrap
+            for f in ("load", "resets", "wrap_mj"):
                 os.chmod(fakegpu.gpu_dir(self.gpu_root, i) / f, 0o666)
         self.c = Cluster(self.workdir, gpus=2,
                          daemon_env={"FAKEHW_GPU_ROOT": str(self.gpu_root)})
@@ -109,9 +110,12 @@ def close(a, b, rel=0.005):
 FORGED = "export CUDA_VISIBLE_DEVICES=1 SLURM_STEP_GPUS=1 SLURM_JOB_GPUS=1 GPU_DEVICE_ORDINAL=1"
 
 
-def test_step_and_phase_gpu_energy_match_the_model_across_a_counter_reset(gpu):
+def test_step_and_phase_gpu_energy_match_the_model_across_a_counter_reset_and_a_wrap(gpu):
     """One GPU (--gres=gpu:1: GPU 0), a compute and a checkpoint phase with a driver
-    reload between them; the job's environment names GPU 1 everywhere a user can."""
+    reload between them, then a counter that wraps at 150 J (from the reload on:
+    ~0.7 s into the checkpoint, away from its boundaries); the job's environment
+    names GPU 1 everywhere a user can."""
+    wrap = fakegpu.gpu_dir(gpu.gpu_root, 0) / "wrap_mj"
     script = f"""#!/bin/sh
 #SBATCH -n1 --gres=gpu:1
 echo "JOBGPUS $SLURM_JOB_GPUS"
@@ -122,6 +126,7 @@ srun -n1 --gres=gpu:1 sh -c '{FORGED}
 sleep 1
 {gpu.phase("end")}
 {gpu.gpu_cmd("reset", 0)}
+echo 150000 > {wrap}
 sleep 0.3
 {gpu.phase("begin", "checkpoint")}
 {gpu.gpu_cmd("load", 0, 0.2)}
@@ -130,7 +135,10 @@ sleep 1
 {gpu.gpu_cmd("load", 0, 0)}
 sleep 0.3'
 """
-    job, out = gpu.c.run_job(script, user=USER)
+    try:
+        job, out = gpu.c.run_job(script, user=USER)
+    finally:
+        wrap.write_text("0\n")
     assert "JOBGPUS 0" in out, out
     recs = spool.wait_records(gpu.spool, job, ["batch", "0"], gpu.c.logs)
     off = mono_offset_ns()
@@ -147,7 +155,8 @@ sleep 0.3'
         truth = fakegpu.energy_mj(gpu.gpu_root, 0, st["start_ns"] - off, st["end_ns"] - off) * 1000
         assert g["energy_uj"] is not None and g["reason"] is None, (step, g)
         assert close(g["energy_uj"], truth), step
-        assert g["integrated"] is False and g["resets"] == 1, (step, g)
+        # the reload and the wrap(s): each span bridged by the power integral
+        assert g["integrated"] is False and g["resets"] >= 2, (step, g)
         assert st["energy_gpu_uj"] == g["energy_uj"]
         assert st["total_includes"] == "cpu+dram+gpu"
         assert st["energy_total_uj"] == st["energy_cpu_uj"] + st["energy_dram_uj"] + g["energy_uj"]
@@ -161,6 +170,29 @@ sleep 0.3'
     # the loads were real: compute drew far more than checkpoint per second
     pw = [p["energy_gpu_uj"] / p["duration_ns"] for p in phases]
     assert pw[0] > 2 * pw[1], pw
+
+
+def test_a_gpu_another_job_holds_is_null_not_charged_whole(gpu):
+    """Another live job on the node lists GPU 0 in its prolog cache (as with Slurm's
+    GPU sharing): this job's GPU 0 is shared, so it has no per-job figure."""
+    jobs = gpu.state / "jobs"
+    for d in (gpu.state, jobs):  # as the plugin makes them (root, 0700)
+        d.mkdir(mode=0o700, exist_ok=True)
+    other = jobs / "999990"
+    other.write_text(json.dumps({"account": "", "cluster": "jstest", "first_seen_ns": 1,
+                                 "gpus": "0", "job_id": 999990, "partition": "",
+                                 "uid": 0}, separators=(",", ":")))
+    os.chmod(other, 0o600)
+    try:
+        job, _ = gpu.c.run_job("#!/bin/sh\n#SBATCH -n1 --gres=gpu:1\nsleep 0.2\n", user=USER)
+    finally:
+        other.unlink()
+    r = spool.wait_records(gpu.spool, job, ["batch"], gpu.c.logs)["batch"]
+    assert len(r["gpus"]) == 1 and r["gpus"][0]["index"] == 0
+    assert r["gpus"][0]["energy_uj"] is None
+    assert "shared with another job" in r["gpus"][0]["reason"]
+    assert r["step"]["energy_gpu_uj"] is None
+    assert r["step"]["total_includes"] == "cpu+dram"
 
 
 def test_a_job_without_gpus_measures_none_whatever_its_environment(gpu):
