@@ -109,6 +109,109 @@ static void jobcache_gpus(void **st)
 	assert_int_equal(js_jobcache_decode(forged, strlen(forged), &d), -EINVAL);
 }
 
+/* +gpu-io: a term after any policy, allowed only where the admin set
+ * gpu_io_mhz; kept in the canonical form; dropped (counted) when not. */
+static void policy_gpu_io(void **st)
+{
+	(void)st;
+	struct js_conf c;
+	struct js_policy p;
+	char err[400], buf[200];
+	js_conf_defaults(&c);
+	assert_int_equal(js_policy_parse("io-dvfs+gpu-io", &p, err, sizeof(err)), 0);
+	assert_int_equal(p.type, JS_POL_IO_DVFS);
+	assert_true(p.gpu_io);
+	assert_int_equal(js_policy_format(&p, buf, sizeof(buf)), 0);
+	assert_string_equal(buf, "io-dvfs+gpu-io");
+	assert_int_equal(js_policy_parse("monitor+gpu-io", &p, err, sizeof(err)), 0);
+	assert_true(p.gpu_io && p.type == JS_POL_MONITOR);
+	assert_int_equal(js_policy_check(&p, &c, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "gpu_io_mhz"));
+	assert_int_equal(js_policy_enforce(&p, &c, err, sizeof(err)), 1);
+	assert_false(p.gpu_io);
+	char *ok[] = {"gpu_io_mhz=800"};
+	assert_int_equal(js_conf_parse(1, ok, &c, err, sizeof(err)), 0);
+	assert_int_equal(c.gpu_io_mhz, 800);
+	assert_int_equal(js_policy_parse("phase:write=0.8+gpu-io", &p, err, sizeof(err)), 0);
+	assert_true(p.gpu_io && p.nmap == 1);
+	assert_int_equal(js_policy_check(&p, &c, err, sizeof(err)), 0);
+	assert_int_equal(js_policy_enforce(&p, &c, err, sizeof(err)), 0);
+	assert_true(p.gpu_io);
+	const char *bad[] = {"+gpu-io", "gpu-io", "io-dvfs+gpu", "io-dvfs+gpu-io+gpu-io"};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		assert_int_equal(js_policy_parse(bad[i], &p, err, sizeof(err)), -EINVAL);
+	char *badc[][1] = {{"gpu_io_mhz=-1"}, {"gpu_io_mhz=100001"}, {"gpu_io_mhz=x"}};
+	for (size_t i = 0; i < sizeof(badc) / sizeof(badc[0]); i++)
+		assert_int_equal(js_conf_parse(1, badc[i], &c, err, sizeof(err)), -EINVAL);
+}
+
+struct gfake {
+	uint64_t now;
+	int n;
+	bool low[32];
+};
+static int g_set(void *ctx, double r, uint32_t *khz, uint64_t *took)
+{
+	(void)ctx;
+	(void)r;
+	*khz = 0;
+	*took = 0;
+	return 0;
+}
+static void g_snap(void *ctx, uint64_t *c, uint64_t *d, bool *u)
+{
+	(void)ctx;
+	*c = *d = 0;
+	*u = false;
+}
+static uint64_t g_now(void *ctx) { return ((struct gfake *)ctx)->now; }
+static int g_gpu(void *ctx, bool low, uint32_t *mhz)
+{
+	struct gfake *f = ctx;
+	f->low[f->n++] = low;
+	*mhz = low ? 800 : 0;
+	return 0;
+}
+
+/* The GPUs are lowered exactly while the innermost open phase is, or is
+ * inside, a checkpoint, flush or write phase; a change only when that
+ * changes; step end leaves the restore to the caller. */
+static void phases_gpu_io_levels(void **st)
+{
+	(void)st;
+	struct gfake f = {.now = 10};
+	struct js_phase_ops ops = {.ctx = &f, .set_ratio = g_set, .snap = g_snap, .now_ns = g_now,
+				   .set_gpu = g_gpu};
+	struct js_phases *ps = js_phases_new(100, 4, &ops, 0);
+	uint32_t seq, khz;
+	assert_int_equal(js_phases_begin(ps, 0, "compute", NULL, JS_RATIO_INHERIT, 0, &seq, &khz), 0);
+	assert_int_equal(f.n, 0);                     /* compute: left alone */
+	assert_int_equal(js_phases_begin(ps, 0, "write", NULL, JS_RATIO_INHERIT, 0, &seq, &khz), 0);
+	assert_int_equal(f.n, 1);
+	assert_true(f.low[0]);
+	assert_int_equal(js_phases_get(ps, seq)->gpu_mhz, 800);
+	/* rank 1 joins the same write: no second change */
+	assert_int_equal(js_phases_begin(ps, 1, "compute", NULL, JS_RATIO_INHERIT, 0, &seq, &khz), 0);
+	assert_int_equal(js_phases_begin(ps, 1, "write", NULL, JS_RATIO_INHERIT, 0, &seq, &khz), 0);
+	assert_int_equal(f.n, 1);
+	assert_int_equal(js_phases_end(ps, 0, -1, 0, &seq), 0);
+	assert_int_equal(f.n, 1);                     /* rank 1 still writes */
+	assert_int_equal(js_phases_end(ps, 1, -1, 0, &seq), 0);
+	assert_int_equal(f.n, 2);                     /* back in compute */
+	assert_false(f.low[1]);
+	assert_int_equal(js_phases_end(ps, 0, -1, 0, &seq), 0);
+	assert_int_equal(js_phases_end(ps, 1, -1, 0, &seq), 0);
+	/* a compute inside a checkpoint stays lowered (it inherits) */
+	assert_int_equal(js_phases_begin(ps, 0, "checkpoint", NULL, JS_RATIO_INHERIT, 0, &seq, &khz), 0);
+	assert_int_equal(js_phases_begin(ps, 0, "compress", NULL, JS_RATIO_INHERIT, 0, &seq, &khz), 0);
+	assert_int_equal(f.n, 3);
+	assert_true(f.low[2]);
+	/* step end: every open phase closed, no change (the caller unlocks) */
+	js_phases_close_all(ps, 20);
+	assert_int_equal(f.n, 3);
+	js_phases_free(ps);
+}
+
 /* max_phases is bounded so that a record stays within its documented size
  * (docs/record-format.md, "Size": 128 KiB + 1.5 KiB x phases + 160 B x
  * 4096 rank entries): at most 100000 phases; the error says the bound and
@@ -607,7 +710,7 @@ static void phases_collective_and_nesting(void **st)
 {
 	(void)st;
 	struct fake f = {.now = 1000};
-	struct js_phase_ops ops = {&f, f_set, f_snap, f_now};
+	struct js_phase_ops ops = {&f, f_set, f_snap, f_now, NULL, NULL};
 	struct js_conf c;
 	struct js_policy p;
 	char err[100];
@@ -697,7 +800,7 @@ static void phases_many_keep_their_rules(void **st)
 {
 	(void)st;
 	struct fake f = {.now = 10};
-	struct js_phase_ops ops = {&f, f_set_quiet, f_snap, f_now};
+	struct js_phase_ops ops = {&f, f_set_quiet, f_snap, f_now, NULL, NULL};
 	uint32_t seq, khz;
 	enum { NP = 20000, NR = 3 };
 	struct js_phases *ps = js_phases_new(JS_MAX_PHASES_LIMIT, 4, &ops, 5);
@@ -766,7 +869,7 @@ static void phases_ckpt_and_limits(void **st)
 {
 	(void)st;
 	struct fake f = {.now = 10};
-	struct js_phase_ops ops = {&f, f_set, f_snap, f_now};
+	struct js_phase_ops ops = {&f, f_set, f_snap, f_now, NULL, NULL};
 	struct js_conf c;
 	struct js_policy p;
 	char err[100];
@@ -797,7 +900,7 @@ static void phases_hostile_bounds(void **st)
 {
 	(void)st;
 	struct fake f = {.now = 10};
-	struct js_phase_ops ops = {&f, f_set, f_snap, f_now};
+	struct js_phase_ops ops = {&f, f_set, f_snap, f_now, NULL, NULL};
 	uint32_t seq, khz;
 	/* bytes= up to INT64_MAX from every rank: the sum saturates */
 	struct js_phases *ps = js_phases_new(10, 4, &ops, 5);
@@ -854,7 +957,7 @@ static void phases_skipped_begin_keeps_nesting(void **st)
 {
 	(void)st;
 	struct fake f = {.now = 100};
-	struct js_phase_ops ops = {&f, f_set, f_snap, f_now};
+	struct js_phase_ops ops = {&f, f_set, f_snap, f_now, NULL, NULL};
 	struct js_conf c;
 	struct js_policy p;
 	char err[100];
@@ -899,7 +1002,7 @@ static void phases_hold_clock(void **st)
 {
 	(void)st;
 	struct fake f = {.now = 100};
-	struct js_phase_ops ops = {&f, f_set, f_snap, f_now};
+	struct js_phase_ops ops = {&f, f_set, f_snap, f_now, NULL, NULL};
 	struct js_conf c;
 	struct js_policy p;
 	char err[100];
@@ -922,7 +1025,7 @@ static void phases_energy_interval(void **st)
 {
 	(void)st;
 	struct fake f = {.now = 500, .cpu = 1000};
-	struct js_phase_ops ops = {&f, f_set, f_snap, f_now};
+	struct js_phase_ops ops = {&f, f_set, f_snap, f_now, NULL, NULL};
 	uint32_t seq, khz;
 	struct js_phases *ps = js_phases_new(100, 4, &ops, 0);
 	assert_int_equal(js_phases_begin(ps, 0, "write", NULL, JS_RATIO_INHERIT, 100, &seq, &khz), 0);
@@ -947,7 +1050,7 @@ static void phases_rank_detail_cap(void **st)
 {
 	(void)st;
 	struct fake f = {.now = 1000000};
-	struct js_phase_ops ops = {&f, f_set, f_snap, f_now};
+	struct js_phase_ops ops = {&f, f_set, f_snap, f_now, NULL, NULL};
 	uint32_t seq, khz;
 	enum { NR = 64, NP = JS_RANK_DETAIL_MAX / NR + 3 };
 	struct js_phases *ps = js_phases_new(NP + 1, 4, &ops, 0);
@@ -1005,6 +1108,8 @@ int main(void)
 		cmocka_unit_test(phases_rank_detail_cap),
 		cmocka_unit_test(conf_gpu_keys),
 		cmocka_unit_test(jobcache_gpus),
+		cmocka_unit_test(policy_gpu_io),
+		cmocka_unit_test(phases_gpu_io_levels),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
