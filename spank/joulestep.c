@@ -421,6 +421,7 @@ int slurm_spank_job_prolog(spank_t sp, int ac, char **av)
 	if (job_script_begin(sp, ac, av, "prolog", &c, &jobid))
 		return 0;
 	recover_all(&c, jobid, "prolog");
+	js_gpu_recover_node(&c, jobid, "prolog");
 	flush_pending(&c, jobid, "prolog");
 	if (!c.job_cache_hours)
 		return 0;
@@ -982,11 +983,28 @@ static int remote_init(spank_t sp)
 	}
 
 	js_gpu_step_open(s); /* the job's GPUs (the prolog's cache), beside RAPL */
+	{
+		/* Slurm's --gpu-freq: slurmstepd gives the step's TRES frequencies
+		 * to the tasks as SLURMD_TRES_FREQ ("gpu:medium"), so an srun step
+		 * of a job submitted with sbatch --gpu-freq finds it here (the
+		 * batch script's environment); SLURM_GPU_FREQ where the user
+		 * exported it. An `srun --gpu-freq` of its own is not seen (Slurm
+		 * sets the variable in the forked task only): docs/design.md.
+		 * From the job's environment, which can only make joulestep step
+		 * aside. */
+		char req[128] = "";
+		bool gf = (spank_getenv(sp, "SLURMD_TRES_FREQ", req, sizeof(req)) == ESPANK_SUCCESS &&
+			   strstr(req, "gpu")) ||
+			  (spank_getenv(sp, "SLURM_GPU_FREQ", req, sizeof(req)) == ESPANK_SUCCESS && req[0]);
+		js_gpu_step_clock_setup(s, gf, req);
+	}
 
 	setup_freq(sp, s); /* fixed:R is set here, before the tasks */
 
 	struct js_phase_ops ops = {.ctx = s, .set_ratio = ph_set_ratio, .snap = ph_snap, .now_ns = ph_now,
-				   .snap_gpu = s->gmeter ? ph_snap_gpu : NULL};
+				   .snap_gpu = s->gmeter ? ph_snap_gpu : NULL,
+				   .set_gpu = s->gpu_clock_mode && !strcmp(s->gpu_clock_mode, "joulestep")
+						      ? js_gpu_step_set_clock : NULL};
 	s->phases = js_phases_new(s->conf.max_phases, s->conf.max_depth, &ops, s->start_mono_ns);
 	if (!s->phases)
 		js_step_error(s, "phases: out of memory; markers disabled");
@@ -1082,6 +1100,7 @@ static void remote_exit(struct js_step *s)
 	free(s->ctl);
 	s->ctl = NULL;
 	s->nctl = 0;
+	js_gpu_step_clock_restore(s); /* +gpu-io: unlock, then the journal */
 	for (int i = 0; i < s->ncpus; i++) {
 		if (!s->acquired[i])
 			continue;
@@ -1114,6 +1133,7 @@ int slurm_spank_job_epilog(spank_t sp, int ac, char **av)
 	 * other jobs keep theirs): restored now, not at the next step on the
 	 * node, which may be long in coming. */
 	recover_all(&c, jobid, "epilog");
+	js_gpu_recover_node(&c, jobid, "epilog");
 	int rc = js_record_sync_job(c.spool, c.cluster, jobid);
 	if (rc < 0 && rc != -ENOENT)
 		slurm_error("joulestep: job %u: epilog: fsync of the record directory under %s: %s",

@@ -98,6 +98,18 @@ void js_gpu_step_open(struct js_step *s)
 		s->gmeter = NULL;
 		return;
 	}
+	/* GPUs a killed step of this job or another left locked: unlocked
+	 * before the tasks start (owner pid checked: live ones stay) */
+	if (js_gpu_journal_count(s->conf.state) > 0) {
+		struct js_gpu_recovery r;
+		memset(&r, 0, sizeof(r));
+		rc = js_gpu_journal_recover(s->conf.state, s->gpus, false, &r);
+		if (rc < 0)
+			js_step_error(s, "gpu: recover GPU clocks: %s", strerror(-rc));
+		else if (r.restored)
+			slurm_info("joulestep: job %u step %s: unlocked %d GPU(s) left locked by a killed step",
+				   s->job_id, s->step_id, r.restored);
+	}
 	/* as of the step's start: the counter read back with its own rate */
 	s->have_g0 = js_gpu_meter_snapshot_at(s->gmeter, s->start_mono_ns, &s->g0) == 0;
 }
@@ -236,4 +248,127 @@ json_t *js_gpu_phase_json(const struct js_step *s, const struct js_sphase *p, ui
 			*all_ok = false;
 	}
 	return a;
+}
+
+/* ---- GPU clocks in I/O phases (+gpu-io; docs/design.md, "GPU clocks in
+ * the plugin") ------------------------------------------------------------ */
+
+void js_gpu_step_clock_setup(struct js_step *s, bool slurm_gpu_freq, const char *req)
+{
+	s->gpu_clock_mode = s->gpus ? "none" : NULL;
+	if (!s->policy.gpu_io || !s->gpus || !s->conf.gpu_io_mhz)
+		return;
+	if (slurm_gpu_freq) {
+		s->gpu_clock_mode = "slurm-gpu-freq";
+		slurm_info("joulestep: job %u step %s: Slurm --gpu-freq=%s requested; joulestep leaves the GPU clocks to Slurm (+gpu-io not applied)",
+			   s->job_id, s->step_id, req);
+		return;
+	}
+	int rc = js_root_dir(s->conf.state, 0700);
+	if (rc < 0) {
+		js_step_error(s, "gpu: state directory %s: %s; GPU clocks left alone", s->conf.state,
+			      strerror(-rc));
+		return;
+	}
+	for (size_t i = 0; i < js_gpu_count(s->gpus); i++) {
+		if (js_gpu_step_unowned(s, i))
+			continue; /* not the job's alone: its clock is not ours to change */
+		s->gpu_eligible[i] = true;
+		s->gpu_clock_mode = "joulestep";
+	}
+}
+
+/* Journal GPU i (the entry names this slurmstepd), then lock it; a GPU
+ * whose entry cannot be written is left alone. */
+static int lower_one(struct js_step *s, size_t i, uint32_t *mhz)
+{
+	const struct js_gpu_info *in = js_gpu_info(s->gpus, i);
+	uint32_t max = s->conf.gpu_io_mhz, lo = in->min_sm_mhz;
+	int rc = js_gpu_journal_acquire(s->conf.state, in->uuid, 0);
+	if (rc < 0) {
+		js_step_error(s, "gpu: %s: %s; its clock left alone", in->uuid,
+			      rc == -EBUSY ? "another live process holds it lowered"
+					   : strerror(-rc));
+		return rc;
+	}
+	s->gpu_journaled[i] = true;
+	if (in->max_sm_mhz && max > in->max_sm_mhz)
+		max = in->max_sm_mhz;
+	if (lo && max < lo)
+		max = lo;
+	rc = js_gpu_lock_mhz(s->gpus, i, lo && lo <= max ? lo : max, max);
+	if (rc < 0) {
+		js_step_error(s, "gpu: %s: lock its clock: %s", in->uuid, js_gpu_last_error(s->gpus));
+		js_gpu_unlock(s->gpus, i); /* a partial lock: back to the default */
+		return rc;
+	}
+	if (!*mhz)
+		*mhz = max;
+	return 0;
+}
+
+/* Unlock GPU i, then drop its entry (kept when the unlock failed: the
+ * epilog and joulestep-restore retry). */
+static int raise_one(struct js_step *s, size_t i)
+{
+	const char *uuid = js_gpu_info(s->gpus, i)->uuid;
+	if (js_gpu_unlock(s->gpus, i) < 0) {
+		js_step_error(s, "gpu: %s: unlock its clock: %s (the journal keeps it for the epilog and joulestep-restore)",
+			      uuid, js_gpu_last_error(s->gpus));
+		return -EIO;
+	}
+	int rc = js_gpu_journal_release(s->conf.state, uuid);
+	if (rc < 0)
+		js_step_error(s, "gpu: %s: journal release: %s", uuid, strerror(-rc));
+	s->gpu_journaled[i] = false;
+	return 0;
+}
+
+int js_gpu_step_set_clock(void *ctx, bool low, uint32_t *mhz)
+{
+	struct js_step *s = ctx;
+	int first = 0;
+	*mhz = 0;
+	for (size_t i = 0; i < js_gpu_count(s->gpus); i++) {
+		int rc = 0;
+		if (low && s->gpu_eligible[i] && !s->gpu_journaled[i])
+			rc = lower_one(s, i, mhz);
+		else if (!low && s->gpu_journaled[i])
+			rc = raise_one(s, i);
+		if (rc < 0 && !first)
+			first = rc;
+	}
+	return first;
+}
+
+void js_gpu_step_clock_restore(struct js_step *s)
+{
+	for (size_t i = 0; s->gpus && i < js_gpu_count(s->gpus); i++)
+		if (s->gpu_journaled[i])
+			(void)raise_one(s, i);
+}
+
+void js_gpu_recover_node(const struct js_conf *c, uint32_t jobid, const char *when)
+{
+	char why[400];
+	struct js_gpus *g = NULL;
+	struct js_gpu_recovery r;
+	if (!strcmp(c->gpu_backend, "off") || js_gpu_journal_count(c->state) <= 0)
+		return; /* nothing journaled: no library opened */
+	struct js_gpu_opts o = {.backend = c->gpu_backend[0] ? c->gpu_backend : NULL,
+				.lib = c->gpu_lib[0] ? c->gpu_lib : NULL};
+	int rc = js_gpu_open(&o, &g, why, sizeof(why));
+	if (rc < 0) {
+		slurm_error("joulestep: job %u: %s: GPU clock journal has entries but the GPU library cannot be opened: %s",
+			    jobid, when, strerror(-rc));
+		return;
+	}
+	memset(&r, 0, sizeof(r));
+	rc = js_gpu_journal_recover(c->state, g, false, &r);
+	if (rc < 0)
+		slurm_error("joulestep: job %u: %s: recover GPU clocks: %s", jobid, when, strerror(-rc));
+	else if (r.restored)
+		slurm_info("joulestep: job %u: %s: unlocked %d GPU(s) left locked by a killed step",
+			   jobid, when, r.restored);
+	js_gpu_close(g);
 }

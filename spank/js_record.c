@@ -241,6 +241,7 @@ static json_t *build(struct js_step *s)
 			bool pok = false;
 			json_object_set_new(o, "gpus", js_gpu_phase_json(s, p, &pg, &pok));
 			json_object_set_new(o, "energy_gpu_uj", pok ? json_integer((json_int_t)pg) : json_null());
+			json_object_set_new(o, "gpu_clock_mhz", p->gpu_mhz ? json_integer(p->gpu_mhz) : json_null());
 		}
 		json_object_set_new(o, "bytes", jnum_or_null(p->bytes));
 		json_object_set_new(o, "nranks", json_integer((json_int_t)p->nranks));
@@ -276,6 +277,7 @@ static json_t *build(struct js_step *s)
 	json_object_set_new(prov, "wrap_uncertain", json_boolean(uncertain));
 	json_object_set_new(prov, "gpu_backend", s->gpus ? json_string(js_gpu_backend_name(s->gpus)) : json_null());
 	json_object_set_new(prov, "gpus_unmeasured", jstr_or_null(s->gpu_why));
+	json_object_set_new(prov, "gpu_clock_control", jstr_or_null(s->gpu_clock_mode));
 	json_object_set_new(prov, "sample_period_ns", s->meter ? json_integer((json_int_t)js_meter_period_ns(s->meter)) : json_null());
 	json_object_set_new(prov, "job_source", json_string(s->job_source));
 	json_object_set_new(prov, "markers_rejected", json_integer((json_int_t)s->rejected));

@@ -128,6 +128,12 @@ struct js_step {
 	struct js_gpu_meter *gmeter;
 	struct js_gpu_snapshot g0, g1;
 	bool have_g0, have_g1;
+	/* +gpu-io: the step's whole GPUs (eligible, main thread at step
+	 * start); the step thread journals one before locking it and releases
+	 * it after unlocking (journaled); step end unlocks what is left */
+	bool gpu_eligible[JS_MAX_GPUS];
+	bool gpu_journaled[JS_MAX_GPUS];
+	const char *gpu_clock_mode; /* provenance.gpu_clock_control           */
 };
 
 /* js_gpu_step.c: the step's GPUs. Open the vendor library on the selected
@@ -138,6 +144,17 @@ void js_gpu_step_open(struct js_step *s);
 void js_gpu_step_end(struct js_step *s);
 void js_gpu_step_mark(struct js_step *s, uint64_t at_ns, struct js_gpu_mark *out);
 void js_gpu_step_close(struct js_step *s);
+/* +gpu-io (main thread, after js_gpu_step_open): the GPUs whose clock the
+ * step may change (whole GPUs; none when Slurm's --gpu-freq was asked
+ * for: slurm_gpu_freq). */
+void js_gpu_step_clock_setup(struct js_step *s, bool slurm_gpu_freq, const char *req);
+/* The phase logic's set_gpu (step thread). */
+int js_gpu_step_set_clock(void *ctx, bool low, uint32_t *mhz);
+/* Step end: unlock the journaled GPUs, then release their entries. */
+void js_gpu_step_clock_restore(struct js_step *s);
+/* Job prolog and epilog: unlock the node's GPUs whose journal entry names a
+ * dead owner (a killed slurmstepd). */
+void js_gpu_recover_node(const struct js_conf *c, uint32_t jobid, const char *when);
 /* Why GPU i of the step has no per-job energy ("split by MIG", "shared
  * with another job"), or NULL. */
 const char *js_gpu_step_unowned(const struct js_step *s, size_t i);

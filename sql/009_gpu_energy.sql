@@ -7,7 +7,9 @@
 --                          whose total is CPU + DRAM)
 --   steps.gpu_backend      nvml | amdsmi; NULL: no GPU measured
 --   steps.gpus_unmeasured  why the job's GPUs were not measured
+--   steps.gpu_clock_control  joulestep (+gpu-io), slurm-gpu-freq, none
 --   phases.energy_gpu_uj   as steps.energy_gpu_uj, over the phase
+--   phases.gpu_clock_mhz   +gpu-io: the GPUs' clock cap the phase set
 --   step_gpus              one row per GPU of the step, energy NULL with the
 --                          reason (split by MIG, shared with another job,
 --                          uncertain): never the whole GPU charged to a job
@@ -18,7 +20,9 @@ ALTER TABLE steps ADD COLUMN energy_gpu_uj INTEGER CHECK (energy_gpu_uj >= 0);
 ALTER TABLE steps ADD COLUMN total_includes TEXT;
 ALTER TABLE steps ADD COLUMN gpu_backend TEXT;
 ALTER TABLE steps ADD COLUMN gpus_unmeasured TEXT;
+ALTER TABLE steps ADD COLUMN gpu_clock_control TEXT;
 ALTER TABLE phases ADD COLUMN energy_gpu_uj INTEGER CHECK (energy_gpu_uj >= 0);
+ALTER TABLE phases ADD COLUMN gpu_clock_mhz INTEGER;
 
 CREATE TABLE step_gpus (
     step_pk     INTEGER NOT NULL REFERENCES steps (step_pk) ON DELETE CASCADE,

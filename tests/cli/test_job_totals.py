@@ -142,8 +142,10 @@ def test_migration_fills_the_totals_of_an_old_store(tmp_path):
     # and columns, 007's index and columns
     conn.execute("DROP TABLE phase_gpus")
     conn.execute("DROP TABLE step_gpus")
-    conn.execute("ALTER TABLE phases DROP COLUMN energy_gpu_uj")
-    for col in ("energy_gpu_uj", "total_includes", "gpu_backend", "gpus_unmeasured"):
+    for col in ("energy_gpu_uj", "gpu_clock_mhz"):
+        conn.execute(f"ALTER TABLE phases DROP COLUMN {col}")
+    for col in ("energy_gpu_uj", "total_includes", "gpu_backend", "gpus_unmeasured",
+                "gpu_clock_control"):
         conn.execute(f"ALTER TABLE steps DROP COLUMN {col}")
     conn.execute("DROP TABLE step_conflicts")
     conn.execute("ALTER TABLE steps DROP COLUMN source")

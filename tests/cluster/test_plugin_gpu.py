@@ -13,6 +13,7 @@ import json
 import os
 import pathlib
 import shutil
+import signal
 import time
 
 import pytest
@@ -21,6 +22,7 @@ import fakegpu
 import fakehw
 import spool
 from harness import Cluster, make_workdir
+from procs import cmdline, job_pids, stepd_pid, wait_for
 
 pytestmark = pytest.mark.cluster
 
@@ -56,7 +58,13 @@ class GpuNode:
         self.hw = self.root / "hw"
         fakehw.create(str(self.hw), packages=1, cpus_per_package=max(1, self.c.cpus))
         self.spool, self.state = self.root / "spool", self.root / "state"
-        self.lib = build / "tests" / "fakehw" / "libnvidia-ml.so.1"
+        # a copy of the stand-in with its root beside it (<lib>.root): the job
+        # prolog and epilog run with slurmd's own environment for them, without
+        # FAKEHW_GPU_ROOT; slurmstepd gets it through slurmd's environment too
+        (self.workdir / "lib").mkdir(mode=0o755)
+        self.lib = self.workdir / "lib" / "libnvidia-ml.so.1"
+        shutil.copy2(build / "tests" / "fakehw" / "libnvidia-ml.so.1", self.lib)
+        self.lib.with_name(self.lib.name + ".root").write_text(f"{self.gpu_root}\n")
         self.so = build / "spank" / "joulestep.so"
         self.c.plugin_so = self.so
         self.c.plugstack_args = self.args()
@@ -233,3 +241,117 @@ def test_a_node_without_the_gpu_library_records_cpu_and_dram_and_says_why(gpu):
     assert r["step"]["total_includes"] == "cpu+dram"
     assert "no-such" in r["provenance"]["gpus_unmeasured"], r["provenance"]
     assert r["provenance"]["errors"] == []
+
+
+# ------------------------------------------------------------ +gpu-io: GPU clocks
+def locks_since(gpu, t0):
+    return [lk for lk in fakegpu.locks(gpu.gpu_root, 0) if lk[0] >= t0]
+
+
+def lk_last(gpu, t0):
+    return locks_since(gpu, t0)[-1][2:]
+
+
+def gpu_journal(gpu) -> list:
+    return sorted(p.name for p in gpu.state.glob("gpu-*")) if gpu.state.exists() else []
+
+
+def test_gpu_clock_is_lowered_only_in_io_phases_and_restored(gpu):
+    """monitor+gpu-io with gpu_io_mhz=800: the GPU is locked to [min, 800] MHz in a
+    write phase nested in compute and in a checkpoint, and unlocked at their ends;
+    compute is left alone; the energy truth (the model follows the locks) holds."""
+    gpu.configure(gpu_io_mhz=800)
+    t0 = time.monotonic_ns()
+    script = f"""#!/bin/sh
+#SBATCH -n1 --gres=gpu:1 --energy-policy=monitor+gpu-io
+srun -n1 sh -c '{gpu.phase("begin", "compute")}
+{gpu.gpu_cmd("load", 0, 0.9)}
+sleep 0.4
+{gpu.phase("begin", "write")}
+sleep 0.4
+{gpu.phase("end")}
+sleep 0.3
+{gpu.phase("end")}
+{gpu.phase("begin", "checkpoint")}
+sleep 0.4
+{gpu.phase("end")}
+{gpu.gpu_cmd("load", 0, 0)}'
+"""
+    job, _ = gpu.c.run_job(script, user=USER)
+    recs = spool.wait_records(gpu.spool, job, ["batch", "0"], gpu.c.logs)
+    off = mono_offset_ns()
+    r = recs["0"]
+    assert r["provenance"]["errors"] == [], r["provenance"]["errors"]
+    assert r["provenance"]["gpu_clock_control"] == "joulestep"
+    assert r["step"]["policy"] == "monitor+gpu-io"
+    ph = {p["kind"]: p for p in r["phases"]}
+    assert ph["compute"]["gpu_clock_mhz"] is None
+    assert ph["write"]["gpu_clock_mhz"] == 800 and ph["checkpoint"]["gpu_clock_mhz"] == 800
+    lk = locks_since(gpu, t0)
+    lo = float((fakegpu.gpu_dir(gpu.gpu_root, 0) / "min_mhz").read_text())
+    assert [(a, b) for _, a, b in lk] == [(lo, 800), (0, 0), (lo, 800), (0, 0)], lk
+    # each lock inside its phase's energy interval (set when the BEGIN is handled)
+    for (t_lock, _, _), (t_unlock, _, _), kind in ((lk[0], lk[1], "write"),
+                                                   (lk[2], lk[3], "checkpoint")):
+        p = ph[kind]
+        assert p["start_ns"] - off - 2_000_000 <= t_lock <= p["end_ns"] - off, kind
+        assert p["end_ns"] - off - 2_000_000 <= t_unlock, kind
+    for p in r["phases"]:  # the model's energy, with the locks applied
+        truth = fakegpu.energy_mj(gpu.gpu_root, 0, p["start_ns"] - off, p["end_ns"] - off) * 1000
+        assert close(p["gpus"][0]["energy_uj"], truth), p["kind"]
+    assert recs["batch"]["provenance"]["gpu_clock_control"] == "joulestep"
+    assert all(p.get("gpu_clock_mhz") is None for p in recs["batch"]["phases"])
+    assert gpu_journal(gpu) == []
+
+
+def test_gpu_clock_left_to_slurm_when_the_job_asks_for_gpu_freq(gpu):
+    """sbatch --gpu-freq: Slurm sets the GPU clocks, +gpu-io steps aside in the job's
+    srun steps (SLURMD_TRES_FREQ, from the batch script's environment)."""
+    gpu.configure(gpu_io_mhz=800)
+    t0 = time.monotonic_ns()
+    script = f"""#!/bin/sh
+#SBATCH -n1 --gres=gpu:1 --gpu-freq=medium --energy-policy=monitor+gpu-io
+srun -n1 sh -c '{gpu.phase("begin", "checkpoint")}
+sleep 0.2
+{gpu.phase("end")}'
+"""
+    job, out = gpu.c.run_job(script, user=USER)
+    r = spool.wait_records(gpu.spool, job, ["0"], gpu.c.logs)["0"]
+    assert r["provenance"]["gpu_clock_control"] == "slurm-gpu-freq", out
+    assert r["phases"][0]["gpu_clock_mhz"] is None
+    assert locks_since(gpu, t0) == []
+
+
+def test_gpu_left_locked_by_a_killed_step_is_unlocked_by_the_epilog(gpu):
+    """kill -9 of slurmstepd inside a checkpoint phase: the GPU stays locked and
+    journaled until the job's epilog unlocks it (the owner is dead)."""
+    gpu.configure(gpu_io_mhz=800)
+    d = gpu.c.user_dir(USER)
+    (d / "k.in").unlink(missing_ok=True)
+    t0 = time.monotonic_ns()
+    script = f"""#!/bin/sh
+#SBATCH -n1 --gres=gpu:1 --energy-policy=monitor+gpu-io
+{gpu.phase("begin", "checkpoint")}
+touch {d}/k.in
+sleep 300
+"""
+    res, job = gpu.c.sbatch(script, user=USER)
+    assert res.returncode == 0 and job, res.stderr
+    wait_for(lambda: (d / "k.in").exists() and locks_since(gpu, t0), "the checkpoint's lock")
+    assert gpu_journal(gpu) != []
+    pid = stepd_pid(job, "batch", gpu.c)
+    assert pid
+    os.kill(pid, signal.SIGKILL)
+    wait_for(lambda: not cmdline(pid) or "slurmstepd" not in cmdline(pid), "slurmstepd gone", 10)
+    for p in job_pids(job, gpu.c):  # the orphaned script and its sleep
+        try:
+            os.kill(p, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    assert lk_last(gpu, t0) == (800,)  # still locked: nobody unlocked it
+    gpu.c.scancel(job)
+    gpu.c.wait_job(job)
+    # no further step: only the epilog can unlock it
+    wait_for(lambda: gpu_journal(gpu) == [], "the epilog's unlock", timeout=60)
+    lk = locks_since(gpu, t0)
+    assert lk[-1][1:] == (0, 0), lk

@@ -138,6 +138,8 @@ SCHEMA = (
       doc="nvml or amdsmi; null: no GPU measured"),
     F("provenance.gpus_unmeasured", "str", since=2, column="gpus_unmeasured",
       doc="why the job's GPUs were not measured"),
+    F("provenance.gpu_clock_control", "str", since=2, column="gpu_clock_control",
+      doc="joulestep (+gpu-io), slurm-gpu-freq or none; null: no GPU"),
     # zones[] (step_zones rows; a null energy_uj: no row)
     F("zones[].name", "str", null=False, required=True, column="name"),
     F("zones[].id", "str", null=False, required=True, column="zone_id",
@@ -182,6 +184,8 @@ SCHEMA = (
     F("phases[].nranks", "int", column="nranks"),
     F("phases[].energy_gpu_uj", "int", "uJ", 0, since=2, column="energy_gpu_uj",
       doc="as step.energy_gpu_uj"),
+    F("phases[].gpu_clock_mhz", "int", "MHz", 1, since=2, column="gpu_clock_mhz",
+      doc="+gpu-io: the GPUs' clock cap the phase set; null: left alone"),
     # phases[].gpus[] (phase_gpus rows, after the phase's seq)
     F("phases[].gpus[].uuid", "str", null=False, required=True, since=2,
       column="uuid", doc="a GPU of gpus[]"),
