@@ -74,7 +74,7 @@ static int opt_cb(int val, const char *optarg, int remote);
 
 static struct spank_option g_options[] = {
 	{"energy-policy", "NAME",
-	 "joulestep frequency policy: monitor | io-dvfs | ckpt-dvfs | fixed:R | phase:KIND=R[,KIND=R...] (R = ratio of fmax) | tuned (the admin's tuned= file)",
+	 "joulestep frequency policy: monitor | io-dvfs | ckpt-dvfs | fixed:R | phase:KIND=R[,KIND=R...] (R = ratio of fmax) | tuned (the admin's tuned= file); any of them +gpu-io (GPU clocks lowered in checkpoint/flush/write phases, where allowed)",
 	 1, OPT_POLICY, opt_cb},
 	{"energy-tag", "K=V[,K=V...]",
 	 "joulestep labels stored with the job's energy records ([A-Za-z0-9_.:+-], key<=32, value<=64, <=16 tags)",

@@ -16,7 +16,8 @@ def _j(uj):
 
 def for_job(conn, job_pk: int) -> tuple[dict, dict]:
     """({step_pk: {energy_gpu_j, total_includes, gpus_unmeasured, gpus}},
-    {(step_pk, seq): energy_gpu_j}) of a job's steps and phases."""
+    {(step_pk, seq): (energy_gpu_j, gpu_clock_mhz)}) of a job's steps and
+    phases."""
     steps: dict = {}
     for spk, gpu, inc, why in conn.execute(
             "SELECT step_pk, energy_gpu_uj, total_includes, gpus_unmeasured "
@@ -32,10 +33,10 @@ def for_job(conn, job_pk: int) -> tuple[dict, dict]:
         steps[spk]["gpus"].append({
             "index": idx, "uuid": uuid, "model": model, "energy_j": _j(uj),
             "reason": reason, "integrated": bool(integ), "resets": resets})
-    phases = {(spk, seq): _j(uj) for spk, seq, uj in conn.execute(
-        "SELECT p.step_pk, p.seq, p.energy_gpu_uj FROM phases p JOIN steps s ON "
-        "s.step_pk = p.step_pk WHERE s.job_pk = ? AND p.energy_gpu_uj IS NOT NULL",
-        (job_pk,))}
+    phases = {(spk, seq): (_j(uj), mhz) for spk, seq, uj, mhz in conn.execute(
+        "SELECT p.step_pk, p.seq, p.energy_gpu_uj, p.gpu_clock_mhz FROM phases p "
+        "JOIN steps s ON s.step_pk = p.step_pk WHERE s.job_pk = ? AND "
+        "(p.energy_gpu_uj IS NOT NULL OR p.gpu_clock_mhz IS NOT NULL)", (job_pk,))}
     return steps, phases
 
 

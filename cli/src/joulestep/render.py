@@ -31,8 +31,10 @@ def _gpu_lines(steps: list) -> list[str]:
                 f"{st.get('total_includes') or 'CPU + DRAM'}):"] + lines
         for p in st["phases"]:
             if "energy_gpu_j" in p:
+                clock = (f" (clock <= {p['gpu_clock_mhz']} MHz)"
+                         if p.get("gpu_clock_mhz") else "")
                 out.append(f"  phase {p['seq']} {_phase_name(p)}: GPU "
-                           f"{num(p['energy_gpu_j'])} J")
+                           f"{num(p['energy_gpu_j'])} J{clock}")
     return out
 
 

@@ -388,7 +388,8 @@ def job_summary(conn, job_id: int, settings: Settings,
             refs.add(d["saving_vs"])
         for p in phases:
             if gpu_steps.get(spk, {}).get("gpus"):
-                p["energy_gpu_j"] = gpu_phases.get((spk, p["seq"]))
+                p["energy_gpu_j"], p["gpu_clock_mhz"] = gpu_phases.get(
+                    (spk, p["seq"]), (None, None))
             if (spk, p["seq"]) in hidden:
                 p["energy_note"] = userview.note(userview.rules(*r[29:31])[0])
         d["phases"] = phases
