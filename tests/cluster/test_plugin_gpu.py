@@ -14,6 +14,7 @@ import os
 import pathlib
 import shutil
 import signal
+import subprocess
 import time
 
 import pytest
@@ -322,22 +323,23 @@ sleep 0.2
     assert locks_since(gpu, t0) == []
 
 
-def test_gpu_left_locked_by_a_killed_step_is_unlocked_by_the_epilog(gpu):
-    """kill -9 of slurmstepd inside a checkpoint phase: the GPU stays locked and
-    journaled until the job's epilog unlocks it (the owner is dead)."""
+def _kill_in_checkpoint(gpu, tag):
+    """A batch step locks GPU 0 in a checkpoint phase; its slurmstepd and the
+    orphaned script are SIGKILLed there. Returns (job, t0): still locked and
+    journaled."""
     gpu.configure(gpu_io_mhz=800)
     d = gpu.c.user_dir(USER)
-    (d / "k.in").unlink(missing_ok=True)
+    (d / f"{tag}.in").unlink(missing_ok=True)
     t0 = time.monotonic_ns()
     script = f"""#!/bin/sh
 #SBATCH -n1 --gres=gpu:1 --energy-policy=monitor+gpu-io
 {gpu.phase("begin", "checkpoint")}
-touch {d}/k.in
+touch {d}/{tag}.in
 sleep 300
 """
     res, job = gpu.c.sbatch(script, user=USER)
     assert res.returncode == 0 and job, res.stderr
-    wait_for(lambda: (d / "k.in").exists() and locks_since(gpu, t0), "the checkpoint's lock")
+    wait_for(lambda: (d / f"{tag}.in").exists() and locks_since(gpu, t0), "the checkpoint's lock")
     assert gpu_journal(gpu) != []
     pid = stepd_pid(job, "batch", gpu.c)
     assert pid
@@ -349,9 +351,30 @@ sleep 300
         except ProcessLookupError:
             pass
     assert lk_last(gpu, t0) == (800,)  # still locked: nobody unlocked it
+    assert gpu_journal(gpu) != []
+    return job, t0
+
+
+def test_gpu_left_locked_by_a_killed_step_is_unlocked_by_the_epilog(gpu):
+    """kill -9 of slurmstepd inside a checkpoint phase: the GPU stays locked and
+    journaled until the job's epilog unlocks it (the owner is dead)."""
+    job, t0 = _kill_in_checkpoint(gpu, "epi")
     gpu.c.scancel(job)
     gpu.c.wait_job(job)
     # no further step: only the epilog can unlock it
     wait_for(lambda: gpu_journal(gpu) == [], "the epilog's unlock", timeout=60)
-    lk = locks_since(gpu, t0)
-    assert lk[-1][1:] == (0, 0), lk
+    assert lk_last(gpu, t0) == (0,)
+
+
+def test_gpu_left_locked_by_a_killed_step_is_unlocked_by_joulestep_restore(gpu, build_dir):
+    job, t0 = _kill_in_checkpoint(gpu, "rst")
+    try:
+        r = subprocess.run([str(build_dir / "bin" / "joulestep-restore"), "--state", str(gpu.state),
+                            "--sysfs", str(gpu.hw), "--gpu-lib", str(gpu.lib)],
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert gpu_journal(gpu) == []
+        assert lk_last(gpu, t0) == (0,)
+    finally:
+        gpu.c.scancel(job)
+        gpu.c.wait_job(job)
