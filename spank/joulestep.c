@@ -884,6 +884,22 @@ static void setup_hooks(spank_t sp, struct js_step *s)
 		spank_unsetenv(sp, "JOULESTEP_HOOKS");
 }
 
+/* Slurm's --gpu-freq: slurmstepd gives the step's TRES frequencies to the
+ * tasks as SLURMD_TRES_FREQ ("gpu:medium"), so an srun step of a job
+ * submitted with sbatch --gpu-freq finds it here (the batch script's
+ * environment); SLURM_GPU_FREQ where the user exported it. An `srun
+ * --gpu-freq` of its own is not seen (Slurm sets the variable in the forked
+ * task only): docs/design.md. From the job's environment, which can only
+ * make joulestep step aside, as for --cpu-freq. */
+static void gpu_clock_setup(spank_t sp, struct js_step *s)
+{
+	char req[128] = "";
+	bool gf = (spank_getenv(sp, "SLURMD_TRES_FREQ", req, sizeof(req)) == ESPANK_SUCCESS &&
+		   strstr(req, "gpu")) ||
+		  (spank_getenv(sp, "SLURM_GPU_FREQ", req, sizeof(req)) == ESPANK_SUCCESS && req[0]);
+	js_gpu_step_clock_setup(s, gf, req);
+}
+
 static int remote_init(spank_t sp)
 {
 	uint32_t jobid = 0, stepid = 0;
@@ -983,21 +999,7 @@ static int remote_init(spank_t sp)
 	}
 
 	js_gpu_step_open(s); /* the job's GPUs (the prolog's cache), beside RAPL */
-	{
-		/* Slurm's --gpu-freq: slurmstepd gives the step's TRES frequencies
-		 * to the tasks as SLURMD_TRES_FREQ ("gpu:medium"), so an srun step
-		 * of a job submitted with sbatch --gpu-freq finds it here (the
-		 * batch script's environment); SLURM_GPU_FREQ where the user
-		 * exported it. An `srun --gpu-freq` of its own is not seen (Slurm
-		 * sets the variable in the forked task only): docs/design.md.
-		 * From the job's environment, which can only make joulestep step
-		 * aside. */
-		char req[128] = "";
-		bool gf = (spank_getenv(sp, "SLURMD_TRES_FREQ", req, sizeof(req)) == ESPANK_SUCCESS &&
-			   strstr(req, "gpu")) ||
-			  (spank_getenv(sp, "SLURM_GPU_FREQ", req, sizeof(req)) == ESPANK_SUCCESS && req[0]);
-		js_gpu_step_clock_setup(s, gf, req);
-	}
+	gpu_clock_setup(sp, s);
 
 	setup_freq(sp, s); /* fixed:R is set here, before the tasks */
 
