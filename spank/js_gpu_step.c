@@ -172,6 +172,8 @@ static json_t *gpu_entry(const struct js_step *s, size_t i, const struct js_gpu_
 {
 	const struct js_gpu_info *in = js_gpu_info(s->gpus, i);
 	const char *why = js_gpu_step_unowned(s, i);
+	if (!why && !with_model && i >= JS_PHASE_GPUS)
+		why = "no per-phase figure past the step's first 8 GPUs";
 	if (!why && (i >= iv->n || iv->uncertain[i]))
 		why = "uncertain: the counter went back, stuck or could not be read (provenance)";
 	json_t *o = json_object();
