@@ -63,6 +63,7 @@ def test_job_shows_gpu_energy_and_what_the_total_includes(run, db, tmp_path):
     assert t["energy_gpu_j"] == pytest.approx(300 + 200)
     assert t["energy_total_j"] == pytest.approx(100 + 20 + 50 + 5 + 300 + 200)
     assert t["total_includes"] == "CPU + DRAM + GPU"
+    assert t["kwh"] == pytest.approx((100 + 20 + 50 + 5 + 300 + 200) / 3.6e6)
     st = {s["step_id"]: s for s in out["steps"]}
     assert [g["energy_j"] for g in st["0"]["gpus"]] == [300, 200]
     assert st["0"]["phases"][0]["energy_gpu_j"] == pytest.approx(50)

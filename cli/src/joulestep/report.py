@@ -435,7 +435,12 @@ def job_summary(conn, job_id: int, settings: Settings,
     totals.pop("avg_power_w")
     totals["energy_gpu_j"] = None if tot_gpu is None else tot_gpu / 1e6
     if tot_gpu is not None and totals["energy_total_j"] is not None:
+        # the GPUs' own energy is added to the scoped CPU + DRAM figure (a
+        # node factor or overhead estimates the rest of a node from RAPL)
         totals["energy_total_j"] += tot_gpu / 1e6
+        totals["kwh"] += tot_gpu / 1e6 / 3.6e6
+        totals["co2_g"] = totals["kwh"] * settings.co2_g_per_kwh
+        totals["cost"] = totals["kwh"] * settings.price_per_kwh
     totals["total_includes"] = gpumod.job_includes(steps)
     totals.pop("bytes"), totals.pop("gib_per_s"), totals.pop("j_per_gib")
     totals["steps_unmeasured"] = unmeasured
