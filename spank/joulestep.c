@@ -74,7 +74,7 @@ static int opt_cb(int val, const char *optarg, int remote);
 
 static struct spank_option g_options[] = {
 	{"energy-policy", "NAME",
-	 "joulestep frequency policy: monitor | io-dvfs | ckpt-dvfs | fixed:R | phase:KIND=R[,KIND=R...] (R = ratio of fmax) | tuned (the admin's tuned= file)",
+	 "joulestep frequency policy: monitor | io-dvfs | ckpt-dvfs | fixed:R | phase:KIND=R[,KIND=R...] (R = ratio of fmax) | tuned (the admin's tuned= file); any of them +gpu-io (GPU clocks lowered in checkpoint/flush/write phases, where allowed)",
 	 1, OPT_POLICY, opt_cb},
 	{"energy-tag", "K=V[,K=V...]",
 	 "joulestep labels stored with the job's energy records ([A-Za-z0-9_.:+-], key<=32, value<=64, <=16 tags)",
@@ -289,6 +289,11 @@ static void ph_snap(void *ctx, uint64_t *cpu, uint64_t *dram, bool *unc)
 			*unc = true;
 }
 
+static void ph_snap_gpu(void *ctx, uint64_t at_ns, struct js_gpu_mark *out)
+{
+	js_gpu_step_mark(ctx, at_ns, out);
+}
+
 static uint64_t ph_now(void *ctx)
 {
 	struct js_step *s = ctx;
@@ -344,6 +349,7 @@ static void job_meta(struct js_step *s)
 		s->job_source = "prolog";
 		memcpy(s->account, c.account, sizeof(s->account));
 		memcpy(s->partition, c.partition, sizeof(s->partition));
+		memcpy(s->gpu_sel, c.gpus, sizeof(s->gpu_sel));
 		if (!s->conf.cluster[0] && js_name_safe(c.cluster))
 			snprintf(s->cluster, sizeof(s->cluster), "%s", c.cluster);
 	} else if (s->conf.job_cache_hours) {
@@ -415,6 +421,7 @@ int slurm_spank_job_prolog(spank_t sp, int ac, char **av)
 	if (job_script_begin(sp, ac, av, "prolog", &c, &jobid))
 		return 0;
 	recover_all(&c, jobid, "prolog");
+	js_gpu_recover_node(&c, jobid, "prolog");
 	flush_pending(&c, jobid, "prolog");
 	if (!c.job_cache_hours)
 		return 0;
@@ -433,6 +440,14 @@ int slurm_spank_job_prolog(spank_t sp, int ac, char **av)
 		env_field("SLURM_JOB_ACCOUNT", e.account, sizeof(e.account), false);
 		env_field("SLURM_JOB_PARTITION", e.partition, sizeof(e.partition), false);
 		env_field("SLURM_CLUSTER_NAME", e.cluster, sizeof(e.cluster), true);
+		/* the job's GPUs on this node: slurmd sets it in the prolog's
+		 * environment from the job's credential (docs/design.md, "Which
+		 * GPUs a step owns"); the job's own variables never reach here */
+		char gpus[sizeof(e.gpus)];
+		env_field("SLURM_JOB_GPUS", gpus, sizeof(gpus), false);
+		if (js_jobcache_gpus(gpus, e.gpus, sizeof(e.gpus)) < 0)
+			slurm_error("joulestep: job %u: prolog: SLURM_JOB_GPUS='%s' is not a list of GPU indices; the job's GPUs are not measured",
+				    jobid, gpus);
 	}
 	int rc = js_jobcache_store(c.state, &e);
 	if (rc < 0)
@@ -712,6 +727,7 @@ static void step_free(struct js_step *s)
 	if (!s)
 		return;
 	js_phases_free(s->phases);
+	js_gpu_step_close(s);
 	if (s->meter)
 		js_meter_stop(s->meter);
 	if (s->energy)
@@ -901,6 +917,22 @@ static void setup_hooks(spank_t sp, struct js_step *s)
 		spank_unsetenv(sp, "JOULESTEP_HOOKS");
 }
 
+/* Slurm's --gpu-freq: slurmstepd gives the step's TRES frequencies to the
+ * tasks as SLURMD_TRES_FREQ ("gpu:medium"), so an srun step of a job
+ * submitted with sbatch --gpu-freq finds it here (the batch script's
+ * environment); SLURM_GPU_FREQ where the user exported it. An `srun
+ * --gpu-freq` of its own is not seen (Slurm sets the variable in the forked
+ * task only): docs/design.md. From the job's environment, which can only
+ * make joulestep step aside, as for --cpu-freq. */
+static void gpu_clock_setup(spank_t sp, struct js_step *s)
+{
+	char req[128] = "";
+	bool gf = (spank_getenv(sp, "SLURMD_TRES_FREQ", req, sizeof(req)) == ESPANK_SUCCESS &&
+		   strstr(req, "gpu")) ||
+		  (spank_getenv(sp, "SLURM_GPU_FREQ", req, sizeof(req)) == ESPANK_SUCCESS && req[0]);
+	js_gpu_step_clock_setup(s, gf, req);
+}
+
 static int remote_init(spank_t sp)
 {
 	uint32_t jobid = 0, stepid = 0;
@@ -1000,9 +1032,15 @@ static int remote_init(spank_t sp)
 	}
 
 	setup_node_energy(s);
+	js_gpu_step_open(s); /* the job's GPUs (the prolog's cache), beside RAPL */
+	gpu_clock_setup(sp, s);
+
 	setup_freq(sp, s); /* fixed:R is set here, before the tasks */
 
-	struct js_phase_ops ops = {.ctx = s, .set_ratio = ph_set_ratio, .snap = ph_snap, .now_ns = ph_now};
+	struct js_phase_ops ops = {.ctx = s, .set_ratio = ph_set_ratio, .snap = ph_snap, .now_ns = ph_now,
+				   .snap_gpu = s->gmeter ? ph_snap_gpu : NULL,
+				   .set_gpu = s->gpu_clock_mode && !strcmp(s->gpu_clock_mode, "joulestep")
+						      ? js_gpu_step_set_clock : NULL};
 	s->phases = js_phases_new(s->conf.max_phases, s->conf.max_depth, &ops, s->start_mono_ns);
 	if (!s->phases)
 		js_step_error(s, "phases: out of memory; markers disabled");
@@ -1079,6 +1117,9 @@ static void remote_exit(struct js_step *s)
 		js_step_error(s, "energy: final reading failed");
 	else if (s->meter)
 		__atomic_store_n(&s->ended, true, __ATOMIC_RELEASE);
+	js_gpu_step_end(s); /* as of end_mono; phases still open end there too */
+	if (s->have_g1)
+		__atomic_store_n(&s->ended, true, __ATOMIC_RELEASE);
 	js_server_stop_request(s);
 	int dfd = js_record_dir(s);
 	js_server_stop(s);
@@ -1097,6 +1138,7 @@ static void remote_exit(struct js_step *s)
 	free(s->ctl);
 	s->ctl = NULL;
 	s->nctl = 0;
+	js_gpu_step_clock_restore(s); /* +gpu-io: unlock, then the journal */
 	for (int i = 0; i < s->ncpus; i++) {
 		if (!s->acquired[i])
 			continue;
@@ -1129,6 +1171,7 @@ int slurm_spank_job_epilog(spank_t sp, int ac, char **av)
 	 * other jobs keep theirs): restored now, not at the next step on the
 	 * node, which may be long in coming. */
 	recover_all(&c, jobid, "epilog");
+	js_gpu_recover_node(&c, jobid, "epilog");
 	int rc = js_record_sync_job(c.spool, c.cluster, jobid);
 	if (rc < 0 && rc != -ENOENT)
 		slurm_error("joulestep: job %u: epilog: fsync of the record directory under %s: %s",

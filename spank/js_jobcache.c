@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -133,4 +134,45 @@ int js_jobcache_remove(const char *state, uint32_t job_id, uint64_t max_age_ns, 
 	closedir(d);
 	close(dfd);
 	return rc;
+}
+
+int js_jobcache_other_gpus(const char *state, uint32_t job_id, uint64_t max_age_ns,
+			   uint64_t now_ns, char *out, size_t len)
+{
+	size_t n = 0;
+	out[0] = 0;
+	int dfd = open_jobs_dir(state, false);
+	if (dfd < 0)
+		return dfd;
+	int rfd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	DIR *d = rfd >= 0 ? fdopendir(rfd) : NULL;
+	if (!d) {
+		int e = -errno;
+		if (rfd >= 0)
+			close(rfd);
+		close(dfd);
+		return e;
+	}
+	struct dirent *de;
+	while ((de = readdir(d))) {
+		char *end;
+		unsigned long id = strtoul(de->d_name, &end, 10);
+		if (de->d_name[0] < '0' || de->d_name[0] > '9' || *end || id == job_id)
+			continue; /* temporaries, dot files, this job */
+		struct js_jobcache e;
+		uint64_t mt;
+		if (js_jobcache_load(state, (uint32_t)id, &e, &mt) < 0 || !e.gpus[0] ||
+		    (max_age_ns && now_ns > mt && now_ns - mt > max_age_ns))
+			continue;
+		int w = snprintf(out + n, len - n, "%s%s", n ? "," : "", e.gpus);
+		if (w < 0 || (size_t)w >= len - n) {
+			closedir(d);
+			close(dfd);
+			return -ENOSPC; /* cannot tell which: the caller shares them all */
+		}
+		n += (size_t)w;
+	}
+	closedir(d);
+	close(dfd);
+	return 0;
 }

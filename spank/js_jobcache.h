@@ -26,12 +26,20 @@ struct js_jobcache {
 	char account[64];           /* "" when unknown                          */
 	char partition[64];         /* "" when unknown                          */
 	char cluster[64];           /* "" when unknown                          */
+	char gpus[128];             /* the job's GPU indices on this node, from
+	                               slurmd's SLURM_JOB_GPUS ("0,2"); "" = none */
 };
+
+/* SLURM_JOB_GPUS as the GPU selection of js_gpu_open: a comma list of
+ * indices, ranges ("0-2") expanded. -EINVAL on anything else (names, UUIDs,
+ * spaces), -ENOSPC if it does not fit. "" gives "". Pure. */
+int js_jobcache_gpus(const char *in, char *out, size_t len);
 
 /* JSON text, NUL-terminated. -ENOSPC if it does not fit, -EINVAL if
  * first_seen_ns is 0. */
 int js_jobcache_encode(const struct js_jobcache *e, char *buf, size_t len);
-/* Parse what js_jobcache_encode wrote (len bytes, no NUL needed). -EINVAL on
+/* Parse what js_jobcache_encode wrote (len bytes, no NUL needed; a file of
+ * a plugin before "gpus" has none: gpus ""). -EINVAL on
  * anything else: wrong types, missing keys, out-of-range numbers, strings too
  * long for the struct. */
 int js_jobcache_decode(const char *buf, size_t len, struct js_jobcache *e);
@@ -64,5 +72,11 @@ int js_jobcache_store(const char *state, const struct js_jobcache *e);
  * there is no <state>/jobs. */
 int js_jobcache_remove(const char *state, uint32_t job_id, uint64_t max_age_ns,
 		       uint64_t now_ns, unsigned *nremoved);
+
+/* The GPU indices the cache files of other jobs (not job_id, not older
+ * than max_age_ns) name, as a comma list in out ("" none): a GPU one of
+ * them holds is shared with this job. 0, or -errno (-ENOENT: no jobs/; -ENOSPC: too many to list). */
+int js_jobcache_other_gpus(const char *state, uint32_t job_id, uint64_t max_age_ns,
+			   uint64_t now_ns, char *out, size_t len);
 
 #endif

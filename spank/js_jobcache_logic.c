@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <jansson.h>
@@ -13,9 +14,10 @@ int js_jobcache_encode(const struct js_jobcache *e, char *buf, size_t len)
 {
 	if (!e->first_seen_ns || e->first_seen_ns > (uint64_t)INT64_MAX)
 		return -EINVAL;
-	json_t *o = json_pack("{s:I,s:I,s:I,s:s,s:s,s:s}", "job_id", (json_int_t)e->job_id, "uid",
+	json_t *o = json_pack("{s:I,s:I,s:I,s:s,s:s,s:s,s:s}", "job_id", (json_int_t)e->job_id, "uid",
 			      (json_int_t)e->uid, "first_seen_ns", (json_int_t)e->first_seen_ns,
-			      "account", e->account, "partition", e->partition, "cluster", e->cluster);
+			      "account", e->account, "partition", e->partition, "cluster", e->cluster,
+			      "gpus", e->gpus);
 	if (!o)
 		return -EINVAL; /* a name that is not UTF-8 */
 	size_t n = json_dumpb(o, buf, len, JSON_COMPACT | JSON_SORT_KEYS);
@@ -58,12 +60,16 @@ int js_jobcache_decode(const char *buf, size_t len, struct js_jobcache *e)
 	memset(&t, 0, sizeof(t));
 	json_int_t job, uid, seen;
 	int rc = -EINVAL;
-	if (json_object_size(o) == 6 && !get_int(o, "job_id", 0, UINT32_MAX, &job) &&
+	/* 6 keys: a file of a plugin before "gpus" (no GPUs known) */
+	bool gpus = json_object_get(o, "gpus") != NULL;
+	if (json_object_size(o) == (gpus ? 7u : 6u) && !get_int(o, "job_id", 0, UINT32_MAX, &job) &&
 	    !get_int(o, "uid", 0, UINT32_MAX, &uid) &&
 	    !get_int(o, "first_seen_ns", 1, INT64_MAX, &seen) &&
 	    !get_str(o, "account", t.account, sizeof(t.account)) &&
 	    !get_str(o, "partition", t.partition, sizeof(t.partition)) &&
-	    !get_str(o, "cluster", t.cluster, sizeof(t.cluster))) {
+	    !get_str(o, "cluster", t.cluster, sizeof(t.cluster)) &&
+	    (!gpus || (!get_str(o, "gpus", t.gpus, sizeof(t.gpus)) &&
+		       js_jobcache_gpus(t.gpus, t.gpus, sizeof(t.gpus)) == 0))) {
 		t.job_id = (uint32_t)job;
 		t.uid = (uint32_t)uid;
 		t.first_seen_ns = (uint64_t)seen;
@@ -86,6 +92,40 @@ int js_jobcache_check(const struct js_jobcache *e, uint32_t job_id, uint32_t uid
 		return -ESTALE;
 	if (!max_age_ns || (now_ns > mtime_ns && now_ns - mtime_ns > max_age_ns))
 		return -ESTALE;
+	return 0;
+}
+
+int js_jobcache_gpus(const char *in, char *out, size_t len)
+{
+	char buf[256];
+	size_t n = 0;
+	const char *p = in;
+	buf[0] = 0;
+	while (*p) {
+		char *end;
+		if (*p < '0' || *p > '9')
+			return -EINVAL;
+		unsigned long lo = strtoul(p, &end, 10), hi = lo;
+		if (*end == '-') {
+			if (end[1] < '0' || end[1] > '9')
+				return -EINVAL;
+			hi = strtoul(end + 1, &end, 10);
+		}
+		if (lo > hi || hi >= 1024 || hi - lo >= 64 || (*end && *end != ','))
+			return -EINVAL;
+		for (unsigned long i = lo; i <= hi; i++) {
+			int w = snprintf(buf + n, sizeof(buf) - n, "%s%lu", n ? "," : "", i);
+			if (w < 0 || (size_t)w >= sizeof(buf) - n)
+				return -ENOSPC;
+			n += (size_t)w;
+		}
+		p = *end ? end + 1 : end;
+		if (*end == ',' && !*p)
+			return -EINVAL; /* "0," */
+	}
+	if (n >= len)
+		return -ENOSPC;
+	memcpy(out, buf, n + 1);
 	return 0;
 }
 

@@ -321,9 +321,20 @@ int js_conf_parse(int ac, char **av, struct js_conf *c, char *err, size_t errlen
 				return fail(err, errlen, "%.*s=: an integer in [0, 8760] (0 = no job cache)",
 					    (int)kl, a);
 			c->job_cache_hours = (unsigned)u;
+		} else if (KEY("gpu_backend")) {
+			if (strcmp(v, "nvml") && strcmp(v, "amdsmi") && strcmp(v, "off") && strcmp(v, "auto"))
+				return fail(err, errlen, "gpu_backend=: one of auto, nvml, amdsmi, off");
+			scopy(c->gpu_backend, sizeof(c->gpu_backend), strcmp(v, "auto") ? v : "");
+		} else if (KEY("gpu_io_mhz")) {
+			if (parse_uint(v, 100000, &u))
+				return fail(err, errlen, "gpu_io_mhz=: an integer in [0, 100000] (MHz; 0 = +gpu-io not allowed)");
+			c->gpu_io_mhz = (unsigned)u;
+		} else if (KEY("gpu_lib")) {
+			if (set_path(c->gpu_lib, "gpu_lib", v, false, err, errlen))
+				return -EINVAL;
 		} else {
 			return fail(err, errlen,
-				    "unknown key '%.*s' (allowed: spool state sysfs socket_dir cluster policies default_policy min_ratio sample_ms max_phases max_depth max_markers_per_s max_markers_per_step min_phase_ms backend node_energy job_cache_hours tuned hooks_dir)",
+				    "unknown key '%.*s' (allowed: spool state sysfs socket_dir cluster policies default_policy min_ratio sample_ms max_phases max_depth max_markers_per_s max_markers_per_step min_phase_ms backend node_energy job_cache_hours tuned hooks_dir gpu_backend gpu_io_mhz gpu_lib)",
 				    (int)(kl > 40 ? 40 : kl), a);
 		}
 #undef KEY
@@ -348,10 +359,30 @@ int js_conf_parse(int ac, char **av, struct js_conf *c, char *err, size_t errlen
 	return 0;
 }
 
+#define GPU_IO_TERM "+gpu-io"
+
+static int parse_cpu_policy(const char *s, struct js_policy *p, char *err, size_t errlen);
+
 int js_policy_parse(const char *s, struct js_policy *p, char *err, size_t errlen)
 {
+	size_t n = s ? strlen(s) : 0, tl = strlen(GPU_IO_TERM);
+	if (n > tl && !strcmp(s + n - tl, GPU_IO_TERM)) {
+		char buf[600];
+		if (n - tl >= sizeof(buf))
+			return fail(err, errlen, "policy too long");
+		memcpy(buf, s, n - tl);
+		buf[n - tl] = 0;
+		int rc = parse_cpu_policy(buf, p, err, errlen);
+		p->gpu_io = rc == 0;
+		return rc;
+	}
+	return parse_cpu_policy(s, p, err, errlen);
+}
+
+static int parse_cpu_policy(const char *s, struct js_policy *p, char *err, size_t errlen)
+{
 	static const char allowed[] =
-		"allowed: monitor, io-dvfs, ckpt-dvfs, fixed:R, phase:KIND=R[,KIND=R...] with R a ratio of fmax in (0, 1], or tuned (the admin's tuned= file)";
+		"allowed: monitor, io-dvfs, ckpt-dvfs, fixed:R, phase:KIND=R[,KIND=R...] with R a ratio of fmax in (0, 1], or tuned (the admin's tuned= file); any of them +gpu-io where the admin allows it";
 	memset(p, 0, sizeof(*p));
 	if (!s || !*s)
 		return fail(err, errlen, "empty policy (%s)", allowed);
@@ -424,6 +455,8 @@ int js_policy_check(const struct js_policy *p, const struct js_conf *c, char *er
 	if (!(c->policies_mask & (1u << p->type)))
 		return fail(err, errlen, "policy %s is not allowed on this cluster (allowed: %s)",
 			    js_pol_name(p->type), al);
+	if (p->gpu_io && !c->gpu_io_mhz)
+		return fail(err, errlen, "+gpu-io is not allowed on this cluster (the admin sets gpu_io_mhz= in plugstack.conf)");
 	if (p->type == JS_POL_FIXED && p->fixed_ratio < c->min_ratio)
 		return fail(err, errlen, "fixed:%g is below the minimum ratio %g allowed on this cluster (R in [%g, 1])",
 			    p->fixed_ratio, c->min_ratio, c->min_ratio);
@@ -445,6 +478,11 @@ int js_policy_enforce(struct js_policy *p, const struct js_conf *c, char *err, s
 		memset(p, 0, sizeof(*p));
 		p->type = c->default_policy;
 		return 1;
+	}
+	if (p->gpu_io && !c->gpu_io_mhz) {
+		fail(err, errlen, "+gpu-io not allowed (no gpu_io_mhz=); GPU clocks left alone");
+		p->gpu_io = false;
+		n++;
 	}
 	if (p->type == JS_POL_FIXED && p->fixed_ratio < c->min_ratio) {
 		fail(err, errlen, "fixed:%g clamped to min_ratio %g", p->fixed_ratio, c->min_ratio);
@@ -483,6 +521,8 @@ int js_policy_format(const struct js_policy *p, char *buf, size_t len)
 	} else {
 		n = snprintf(buf, len, "%s", js_pol_name(p->type));
 	}
+	if (p->gpu_io && n >= 0 && (size_t)n < len)
+		n += snprintf(buf + n, len - (size_t)n, GPU_IO_TERM);
 	return (n < 0 || (size_t)n >= len) ? -ENOSPC : 0;
 }
 

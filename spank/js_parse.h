@@ -58,6 +58,15 @@ struct js_conf {
 	uint64_t max_markers_per_step; /* BEGIN markers recorded per step    */
 	unsigned min_phase_ms;      /* shorter intervals: no energy for users   */
 	unsigned job_cache_hours;   /* trust the prolog's job cache this long; 0 = none */
+	/* GPUs (docs/admin-guide.md, "GPU nodes"): the vendor library, loaded
+	 * with dlopen per step; gpu_backend "" = the first that sees a GPU
+	 * (nvml, amdsmi), "off" = none; gpu_lib "" = the backend's own soname */
+	char gpu_backend[16];
+	char gpu_lib[JS_PATH_MAX];
+	unsigned gpu_io_mhz;        /* +gpu-io: the GPUs' graphics clock is locked
+				     * to at most this in checkpoint, flush and
+				     * write phases; 0 = not allowed (default:
+				     * NVML cannot report an admin's own lock) */
 };
 
 void js_conf_defaults(struct js_conf *c);
@@ -79,11 +88,16 @@ struct js_policy {
 	double fixed_ratio;                     /* fixed:R                     */
 	size_t nmap;                            /* phase:KIND=R,... and tuned  */
 	struct js_kind_ratio map[JS_MAX_MAP];
+	bool gpu_io;                            /* "+gpu-io": lower the GPUs'
+						   clock in I/O phases      */
 };
 
 const char *js_pol_name(enum js_pol p);
 /* Syntax only (and R in (0,1]). "tuned" gives type JS_POL_TUNED with an
- * empty map: slurmstepd fills it from the tuned= file (js_tuned.h). */
+ * empty map: slurmstepd fills it from the tuned= file (js_tuned.h). Any
+ * policy may end in "+gpu-io": the step's GPUs run at the admin's
+ * gpu_io_mhz in checkpoint, flush and write phases (js_gpu_io_kind,
+ * js_phase.h). */
 int js_policy_parse(const char *s, struct js_policy *p, char *err, size_t errlen);
 /* Admin bounds: policy allowed and every R >= min_ratio; tuned needs a
  * tuned= file. */

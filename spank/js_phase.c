@@ -72,6 +72,7 @@ struct js_phases {
 	double level;
 	uint32_t cur_khz;
 	bool closing;
+	bool gpu_low;                       /* the GPUs' clock is lowered now  */
 };
 
 static int grow(void **p, size_t *cap, size_t need, size_t elem)
@@ -317,8 +318,30 @@ static uint64_t clamp_t(struct js_phases *ps, uint64_t t, uint64_t now)
 }
 
 /* Bring the clock to the level of the most recently opened open phase. */
+bool js_gpu_io_kind(const char *kind)
+{
+	return !strcmp(kind, "checkpoint") || !strcmp(kind, "flush") || !strcmp(kind, "write");
+}
+
+/* +gpu-io: the GPUs follow the innermost open phase too, lowered while it
+ * is (or is inside) a checkpoint, flush or write phase. */
+static void regpu(struct js_phases *ps, struct js_sphase *trigger)
+{
+	bool low = ps->nopen && ps->ph[ps->open_tail].gpu_low;
+	if (!ps->ops.set_gpu || low == ps->gpu_low || ps->closing)
+		return;
+	uint32_t mhz = 0;
+	int rc = ps->ops.set_gpu(ps->ops.ctx, low, &mhz);
+	ps->gpu_low = low;
+	if (trigger && low) {
+		trigger->gpu_mhz = mhz;
+		trigger->gpu_err = rc;
+	}
+}
+
 static void relevel(struct js_phases *ps, struct js_sphase *trigger, uint64_t t_ns)
 {
+	regpu(ps, trigger);
 	double want = ps->nopen ? ps->ph[ps->open_tail].eff_ratio : JS_RATIO_BASE;
 	if (want == ps->level || ps->closing)
 		return;
@@ -357,6 +380,7 @@ static struct js_sphase *phase_new(struct js_phases *ps, const char *kind, const
 	p->nth = nth;
 	p->marker_start_ns = t;
 	p->bytes = -1;
+	p->gpu_low = js_gpu_io_kind(kind) || (parent >= 0 && ps->ph[parent].gpu_low);
 	if (own_ratio != JS_RATIO_INHERIT)
 		p->eff_ratio = own_ratio;
 	else
@@ -364,6 +388,8 @@ static struct js_sphase *phase_new(struct js_phases *ps, const char *kind, const
 	/* the energy interval starts when the meter is read */
 	p->start_ns = ps->ops.now_ns(ps->ops.ctx);
 	ps->ops.snap(ps->ops.ctx, &p->e_cpu0_uj, &p->e_dram0_uj, &p->uncertain);
+	if (ps->ops.snap_gpu)
+		ps->ops.snap_gpu(ps->ops.ctx, p->start_ns, &p->g0);
 	ps->link[p->seq].prev = ps->link[p->seq].next = NO_LINK;
 	itab_put(&ps->ph_ix, ph_hash(kind, d, nth, parent), p->seq);
 	ps->n++;
@@ -464,6 +490,8 @@ static void end_one(struct js_phases *ps, struct rank_state *r, long long bytes,
 		/* the energy interval ends when the meter is read */
 		p->end_ns = ps->ops.now_ns(ps->ops.ctx);
 		ps->ops.snap(ps->ops.ctx, &p->e_cpu1_uj, &p->e_dram1_uj, &unc);
+		if (ps->ops.snap_gpu)
+			ps->ops.snap_gpu(ps->ops.ctx, p->end_ns, &p->g1);
 		p->uncertain = p->uncertain || unc;
 		open_unlink(ps, p->seq);
 		relevel(ps, NULL, t);

@@ -40,6 +40,18 @@ struct js_rank_stats {
 	struct js_minmax bytes;            /* over the entries that gave bytes= */
 };
 
+/* The step's GPUs' cumulative figures at a phase boundary (a compact
+ * js_gpu_snapshot: a phase keeps two). Only the first JS_PHASE_GPUS of a
+ * step's GPUs have per-phase figures. */
+#define JS_PHASE_GPUS 8
+struct js_gpu_mark {
+	uint8_t n;                   /* 0: the step measures no GPU            */
+	uint8_t err;                 /* bit i: GPU i's reading failed          */
+	uint8_t integrated;          /* bit i: energy is the power integral    */
+	uint64_t uj[JS_PHASE_GPUS];
+	uint32_t uncertain[JS_PHASE_GPUS];
+};
+
 struct js_sphase {                   /* one step-level (collective) phase    */
 	uint32_t seq;
 	char kind[JS_KIND_LEN + 1];
@@ -59,7 +71,13 @@ struct js_sphase {                   /* one step-level (collective) phase    */
 	uint64_t freq_change_ns;     /* time the apply took (0 if none)        */
 	uint64_t freq_lag_ns;        /* client marker t -> clock applied       */
 	int freq_err;                /* last apply error (-errno), 0 = fine    */
+	bool gpu_low;                /* +gpu-io: a checkpoint/flush/write phase
+				        or inside one: GPUs lowered while it is
+				        the innermost open phase              */
+	uint32_t gpu_mhz;            /* GPU clock cap it set (0: none)         */
+	int gpu_err;                 /* its lock's error (-errno), 0 = fine    */
 	uint64_t e_cpu0_uj, e_dram0_uj, e_cpu1_uj, e_dram1_uj; /* meter totals */
+	struct js_gpu_mark g0, g1;   /* GPU meter at start_ns and end_ns        */
 	bool uncertain;
 	bool closed_by_step_end;     /* a rank never sent END                  */
 	long long bytes;             /* sum over ranks, -1 when none gave one  */
@@ -77,9 +95,18 @@ struct js_phase_ops {
 	/* Cumulative meter totals now. */
 	void (*snap)(void *ctx, uint64_t *cpu_uj, uint64_t *dram_uj, bool *uncertain);
 	uint64_t (*now_ns)(void *ctx); /* CLOCK_MONOTONIC */
+	/* +gpu-io: lock (low) or unlock the step's GPUs' clock; *mhz: the
+	 * cap set. NULL: the GPUs' clocks are left alone. */
+	int (*set_gpu)(void *ctx, bool low, uint32_t *mhz);
+	/* The GPU meter as of at_ns (the boundary's now_ns); NULL: no GPUs. */
+	void (*snap_gpu)(void *ctx, uint64_t at_ns, struct js_gpu_mark *out);
 };
 
 struct js_phases;
+
+/* Does a phase of this kind lower the GPUs' clock under +gpu-io
+ * (checkpoint, flush, write)? */
+bool js_gpu_io_kind(const char *kind);
 
 struct js_phases *js_phases_new(unsigned max_phases, unsigned max_depth,
 				const struct js_phase_ops *ops, uint64_t step_start_ns);

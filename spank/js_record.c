@@ -132,8 +132,9 @@ static json_t *build(struct js_step *s)
 {
 	json_t *root = json_object();
 	json_object_set_new(root, "format", json_string("joulestep-record"));
-	/* version 2: DRAM without a dram zone is null with step.dram_not_measured */
-	json_object_set_new(root, "version", json_integer(2));
+	/* version 2: DRAM without a dram zone is null with step.dram_not_measured;
+	 * version 3: GPU energy and step.total_includes */
+	json_object_set_new(root, "version", json_integer(3));
 	json_object_set_new(root, "cluster", json_string(s->cluster));
 
 	json_t *tags = json_object();
@@ -202,7 +203,14 @@ static json_t *build(struct js_step *s)
 	bool total_ok = cpu_ok && (dram_ok || !dram_m);
 	json_object_set_new(step, "energy_cpu_uj", cpu_ok ? json_integer((json_int_t)iv.energy_cpu_uj) : json_null());
 	json_object_set_new(step, "energy_dram_uj", dram_ok && dram_m ? json_integer((json_int_t)iv.energy_dram_uj) : json_null());
-	json_object_set_new(step, "energy_total_uj", total_ok ? json_integer((json_int_t)(dram_m ? iv.energy_total_uj : iv.energy_cpu_uj)) : json_null());
+	/* the total includes the GPUs only when every GPU of the step has
+	 * its energy (js_gpu_step.c); total_includes says what it holds */
+	uint64_t gpu_uj = 0;
+	bool gpu_ok = false;
+	json_t *gpus = js_gpu_step_json(s, &gpu_uj, &gpu_ok);
+	json_object_set_new(step, "energy_gpu_uj", gpu_ok ? json_integer((json_int_t)gpu_uj) : json_null());
+	json_object_set_new(step, "energy_total_uj", total_ok ? json_integer((json_int_t)((dram_m ? iv.energy_total_uj : iv.energy_cpu_uj) + (gpu_ok ? gpu_uj : 0))) : json_null());
+	json_object_set_new(step, "total_includes", json_string(dram_m || !have_e ? (gpu_ok ? "cpu+dram+gpu" : "cpu+dram") : (gpu_ok ? "cpu+gpu" : "cpu")));
 	json_object_set_new(step, "dram_not_measured", have_e && !dram_m ? json_string(dwhy) : json_null());
 	node_energy_json(step, s);
 	json_object_set_new(step, "exit_code", s->exit_code >= 0 ? json_integer(s->exit_code) : json_null());
@@ -223,6 +231,7 @@ static json_t *build(struct js_step *s)
 		}
 	}
 	json_object_set_new(root, "zones", zones);
+	json_object_set_new(root, "gpus", gpus);
 
 	bool uncertain = iv.wrap_uncertain;
 	json_t *phases = json_array();
@@ -256,6 +265,13 @@ static json_t *build(struct js_step *s)
 		json_object_set_new(o, "energy_cpu_uj", pe ? json_integer((json_int_t)(p->e_cpu1_uj - p->e_cpu0_uj)) : json_null());
 		json_object_set_new(o, "energy_dram_uj", pe && dram_m ? json_integer((json_int_t)(p->e_dram1_uj - p->e_dram0_uj)) : json_null());
 		json_object_set_new(o, "uncertain", json_boolean(p->uncertain));
+		if (s->gpus) {
+			uint64_t pg = 0;
+			bool pok = false;
+			json_object_set_new(o, "gpus", js_gpu_phase_json(s, p, &pg, &pok));
+			json_object_set_new(o, "energy_gpu_uj", pok ? json_integer((json_int_t)pg) : json_null());
+			json_object_set_new(o, "gpu_clock_mhz", p->gpu_mhz ? json_integer(p->gpu_mhz) : json_null());
+		}
 		json_object_set_new(o, "bytes", jnum_or_null(p->bytes));
 		json_object_set_new(o, "nranks", json_integer((json_int_t)p->nranks));
 		json_object_set_new(o, "open_at_step_end", json_boolean(p->closed_by_step_end));
@@ -288,6 +304,9 @@ static json_t *build(struct js_step *s)
 	json_t *prov = json_object();
 	json_object_set_new(prov, "backend", s->energy ? json_string(js_energy_backend_name(s->energy)) : json_null());
 	json_object_set_new(prov, "wrap_uncertain", json_boolean(uncertain));
+	json_object_set_new(prov, "gpu_backend", s->gpus ? json_string(js_gpu_backend_name(s->gpus)) : json_null());
+	json_object_set_new(prov, "gpus_unmeasured", jstr_or_null(s->gpu_why));
+	json_object_set_new(prov, "gpu_clock_control", jstr_or_null(s->gpu_clock_mode));
 	json_object_set_new(prov, "sample_period_ns", s->meter ? json_integer((json_int_t)js_meter_period_ns(s->meter)) : json_null());
 	json_object_set_new(prov, "job_source", json_string(s->job_source));
 	json_object_set_new(prov, "markers_rejected", json_integer((json_int_t)s->rejected));

@@ -12,6 +12,7 @@
 #include <joulestep/energy.h>
 #include <joulestep/node.h>
 #include <joulestep/freq.h>
+#include <joulestep/gpu.h>
 
 #include "js_parse.h"
 #include "js_phase.h"
@@ -127,7 +128,50 @@ struct js_step {
 	uint64_t errors_total;      /* js_step_error calls (errors[]: first 32) */
 	/* ---- end of issue 8 fields ---------------------------------------- */
 	unsigned hooks_mask;        /* --energy-hooks preloaded (js_hooks.h)   */
+	/* ---- GPUs (js_gpu_step.c; docs/design.md, "Which GPUs a step owns") */
+	char gpu_sel[128];          /* the job's GPU indices (job cache), "" none */
+	char gpu_others[256];       /* GPU indices other jobs on the node hold   */
+	char gpu_why[200];          /* why the job's GPUs are not measured, ""   */
+	struct js_gpus *gpus;       /* opened on the main thread at step start  */
+	struct js_gpu_meter *gmeter;
+	struct js_gpu_snapshot g0, g1;
+	bool have_g0, have_g1;
+	/* +gpu-io: the step's whole GPUs (eligible, main thread at step
+	 * start); the step thread journals one before locking it and releases
+	 * it after unlocking (journaled); step end unlocks what is left */
+	bool gpu_eligible[JS_MAX_GPUS];
+	bool gpu_journaled[JS_MAX_GPUS];
+	const char *gpu_clock_mode; /* provenance.gpu_clock_control           */
 };
+
+/* js_gpu_step.c: the step's GPUs. Open the vendor library on the selected
+ * GPUs and take the first reading (main thread, step start); the final
+ * reading (step end); a phase boundary's (the step thread); the record's
+ * "gpus" list and a phase's; close. */
+void js_gpu_step_open(struct js_step *s);
+void js_gpu_step_end(struct js_step *s);
+void js_gpu_step_mark(struct js_step *s, uint64_t at_ns, struct js_gpu_mark *out);
+void js_gpu_step_close(struct js_step *s);
+/* +gpu-io (main thread, after js_gpu_step_open): the GPUs whose clock the
+ * step may change (whole GPUs; none when Slurm's --gpu-freq was asked
+ * for: slurm_gpu_freq). */
+void js_gpu_step_clock_setup(struct js_step *s, bool slurm_gpu_freq, const char *req);
+/* The phase logic's set_gpu (step thread). */
+int js_gpu_step_set_clock(void *ctx, bool low, uint32_t *mhz);
+/* Step end: unlock the journaled GPUs, then release their entries. */
+void js_gpu_step_clock_restore(struct js_step *s);
+/* Job prolog and epilog: unlock the node's GPUs whose journal entry names a
+ * dead owner (a killed slurmstepd). */
+void js_gpu_recover_node(const struct js_conf *c, uint32_t jobid, const char *when);
+/* Why GPU i of the step has no per-job energy ("split by MIG", "shared
+ * with another job"), or NULL. */
+const char *js_gpu_step_unowned(const struct js_step *s, size_t i);
+/* The record's step "gpus" list and a phase's; *sum_uj: the GPUs' energy,
+ * *all_ok: every GPU of the step has it (else the sum is not reported). */
+typedef struct json_t json_t;
+json_t *js_gpu_step_json(const struct js_step *s, uint64_t *sum_uj, bool *all_ok);
+json_t *js_gpu_phase_json(const struct js_step *s, const struct js_sphase *p, uint64_t *sum_uj,
+			  bool *all_ok);
 
 /* Record a failure in provenance.errors (the first JS_MAX_ERRORS; all are
  * counted in errors_total) and log it with slurm_error (the first

@@ -52,7 +52,7 @@ def write_to(tmp_path, name, rec) -> pathlib.Path:
     return recgen.write(sp, rec)
 
 
-DOC_UJ = 146_913_578            # the example's step.energy_total_uj
+DOC_UJ = 2_646_913_578          # the example's step.energy_total_uj (CPU + DRAM + GPU)
 GEN_UJ = (100 + 20) * J         # recgen.record()'s default
 
 

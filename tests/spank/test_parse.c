@@ -16,6 +16,7 @@
 
 #include <cmocka.h>
 
+#include "js_jobcache.h"
 #include "js_parse.h"
 #include "js_phase.h"
 #include "js_tuned.h"
@@ -53,7 +54,162 @@ static void conf_sidechannel_keys(void **st)
 	assert_non_null(strstr(err, "unknown key 'min_phase_ns'"));
 	assert_non_null(strstr(err, "min_phase_ms"));
 	assert_non_null(strstr(err, "max_markers_per_step"));
-	assert_non_null(strstr(err, "hooks_dir)")); /* the list is not truncated */
+	assert_non_null(strstr(err, "gpu_lib)")); /* the list is not truncated */
+}
+
+/* GPU keys of plugstack.conf: the library path and backend, parsed by the
+ * one parser; an unknown GPU key is refused like any other. */
+static void conf_gpu_keys(void **st)
+{
+	(void)st;
+	struct js_conf c;
+	char err[400];
+	assert_int_equal(js_conf_parse(0, NULL, &c, err, sizeof(err)), 0);
+	assert_string_equal(c.gpu_backend, "");
+	assert_string_equal(c.gpu_lib, "");
+	char *ok[] = {"gpu_backend=nvml", "gpu_lib=/opt/fake/libnvidia-ml.so.1"};
+	assert_int_equal(js_conf_parse(2, ok, &c, err, sizeof(err)), 0);
+	assert_string_equal(c.gpu_backend, "nvml");
+	assert_string_equal(c.gpu_lib, "/opt/fake/libnvidia-ml.so.1");
+	char *bad[][1] = {{"gpu_backend=cuda"}, {"gpu_lib=libnvidia-ml.so.1"}, {"gpu_lib=/a/../b"},
+			  {"gpu_libs=/x"}, {"gpus=0"}};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		err[0] = 0;
+		assert_int_equal(js_conf_parse(1, bad[i], &c, err, sizeof(err)), -EINVAL);
+		assert_true(err[0]);
+	}
+	assert_non_null(strstr(err, "unknown key 'gpus'"));
+}
+
+/* SLURM_JOB_GPUS as the job cache keeps it: indices only, ranges expanded;
+ * a cache file of an older plugin (no "gpus") still loads, with none. */
+static void jobcache_gpus(void **st)
+{
+	(void)st;
+	char out[128];
+	assert_int_equal(js_jobcache_gpus("0,2", out, sizeof(out)), 0);
+	assert_string_equal(out, "0,2");
+	assert_int_equal(js_jobcache_gpus("1-3,7", out, sizeof(out)), 0);
+	assert_string_equal(out, "1,2,3,7");
+	assert_int_equal(js_jobcache_gpus("", out, sizeof(out)), 0);
+	assert_string_equal(out, "");
+	const char *bad[] = {"GPU-abc", "0,", ",0", "0 1", "3-1", "0-", "all", "0,,1", "-1"};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		assert_int_equal(js_jobcache_gpus(bad[i], out, sizeof(out)), -EINVAL);
+	struct js_jobcache e = {.job_id = 7, .uid = 1000, .first_seen_ns = 5}, d;
+	snprintf(e.gpus, sizeof(e.gpus), "0,1");
+	char buf[512];
+	assert_int_equal(js_jobcache_encode(&e, buf, sizeof(buf)), 0);
+	assert_int_equal(js_jobcache_decode(buf, strlen(buf), &d), 0);
+	assert_string_equal(d.gpus, "0,1");
+	const char *old = "{\"account\":\"a\",\"cluster\":\"c\",\"first_seen_ns\":5,\"job_id\":7,\"partition\":\"p\",\"uid\":1000}";
+	assert_int_equal(js_jobcache_decode(old, strlen(old), &d), 0);
+	assert_string_equal(d.gpus, "");
+	const char *forged = "{\"account\":\"a\",\"cluster\":\"c\",\"first_seen_ns\":5,\"gpus\":\"x\",\"job_id\":7,\"partition\":\"p\",\"uid\":1000}";
+	assert_int_equal(js_jobcache_decode(forged, strlen(forged), &d), -EINVAL);
+}
+
+/* +gpu-io: a term after any policy, allowed only where the admin set
+ * gpu_io_mhz; kept in the canonical form; dropped (counted) when not. */
+static void policy_gpu_io(void **st)
+{
+	(void)st;
+	struct js_conf c;
+	struct js_policy p;
+	char err[400], buf[200];
+	js_conf_defaults(&c);
+	assert_int_equal(js_policy_parse("io-dvfs+gpu-io", &p, err, sizeof(err)), 0);
+	assert_int_equal(p.type, JS_POL_IO_DVFS);
+	assert_true(p.gpu_io);
+	assert_int_equal(js_policy_format(&p, buf, sizeof(buf)), 0);
+	assert_string_equal(buf, "io-dvfs+gpu-io");
+	assert_int_equal(js_policy_parse("monitor+gpu-io", &p, err, sizeof(err)), 0);
+	assert_true(p.gpu_io && p.type == JS_POL_MONITOR);
+	assert_int_equal(js_policy_check(&p, &c, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "gpu_io_mhz"));
+	assert_int_equal(js_policy_enforce(&p, &c, err, sizeof(err)), 1);
+	assert_false(p.gpu_io);
+	char *ok[] = {"gpu_io_mhz=800"};
+	assert_int_equal(js_conf_parse(1, ok, &c, err, sizeof(err)), 0);
+	assert_int_equal(c.gpu_io_mhz, 800);
+	assert_int_equal(js_policy_parse("phase:write=0.8+gpu-io", &p, err, sizeof(err)), 0);
+	assert_true(p.gpu_io && p.nmap == 1);
+	assert_int_equal(js_policy_check(&p, &c, err, sizeof(err)), 0);
+	assert_int_equal(js_policy_enforce(&p, &c, err, sizeof(err)), 0);
+	assert_true(p.gpu_io);
+	const char *bad[] = {"+gpu-io", "gpu-io", "io-dvfs+gpu", "io-dvfs+gpu-io+gpu-io"};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		assert_int_equal(js_policy_parse(bad[i], &p, err, sizeof(err)), -EINVAL);
+	char *badc[][1] = {{"gpu_io_mhz=-1"}, {"gpu_io_mhz=100001"}, {"gpu_io_mhz=x"}};
+	for (size_t i = 0; i < sizeof(badc) / sizeof(badc[0]); i++)
+		assert_int_equal(js_conf_parse(1, badc[i], &c, err, sizeof(err)), -EINVAL);
+}
+
+struct gfake {
+	uint64_t now;
+	int n;
+	bool low[32];
+};
+static int g_set(void *ctx, double r, uint32_t *khz, uint64_t *took)
+{
+	(void)ctx;
+	(void)r;
+	*khz = 0;
+	*took = 0;
+	return 0;
+}
+static void g_snap(void *ctx, uint64_t *c, uint64_t *d, bool *u)
+{
+	(void)ctx;
+	*c = *d = 0;
+	*u = false;
+}
+static uint64_t g_now(void *ctx) { return ((struct gfake *)ctx)->now; }
+static int g_gpu(void *ctx, bool low, uint32_t *mhz)
+{
+	struct gfake *f = ctx;
+	f->low[f->n++] = low;
+	*mhz = low ? 800 : 0;
+	return 0;
+}
+
+/* The GPUs are lowered exactly while the innermost open phase is, or is
+ * inside, a checkpoint, flush or write phase; a change only when that
+ * changes; step end leaves the restore to the caller. */
+static void phases_gpu_io_levels(void **st)
+{
+	(void)st;
+	struct gfake f = {.now = 10};
+	struct js_phase_ops ops = {.ctx = &f, .set_ratio = g_set, .snap = g_snap, .now_ns = g_now,
+				   .set_gpu = g_gpu};
+	struct js_phases *ps = js_phases_new(100, 4, &ops, 0);
+	uint32_t seq, khz;
+	assert_int_equal(js_phases_begin(ps, 0, "compute", NULL, JS_RATIO_INHERIT, 0, &seq, &khz), 0);
+	assert_int_equal(f.n, 0);                     /* compute: left alone */
+	assert_int_equal(js_phases_begin(ps, 0, "write", NULL, JS_RATIO_INHERIT, 0, &seq, &khz), 0);
+	assert_int_equal(f.n, 1);
+	assert_true(f.low[0]);
+	assert_int_equal(js_phases_get(ps, seq)->gpu_mhz, 800);
+	/* rank 1 joins the same write: no second change */
+	assert_int_equal(js_phases_begin(ps, 1, "compute", NULL, JS_RATIO_INHERIT, 0, &seq, &khz), 0);
+	assert_int_equal(js_phases_begin(ps, 1, "write", NULL, JS_RATIO_INHERIT, 0, &seq, &khz), 0);
+	assert_int_equal(f.n, 1);
+	assert_int_equal(js_phases_end(ps, 0, -1, 0, &seq), 0);
+	assert_int_equal(f.n, 1);                     /* rank 1 still writes */
+	assert_int_equal(js_phases_end(ps, 1, -1, 0, &seq), 0);
+	assert_int_equal(f.n, 2);                     /* back in compute */
+	assert_false(f.low[1]);
+	assert_int_equal(js_phases_end(ps, 0, -1, 0, &seq), 0);
+	assert_int_equal(js_phases_end(ps, 1, -1, 0, &seq), 0);
+	/* a compute inside a checkpoint stays lowered (it inherits) */
+	assert_int_equal(js_phases_begin(ps, 0, "checkpoint", NULL, JS_RATIO_INHERIT, 0, &seq, &khz), 0);
+	assert_int_equal(js_phases_begin(ps, 0, "compress", NULL, JS_RATIO_INHERIT, 0, &seq, &khz), 0);
+	assert_int_equal(f.n, 3);
+	assert_true(f.low[2]);
+	/* step end: every open phase closed, no change (the caller unlocks) */
+	js_phases_close_all(ps, 20);
+	assert_int_equal(f.n, 3);
+	js_phases_free(ps);
 }
 
 /* max_phases is bounded so that a record stays within its documented size
@@ -570,7 +726,7 @@ static void phases_collective_and_nesting(void **st)
 {
 	(void)st;
 	struct fake f = {.now = 1000};
-	struct js_phase_ops ops = {&f, f_set, f_snap, f_now};
+	struct js_phase_ops ops = {&f, f_set, f_snap, f_now, NULL, NULL};
 	struct js_conf c;
 	struct js_policy p;
 	char err[100];
@@ -660,7 +816,7 @@ static void phases_many_keep_their_rules(void **st)
 {
 	(void)st;
 	struct fake f = {.now = 10};
-	struct js_phase_ops ops = {&f, f_set_quiet, f_snap, f_now};
+	struct js_phase_ops ops = {&f, f_set_quiet, f_snap, f_now, NULL, NULL};
 	uint32_t seq, khz;
 	enum { NP = 20000, NR = 3 };
 	struct js_phases *ps = js_phases_new(JS_MAX_PHASES_LIMIT, 4, &ops, 5);
@@ -729,7 +885,7 @@ static void phases_ckpt_and_limits(void **st)
 {
 	(void)st;
 	struct fake f = {.now = 10};
-	struct js_phase_ops ops = {&f, f_set, f_snap, f_now};
+	struct js_phase_ops ops = {&f, f_set, f_snap, f_now, NULL, NULL};
 	struct js_conf c;
 	struct js_policy p;
 	char err[100];
@@ -760,7 +916,7 @@ static void phases_hostile_bounds(void **st)
 {
 	(void)st;
 	struct fake f = {.now = 10};
-	struct js_phase_ops ops = {&f, f_set, f_snap, f_now};
+	struct js_phase_ops ops = {&f, f_set, f_snap, f_now, NULL, NULL};
 	uint32_t seq, khz;
 	/* bytes= up to INT64_MAX from every rank: the sum saturates */
 	struct js_phases *ps = js_phases_new(10, 4, &ops, 5);
@@ -817,7 +973,7 @@ static void phases_skipped_begin_keeps_nesting(void **st)
 {
 	(void)st;
 	struct fake f = {.now = 100};
-	struct js_phase_ops ops = {&f, f_set, f_snap, f_now};
+	struct js_phase_ops ops = {&f, f_set, f_snap, f_now, NULL, NULL};
 	struct js_conf c;
 	struct js_policy p;
 	char err[100];
@@ -862,7 +1018,7 @@ static void phases_hold_clock(void **st)
 {
 	(void)st;
 	struct fake f = {.now = 100};
-	struct js_phase_ops ops = {&f, f_set, f_snap, f_now};
+	struct js_phase_ops ops = {&f, f_set, f_snap, f_now, NULL, NULL};
 	struct js_conf c;
 	struct js_policy p;
 	char err[100];
@@ -885,7 +1041,7 @@ static void phases_energy_interval(void **st)
 {
 	(void)st;
 	struct fake f = {.now = 500, .cpu = 1000};
-	struct js_phase_ops ops = {&f, f_set, f_snap, f_now};
+	struct js_phase_ops ops = {&f, f_set, f_snap, f_now, NULL, NULL};
 	uint32_t seq, khz;
 	struct js_phases *ps = js_phases_new(100, 4, &ops, 0);
 	assert_int_equal(js_phases_begin(ps, 0, "write", NULL, JS_RATIO_INHERIT, 100, &seq, &khz), 0);
@@ -910,7 +1066,7 @@ static void phases_rank_detail_cap(void **st)
 {
 	(void)st;
 	struct fake f = {.now = 1000000};
-	struct js_phase_ops ops = {&f, f_set, f_snap, f_now};
+	struct js_phase_ops ops = {&f, f_set, f_snap, f_now, NULL, NULL};
 	uint32_t seq, khz;
 	enum { NR = 64, NP = JS_RANK_DETAIL_MAX / NR + 3 };
 	struct js_phases *ps = js_phases_new(NP + 1, 4, &ops, 0);
@@ -966,6 +1122,10 @@ int main(void)
 		cmocka_unit_test(phases_hold_clock),
 		cmocka_unit_test(phases_energy_interval),
 		cmocka_unit_test(phases_rank_detail_cap),
+		cmocka_unit_test(conf_gpu_keys),
+		cmocka_unit_test(jobcache_gpus),
+		cmocka_unit_test(policy_gpu_io),
+		cmocka_unit_test(phases_gpu_io_levels),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -19,6 +19,26 @@ def _saving(d: dict) -> str:
     return f"{num(d['saving_j'])}J" + (f" {pct:.0f}%" if pct is not None else "")
 
 
+def _gpu_lines(steps: list) -> list[str]:
+    """GPU energy per step and per phase, for steps with GPUs (gpus.py)."""
+    from .gpus import step_lines
+    out = []
+    for st in steps:
+        lines = step_lines(st)
+        if not lines:
+            continue
+        out += ["", f"GPUs of step {st['step_id']} on {st['node']} (GPU "
+                f"{num(st.get('energy_gpu_j'))} J; total includes "
+                f"{st.get('total_includes') or 'CPU + DRAM'}):"] + lines
+        for p in st["phases"]:
+            if "energy_gpu_j" in p:
+                clock = (f" (clock <= {p['gpu_clock_mhz']} MHz)"
+                         if p.get("gpu_clock_mhz") else "")
+                out.append(f"  phase {p['seq']} {_phase_name(p)}: GPU "
+                           f"{num(p['energy_gpu_j'])} J{clock}")
+    return out
+
+
 def _dram(step: dict, j) -> str:
     """A DRAM figure; "n/m" (not measured) where the step's node has no
     dram zone, never a 0 or a blank that reads as one."""
@@ -39,8 +59,10 @@ def job_text(s: dict, utc: bool = False) -> str:
         + (f"; tags: {tags}" if tags else ""),
         "",
         f"Energy {num(t['energy_total_j'])} J (CPU {num(t['energy_cpu_j'])} J, "
-        + (f"DRAM {num(t['energy_dram_j'])} J)" if not t.get("dram_not_measured")
-           else "DRAM not measured: the total is the CPU's)"),
+        + (f"DRAM {num(t['energy_dram_j'])} J" if not t.get("dram_not_measured")
+           else "DRAM not measured")
+        + (f", GPU {num(t['energy_gpu_j'])} J" if t.get("energy_gpu_j") is not None else "")
+        + f"); total includes {t.get('total_includes') or 'CPU + DRAM'}",
         f"     = {energy_text(t['kwh'])}, {co2_text(t['co2_g'])} CO2, "
         f"{money_text(t['cost'], cur)}",
     ]
@@ -73,6 +95,7 @@ def job_text(s: dict, utc: bool = False) -> str:
     lines.append(table(["STEP", "NODE", "POLICY", "TIME_S", "CPU_J", "DRAM_J",
                         "TOTAL_J", "AVG_W", "MHZ", "WH", "SAVING"], rows,
                        right={3, 4, 5, 6, 7, 8, 9, 10}))
+    lines += _gpu_lines(s["steps"])
     for st in s["steps"]:
         if st.get("node_meter_sources"):
             lines += _wrap(f"Node meter, step {st['step_id']} on {st['node']}: "

@@ -323,6 +323,9 @@ def job_summary(conn, job_id: int, settings: Settings,
                           "p.step_pk, p.seq", (job_pk,)):
         phases_by_step.setdefault(r[0], []).append(r)
 
+    from . import gpus as gpumod
+    gpu_steps, gpu_phases = gpumod.for_job(conn, job_pk)
+    tot_gpu = None            # counted GPU energy of steps whose total has it
     steps, caveats = [], []
     tot_cpu = tot_dram = tot_saving = 0.0
     node_ns = 0               # counted node-seconds of measured steps
@@ -380,6 +383,10 @@ def job_summary(conn, job_id: int, settings: Settings,
         d["counted_energy_dram_j"] = None if cdram is None else cdram / 1e6
         d["counted_energy_total_j"] = None if ctotal is None else ctotal / 1e6
         d["counted"], d["note"] = _nesting_note(r, names, inner.get(spk, ()))
+        d.update(gpu_steps.get(spk, {}))
+        if d.get("energy_gpu_j") is not None and ctotal is not None:
+            # the counted total's GPU share (nesting counts it once)
+            tot_gpu = (tot_gpu or 0.0) + ctotal - (ccpu or 0) - (cdram or 0)
         if inside is not None:
             nested += 1
         phases, sav = step_savings(r, phases_by_step.get(spk, []), models,
@@ -392,6 +399,9 @@ def job_summary(conn, job_id: int, settings: Settings,
             bases.add(d["saving_basis"])
             refs.add(d["saving_vs"])
         for p in phases:
+            if gpu_steps.get(spk, {}).get("gpus"):
+                p["energy_gpu_j"], p["gpu_clock_mhz"] = gpu_phases.get(
+                    (spk, p["seq"]), (None, None))
             if (spk, p["seq"]) in hidden:
                 p["energy_note"] = userview.note(userview.rules(*r[29:31])[0])
         d["phases"] = phases
@@ -441,6 +451,15 @@ def job_summary(conn, job_id: int, settings: Settings,
     totals["dram_not_measured"] = _no_dram_note(no_dram)
     totals.pop("duration_s")
     totals.pop("avg_power_w")
+    totals["energy_gpu_j"] = None if tot_gpu is None else tot_gpu / 1e6
+    if tot_gpu is not None and totals["energy_total_j"] is not None:
+        # the GPUs' own energy is added to the scoped CPU + DRAM figure (a
+        # node factor or overhead estimates the rest of a node from RAPL)
+        totals["energy_total_j"] += tot_gpu / 1e6
+        totals["kwh"] += tot_gpu / 1e6 / 3.6e6
+        totals["co2_g"] = totals["kwh"] * settings.co2_g_per_kwh
+        totals["cost"] = totals["kwh"] * settings.price_per_kwh
+    totals["total_includes"] = gpumod.job_includes(steps)
     totals.pop("bytes"), totals.pop("gib_per_s"), totals.pop("j_per_gib")
     totals["steps_unmeasured"] = unmeasured
     totals["steps_inside_others"] = nested

@@ -1,4 +1,5 @@
 /* The fakehw GPU model (see fake_model.h and fake_nvml.c). Test code only. */
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
@@ -11,7 +12,28 @@
 
 #define MAXEV 4096
 
-const char *fm_root(void) { return getenv("FAKEHW_GPU_ROOT"); }
+/* $FAKEHW_GPU_ROOT, else the first line of "<this library's path>.root":
+ * for processes whose environment a test cannot set (the job prolog and
+ * epilog slurmd starts with an environment of its own). */
+const char *fm_root(void)
+{
+	static char from_file[PATH_MAX];
+	const char *env = getenv("FAKEHW_GPU_ROOT");
+	Dl_info di;
+	char p[PATH_MAX];
+	FILE *fp;
+
+	if (env || from_file[0])
+		return env ? env : from_file;
+	if (!dladdr((void *)fm_root, &di) || !di.dli_fname ||
+	    snprintf(p, sizeof(p), "%s.root", di.dli_fname) >= (int)sizeof(p) || !(fp = fopen(p, "re")))
+		return NULL;
+	if (!fgets(from_file, sizeof(from_file), fp))
+		from_file[0] = 0;
+	fclose(fp);
+	from_file[strcspn(from_file, "\n")] = 0;
+	return from_file[0] ? from_file : NULL;
+}
 #define root fm_root
 
 int fm_path(char *buf, size_t len, int g, const char *f)

@@ -26,7 +26,7 @@ import re
 from typing import NamedTuple
 
 RECORD_FORMAT = "joulestep-record"
-RECORD_VERSION = 2
+RECORD_VERSION = 3
 LOST_FORMAT = "joulestep-lost"
 #: policies that never change the clock (not counted as policy adoption)
 INACTIVE_POLICIES = frozenset(("monitor", "none", "off", "base", ""))
@@ -130,6 +130,10 @@ SCHEMA = (
     F("step.exit_code", "int", column="exit_code"),
     F("step.nominal_freq_khz", "int", "kHz", 1, column="nominal_freq_khz"),
     F("step.fixed_freq_khz", "int", "kHz", 1, column="fixed_freq_khz"),
+    F("step.energy_gpu_uj", "int", "uJ", 0, since=3, column="energy_gpu_uj",
+      doc="the step's GPUs; null: none, or one has no energy (gpus[].reason)"),
+    F("step.total_includes", "str", since=3, column="total_includes",
+      doc="what energy_total_uj holds: cpu+dram or cpu+dram+gpu"),
     F("provenance.backend", "str", column="backend"),
     F("provenance.wrap_uncertain", "bool", null=False, default=False,
       column="wrap_uncertain"),
@@ -141,6 +145,12 @@ SCHEMA = (
     F("provenance.min_phase_ns", "int", "ns", 0, column="min_phase_ns"),
     F("provenance.energy_resolution_uj", "int", "uJ", 1,
       column="energy_resolution_uj"),
+    F("provenance.gpu_backend", "str", since=3, column="gpu_backend",
+      doc="nvml or amdsmi; null: no GPU measured"),
+    F("provenance.gpus_unmeasured", "str", since=3, column="gpus_unmeasured",
+      doc="why the job's GPUs were not measured"),
+    F("provenance.gpu_clock_control", "str", since=3, column="gpu_clock_control",
+      doc="joulestep (+gpu-io), slurm-gpu-freq or none; null: no GPU"),
     # zones[] (step_zones rows; a null energy_uj: no row)
     F("zones[].name", "str", null=False, required=True, column="name"),
     F("zones[].id", "str", null=False, required=True, column="zone_id",
@@ -149,6 +159,19 @@ SCHEMA = (
     F("zones[].energy_uj", "int", "uJ", 0, required=True, column="energy_uj",
       doc="null: uncertain, no row"),
     F("zones[].wraps", "int", minimum=0, null=False, default=0, column="wraps"),
+    # gpus[] (step_gpus rows, null energies included: the reason is kept)
+    F("gpus[].index", "int", minimum=0, since=3, column="gpu_index",
+      doc="the vendor library's index"),
+    F("gpus[].uuid", "str", null=False, required=True, since=3, column="uuid",
+      doc="unique within the record"),
+    F("gpus[].model", "str", since=3, column="model"),
+    F("gpus[].energy_uj", "int", "uJ", 0, required=True, since=3,
+      column="energy_uj", doc="null: see reason"),
+    F("gpus[].reason", "str", since=3, column="reason",
+      doc="split by MIG, shared with another job, uncertain"),
+    F("gpus[].integrated", "bool", since=3, column="integrated",
+      doc="power integral: the GPU has no energy counter"),
+    F("gpus[].resets", "int", minimum=0, since=3, column="resets"),
     # phases[] (phases rows)
     F("phases[].seq", "int", minimum=0, null=False, required=True, column="seq",
       doc="unique within the record"),
@@ -170,6 +193,17 @@ SCHEMA = (
     F("phases[].energy_dram_uj", "int", "uJ", 0, column="energy_dram_uj"),
     F("phases[].bytes", "int", "B", 0, column="bytes"),
     F("phases[].nranks", "int", column="nranks"),
+    F("phases[].energy_gpu_uj", "int", "uJ", 0, since=3, column="energy_gpu_uj",
+      doc="as step.energy_gpu_uj"),
+    F("phases[].gpu_clock_mhz", "int", "MHz", 1, since=3, column="gpu_clock_mhz",
+      doc="+gpu-io: the GPUs' clock cap the phase set; null: left alone"),
+    # phases[].gpus[] (phase_gpus rows, after the phase's seq)
+    F("phases[].gpus[].uuid", "str", null=False, required=True, since=3,
+      column="uuid", doc="a GPU of gpus[]"),
+    F("phases[].gpus[].energy_uj", "int", "uJ", 0, required=True, since=3,
+      column="energy_uj", doc="null: see reason"),
+    F("phases[].gpus[].reason", "str", since=3, column="reason"),
+    F("phases[].gpus[].integrated", "bool", since=3, column="integrated"),
     # phases[].ranks[] (phase_ranks rows, after the phase's seq)
     F("phases[].ranks[].rank", "int", minimum=0, null=False, required=True,
       column="rank", doc="unique within the phase"),
@@ -373,6 +407,7 @@ def _list(v, path: str) -> list:
 
 _TOP, _JOB, _STEP, _PROV = _spec(""), _spec("job"), _spec("step"), _spec("provenance")
 _ZONE, _PHASE, _RANK = _spec("zones[]"), _spec("phases[]"), _spec("phases[].ranks[]")
+_GPU, _PGPU = _spec("gpus[]"), _spec("phases[].gpus[]")
 _LOST = _spec("", LOST_SCHEMA)
 
 
@@ -407,6 +442,7 @@ _J_TAGS = _at("job", "tags")
                              "energy_cpu_uj", "energy_dram_uj", "energy_total_uj",
                              "policy", "dram_not_measured"))
 _Z_ID, _Z_UJ = _at("zones[]", "id"), _at("zones[]", "energy_uj")
+_G_UUID = _at("gpus[]", "uuid")
 (_P_SEQ, _P_PARENT, _P_START, _P_END) = (
     _at("phases[]", n) for n in ("seq", "parent_seq", "start_ns", "end_ns"))
 
@@ -420,6 +456,8 @@ STEP_COLUMNS = columns("step") + columns("provenance") + (
 ZONE_COLUMNS = columns("zones[]")
 PHASE_COLUMNS = columns("phases[]")
 RANK_COLUMNS = ("seq",) + columns("phases[].ranks[]")
+GPU_COLUMNS = columns("gpus[]")
+PHASE_GPU_COLUMNS = ("seq",) + columns("phases[].gpus[]")
 #: where the ingest finds a step row's figures
 STEP_AT = {c: i for i, c in enumerate(STEP_COLUMNS)}
 _OWN = len(STEP_COLUMNS) - 5        # the record's own columns end here
@@ -432,10 +470,11 @@ class Parsed:
     class, not a dataclass: generating a dataclass costs start-up time that
     `joulestep job` pays.)"""
     __slots__ = ("cluster", "job", "tags", "node", "step", "zones", "phases",
-                 "ranks", "digest")
+                 "ranks", "digest", "gpus", "phase_gpus")
 
     def __init__(self, cluster: str, job: tuple, tags: list, node: str, step: tuple,
-                 zones: list, phases: list, ranks: list, digest: str = ""):
+                 zones: list, phases: list, ranks: list, digest: str = "",
+                 gpus: list = (), phase_gpus: list = ()):
         self.cluster = cluster
         self.job = job          # JOB_COLUMNS
         self.tags = tags        # [(key, value)]
@@ -445,6 +484,8 @@ class Parsed:
         self.phases = phases    # [PHASE_COLUMNS]
         self.ranks = ranks      # [RANK_COLUMNS]
         self.digest = digest    # what tells two copies of one step apart
+        self.gpus = list(gpus)  # [GPU_COLUMNS]
+        self.phase_gpus = list(phase_gpus)  # [PHASE_GPU_COLUMNS]
 
     def __eq__(self, other) -> bool:
         return type(other) is Parsed and all(
@@ -465,8 +506,9 @@ class Parsed:
 
 
 def _upgrade_v1_shapes(rec: dict) -> dict:
-    """Records of plugins before job.first_seen_ns: the window starts at
-    job.submit_time_ns (docs/record-format.md, job identity)."""
+    """Records of plugins before job.first_seen_ns (and any without it):
+    the window starts at job.submit_time_ns (docs/record-format.md, job
+    identity)."""
     job = rec.get("job")
     if type(job) is dict and job.get("first_seen_ns") is None:
         if job.get("submit_time_ns") is None:
@@ -499,10 +541,19 @@ def _upgrade_v1_to_v2(rec: dict) -> dict:
     return rec
 
 
+def _upgrade_v2_to_v3(rec: dict) -> dict:
+    """Version 3 added GPU energy (gpus[], energy_gpu_uj) and
+    step.total_includes; a version 2 total is CPU + DRAM."""
+    step = rec.get("step")
+    if type(step) is dict and step.get("total_includes") is None:
+        rec = dict(rec, step=dict(step, total_includes="cpu+dram"))
+    return rec
+
+
 #: version -> the function that brings a record of that version to the
 #: next one (the one place older records are upgraded); the entry of
 #: RECORD_VERSION normalizes the current version's older shapes
-UPGRADES = {1: _upgrade_v1_to_v2, 2: _upgrade_v1_shapes}
+UPGRADES = {1: _upgrade_v1_to_v2, 2: _upgrade_v2_to_v3, 3: _upgrade_v1_shapes}
 
 
 def upgrade(rec: dict) -> dict:
@@ -536,9 +587,12 @@ def digest(p: Parsed) -> str:
     """The record's content (every checked row, the derived counted_*
     aside): equal for two copies of one record, whatever their version or
     spelling (absent vs null, 7 vs "7")."""
-    body = repr((_named(JOB_COLUMNS, p.job), p.tags,
-                 _named(STEP_COLUMNS[:_OWN], p.step), p.zones,
-                 [_rstrip(r) for r in p.phases], p.ranks))
+    body = (_named(JOB_COLUMNS, p.job), p.tags,
+            _named(STEP_COLUMNS[:_OWN], p.step), p.zones,
+            [_rstrip(r) for r in p.phases], p.ranks)
+    if p.gpus or p.phase_gpus:  # version 2 GPUs; older digests unchanged
+        body += (p.gpus, p.phase_gpus)
+    body = repr(body)
     return hashlib.blake2b(body.encode("utf-8", "backslashreplace"),
                            digest_size=12).hexdigest()
 
@@ -577,9 +631,10 @@ def parse_record(rec) -> Parsed:
     step = _STEP_KEEP(sv + pv) + (
         int(policy is not None and policy not in INACTIVE_POLICIES),
         cpu, sv[_S_DRAM], sv[_S_TOTAL], sv[_S_DUR])
-    phases, ranks = _phases(_list(rec.get("phases"), "phases"))
+    phases, ranks, pgpus = _phases(_list(rec.get("phases"), "phases"))
     p = Parsed(cluster, job, jv[_J_TAGS], sv[_S_NODE], step,
-               _zones(_list(rec.get("zones"), "zones")), phases, ranks)
+               _zones(_list(rec.get("zones"), "zones")), phases, ranks,
+               gpus=_gpus(_list(rec.get("gpus"), "gpus")), phase_gpus=pgpus)
     p.digest = digest(p)
     return p
 
@@ -600,8 +655,32 @@ def _zones(zl: list) -> list:
     return rows
 
 
-def _phases(pl: list) -> tuple[list, list]:
-    rows, ranks, seqs = [], [], set()
+def _gpus(gl: list) -> list:
+    rows, seen = [], set()
+    for i, g in enumerate(gl):
+        w = f"gpus[{i}]"
+        v = _values(_object(g, w), _GPU, w + ".")
+        if v[_G_UUID] in seen:
+            raise RecordError(f"{w}.uuid: GPU {v[_G_UUID]!r} appears twice")
+        seen.add(v[_G_UUID])
+        rows.append(tuple(v))  # a null energy keeps its row: the reason
+    return rows
+
+
+def _phase_gpus(seq: int, gl: list, where: str) -> list:
+    out, seen = [], set()
+    for j, g in enumerate(gl):
+        w = f"{where}.gpus[{j}]"
+        v = _values(_object(g, w), _PGPU, w + ".")
+        if v[0] in seen:
+            raise RecordError(f"{w}.uuid: GPU {v[0]!r} appears twice")
+        seen.add(v[0])
+        out.append((seq,) + tuple(v))
+    return out
+
+
+def _phases(pl: list) -> tuple[list, list, list]:
+    rows, ranks, gpus, seqs = [], [], [], set()
     for i, ph in enumerate(pl):
         w = f"phases[{i}]"
         v = _values(_object(ph, w), _PHASE, w + ".")
@@ -616,11 +695,14 @@ def _phases(pl: list) -> tuple[list, list]:
         rl = ph.get("ranks")
         if rl:
             ranks += _ranks(seq, _list(rl, f"{w}.ranks"), w)
+        gl = ph.get("gpus")
+        if gl:
+            gpus += _phase_gpus(seq, _list(gl, f"{w}.gpus"), w)
     for i, r in enumerate(rows):
         if r[_P_PARENT] is not None and r[_P_PARENT] not in seqs:
             raise RecordError(f"phases[{i}].parent_seq: {r[_P_PARENT]} is not the "
                               "seq of a phase in this record")
-    return rows, ranks
+    return rows, ranks, gpus
 
 
 def _ranks(seq: int, rl: list, where: str) -> list:
@@ -659,7 +741,8 @@ def field_table() -> str:
         where = ("jobs" if f.section == "job" else
                  "steps" if f.section in ("step", "provenance") else
                  {"zones[]": "step_zones", "phases[]": "phases",
-                  "phases[].ranks[]": "phase_ranks"}.get(f.section, ""))
+                  "phases[].ranks[]": "phase_ranks", "gpus[]": "step_gpus",
+                  "phases[].gpus[]": "phase_gpus"}.get(f.section, ""))
         stored = f"{where}.{f.column}" if f.column else "-"
         if f.path == "job.tags":
             stored = "step_tags"

@@ -1,0 +1,63 @@
+"""GPU energy of a job's steps and phases (record version 2, migration 009;
+docs/record-format.md "gpus"), for `joulestep job`.
+
+A step's total includes its GPUs only when every GPU of the step has its
+energy (the record's ``total_includes``); a GPU split by MIG, shared with
+another job or uncertain has none, with the reason, and is never charged
+whole to the job."""
+from __future__ import annotations
+
+INCLUDES = {"cpu+dram": "CPU + DRAM", "cpu+dram+gpu": "CPU + DRAM + GPU",
+            "cpu": "CPU (DRAM not measured)", "cpu+gpu": "CPU + GPU (DRAM not measured)"}
+
+
+def _j(uj):
+    return None if uj is None else uj / 1e6
+
+
+def for_job(conn, job_pk: int) -> tuple[dict, dict]:
+    """({step_pk: {energy_gpu_j, total_includes, gpus_unmeasured, gpus}},
+    {(step_pk, seq): (energy_gpu_j, gpu_clock_mhz)}) of a job's steps and
+    phases."""
+    steps: dict = {}
+    for spk, gpu, inc, why in conn.execute(
+            "SELECT step_pk, energy_gpu_uj, total_includes, gpus_unmeasured "
+            "FROM steps WHERE job_pk = ?", (job_pk,)):
+        steps[spk] = {"energy_gpu_j": _j(gpu),
+                      "total_includes": INCLUDES.get(inc or "cpu+dram", inc),
+                      "gpus_unmeasured": why, "gpus": []}
+    for spk, idx, uuid, model, uj, reason, integ, resets in conn.execute(
+            "SELECT g.step_pk, g.gpu_index, g.uuid, g.model, g.energy_uj, g.reason, "
+            "g.integrated, g.resets FROM step_gpus g JOIN steps s ON s.step_pk = "
+            "g.step_pk WHERE s.job_pk = ? ORDER BY g.step_pk, g.gpu_index, g.uuid",
+            (job_pk,)):
+        steps[spk]["gpus"].append({
+            "index": idx, "uuid": uuid, "model": model, "energy_j": _j(uj),
+            "reason": reason, "integrated": bool(integ), "resets": resets})
+    phases = {(spk, seq): (_j(uj), mhz) for spk, seq, uj, mhz in conn.execute(
+        "SELECT p.step_pk, p.seq, p.energy_gpu_uj, p.gpu_clock_mhz FROM phases p "
+        "JOIN steps s ON s.step_pk = p.step_pk WHERE s.job_pk = ? AND "
+        "(p.energy_gpu_uj IS NOT NULL OR p.gpu_clock_mhz IS NOT NULL)", (job_pk,))}
+    return steps, phases
+
+
+def job_includes(steps: list) -> str:
+    """What the job's total holds: CPU + DRAM + GPU when a step's total has
+    its GPUs, else CPU + DRAM."""
+    if any(st.get("total_includes") == INCLUDES["cpu+dram+gpu"] for st in steps):
+        return INCLUDES["cpu+dram+gpu"]
+    return INCLUDES["cpu+dram"]
+
+
+def step_lines(st: dict) -> list[str]:
+    """The GPU lines of one step of `joulestep job`'s text."""
+    out = []
+    if st.get("gpus_unmeasured"):
+        out.append(f"  GPUs not measured: {st['gpus_unmeasured']}")
+    for g in st.get("gpus", ()):
+        what = (f"{g['energy_j']:.6g} J" + (" (power integral: no counter)"
+                                             if g["integrated"] else "")
+                if g["energy_j"] is not None else f"no energy: {g['reason']}")
+        out.append(f"  GPU {g['index'] if g['index'] is not None else '-'} "
+                   f"{g['model'] or '-'} {g['uuid']}: {what}")
+    return out

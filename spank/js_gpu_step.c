@@ -1,0 +1,376 @@
+/* joulestep SPANK plugin: the step's GPUs (docs/design.md, "Which GPUs a
+ * step owns"; docs/record-format.md, "gpus").
+ *
+ * Which GPUs: only the job prolog's cache of slurmd's SLURM_JOB_GPUS
+ * (js_jobcache.h), never the job's environment (CUDA_VISIBLE_DEVICES,
+ * SLURM_STEP_GPUS, SLURM_JOB_GPUS there are the user's to set). The vendor
+ * library (NVML, AMD SMI) is opened with dlopen once per step on
+ * slurmstepd's main thread, on those GPUs only; a node without it records
+ * CPU and DRAM as before, and the record says why its GPUs are not
+ * measured. A GPU split by MIG, or one that another job on the node also
+ * holds, has no per-job counter: its energy is null with the reason, never
+ * the whole GPU charged to each job. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <jansson.h>
+#include <slurm/spank.h>
+
+#include "js_jobcache.h"
+#include "js_step.h"
+
+#define GPU_SAMPLE_MS_MAX 50 /* power integral of GPUs without a counter */
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+static bool in_list(const char *list, unsigned idx)
+{
+	for (const char *p = list; *p;) {
+		char *end;
+		if (strtoul(p, &end, 10) == idx)
+			return true;
+		p = *end ? end + 1 : end;
+	}
+	return false;
+}
+
+const char *js_gpu_step_unowned(const struct js_step *s, size_t i)
+{
+	const struct js_gpu_info *in = s->gpus ? js_gpu_info(s->gpus, i) : NULL;
+	if (!in)
+		return "not measured";
+	if (in->mig)
+		return "split by MIG: no per-job counter";
+	if (!strcmp(s->gpu_others, "?"))
+		return "other jobs' GPUs on this node unknown: may be shared";
+	if (in_list(s->gpu_others, in->index))
+		return "shared with another job: no per-job counter";
+	return NULL;
+}
+
+void js_gpu_step_open(struct js_step *s)
+{
+	char why[400] = "";
+	if (!strcmp(s->conf.gpu_backend, "off")) {
+		snprintf(s->gpu_why, sizeof(s->gpu_why), "gpu_backend=off in plugstack.conf");
+		return;
+	}
+	if (strcmp(s->job_source, "prolog")) {
+		snprintf(s->gpu_why, sizeof(s->gpu_why),
+			 "no job cache from the job prolog: the job's GPUs are unknown");
+		return;
+	}
+	if (!s->gpu_sel[0])
+		return; /* the job has no GPUs on this node */
+	int rc = js_jobcache_other_gpus(s->conf.state, s->job_id,
+					(uint64_t)s->conf.job_cache_hours * 3600ULL * 1000000000ULL,
+					s->start_ns, s->gpu_others, sizeof(s->gpu_others));
+	if (rc == -ENOSPC)
+		snprintf(s->gpu_others, sizeof(s->gpu_others), "?");
+	struct js_gpu_opts o = {.backend = s->conf.gpu_backend[0] ? s->conf.gpu_backend : NULL,
+				.lib = s->conf.gpu_lib[0] ? s->conf.gpu_lib : NULL,
+				.select = s->gpu_sel};
+	rc = js_gpu_open(&o, &s->gpus, why, sizeof(why));
+	if (rc < 0) {
+		for (char *p = why; *p; p++)
+			if (*p == '\n')
+				*p = ';';
+		snprintf(s->gpu_why, sizeof(s->gpu_why), "GPUs %s: %s", s->gpu_sel,
+			 why[0] ? why : strerror(-rc));
+		slurm_info("joulestep: job %u step %s: GPUs not measured: %s", s->job_id, s->step_id,
+			   s->gpu_why);
+		s->gpus = NULL;
+		return;
+	}
+	unsigned ms = s->conf.sample_ms < GPU_SAMPLE_MS_MAX ? s->conf.sample_ms : GPU_SAMPLE_MS_MAX;
+	rc = js_gpu_meter_start(s->gpus, (uint64_t)ms * 1000000ULL, true, &s->gmeter);
+	if (rc < 0) {
+		js_step_error(s, "gpu: meter: %s", strerror(-rc));
+		snprintf(s->gpu_why, sizeof(s->gpu_why), "GPU meter: %s", strerror(-rc));
+		s->gmeter = NULL;
+		return;
+	}
+	/* GPUs a killed step of this job or another left locked: unlocked
+	 * before the tasks start (owner pid checked: live ones stay) */
+	if (js_gpu_journal_count(s->conf.state) > 0) {
+		struct js_gpu_recovery r;
+		memset(&r, 0, sizeof(r));
+		rc = js_gpu_journal_recover(s->conf.state, s->gpus, false, &r);
+		if (rc < 0)
+			js_step_error(s, "gpu: recover GPU clocks: %s", strerror(-rc));
+		else if (r.restored)
+			slurm_info("joulestep: job %u step %s: unlocked %d GPU(s) left locked by a killed step",
+				   s->job_id, s->step_id, r.restored);
+	}
+	/* as of the step's start: the counter read back with its own rate */
+	s->have_g0 = js_gpu_meter_snapshot_at(s->gmeter, s->start_mono_ns, &s->g0) == 0;
+}
+
+void js_gpu_step_end(struct js_step *s)
+{
+	if (s->gmeter && s->have_g0)
+		s->have_g1 = js_gpu_meter_snapshot_at(s->gmeter, s->end_mono_ns, &s->g1) == 0;
+	if (s->have_g0 && !s->have_g1)
+		js_step_error(s, "gpu: final reading failed");
+}
+
+static void mark_of(const struct js_gpu_snapshot *sn, struct js_gpu_mark *m)
+{
+	memset(m, 0, sizeof(*m));
+	m->n = (uint8_t)(sn->n < JS_PHASE_GPUS ? sn->n : JS_PHASE_GPUS);
+	for (size_t i = 0; i < m->n; i++) {
+		m->uj[i] = sn->energy_uj[i];
+		m->uncertain[i] = sn->uncertain[i];
+		m->err |= (uint8_t)((sn->err[i] != 0) << i);
+		m->integrated |= (uint8_t)(sn->integrated[i] << i);
+	}
+}
+
+void js_gpu_step_mark(struct js_step *s, uint64_t at_ns, struct js_gpu_mark *out)
+{
+	struct js_gpu_snapshot sn;
+	memset(out, 0, sizeof(*out));
+	if (!s->gmeter || !s->have_g0)
+		return;
+	if (__atomic_load_n(&s->ended, __ATOMIC_ACQUIRE)) {
+		if (s->have_g1)
+			mark_of(&s->g1, out); /* after the step's final reading: end there */
+		else
+			out->n = 0;
+		return;
+	}
+	if (js_gpu_meter_snapshot_at(s->gmeter, at_ns ? at_ns : mono_ns(), &sn) < 0)
+		return;
+	mark_of(&sn, out);
+}
+
+void js_gpu_step_close(struct js_step *s)
+{
+	if (s->gmeter)
+		js_gpu_meter_stop(s->gmeter);
+	if (s->gpus)
+		js_gpu_close(s->gpus);
+	s->gmeter = NULL;
+	s->gpus = NULL;
+}
+
+/* ---- the record (docs/record-format.md, "gpus") --------------------------
+ * One entry per GPU of the step: energy_uj, or null with the reason. The
+ * GPU sum (energy_gpu_uj) and the total's share of it exist only when every
+ * GPU of the step has its energy: never a sum that silently leaves one out. */
+
+static json_t *gpu_entry(const struct js_step *s, size_t i, const struct js_gpu_interval *iv,
+			 bool with_model, bool *ok)
+{
+	const struct js_gpu_info *in = js_gpu_info(s->gpus, i);
+	const char *why = js_gpu_step_unowned(s, i);
+	if (!why && !with_model && i >= JS_PHASE_GPUS)
+		why = "no per-phase figure past the step's first 8 GPUs";
+	if (!why && (i >= iv->n || iv->uncertain[i]))
+		why = "uncertain: the counter went back, stuck or could not be read (provenance)";
+	json_t *o = json_object();
+	if (with_model) {
+		json_object_set_new(o, "index", json_integer(in->index));
+		json_object_set_new(o, "model", json_string(in->name));
+	}
+	json_object_set_new(o, "uuid", json_string(in->uuid));
+	json_object_set_new(o, "energy_uj", why ? json_null() : json_integer((json_int_t)iv->energy_uj[i]));
+	json_object_set_new(o, "reason", why ? json_string(why) : json_null());
+	json_object_set_new(o, "integrated", json_boolean(i < iv->n && iv->integrated[i]));
+	if (why)
+		*ok = false;
+	return o;
+}
+
+json_t *js_gpu_step_json(const struct js_step *s, uint64_t *sum_uj, bool *all_ok)
+{
+	json_t *a = json_array();
+	struct js_gpu_interval iv;
+	memset(&iv, 0, sizeof(iv));
+	*sum_uj = 0;
+	*all_ok = s->gpus && s->have_g1;
+	if (!s->gpus)
+		return a;
+	if (s->have_g1)
+		js_gpu_interval_of(&s->g0, &s->g1, &iv);
+	for (size_t i = 0; i < js_gpu_count(s->gpus); i++) {
+		bool ok = true;
+		json_t *o = gpu_entry(s, i, &iv, true, &ok);
+		json_object_set_new(o, "resets", json_integer(s->have_g1 && i < s->g1.n ? s->g1.resets[i] - s->g0.resets[i] : 0));
+		json_array_append_new(a, o);
+		if (ok)
+			*sum_uj += iv.energy_uj[i];
+		else
+			*all_ok = false;
+	}
+	return a;
+}
+
+static void snap_of(const struct js_gpu_mark *m, struct js_gpu_snapshot *sn)
+{
+	memset(sn, 0, sizeof(*sn));
+	sn->n = m->n;
+	for (size_t i = 0; i < m->n; i++) {
+		sn->energy_uj[i] = m->uj[i];
+		sn->uncertain[i] = m->uncertain[i];
+		sn->err[i] = (m->err >> i) & 1 ? -EIO : 0;
+		sn->integrated[i] = (m->integrated >> i) & 1;
+	}
+}
+
+json_t *js_gpu_phase_json(const struct js_step *s, const struct js_sphase *p, uint64_t *sum_uj,
+			  bool *all_ok)
+{
+	json_t *a = json_array();
+	struct js_gpu_snapshot a0, a1;
+	struct js_gpu_interval iv;
+	*sum_uj = 0;
+	*all_ok = s->gpus && p->g0.n && p->g1.n;
+	if (!s->gpus)
+		return a;
+	snap_of(&p->g0, &a0);
+	snap_of(&p->g1, &a1);
+	/* the same rule as the step's (js_gpu_interval_of): a GPU whose
+	 * uncertain count moved, or a failed reading, is null */
+	js_gpu_interval_of(&a0, &a1, &iv);
+	for (size_t i = 0; i < js_gpu_count(s->gpus); i++) {
+		bool ok = true;
+		json_array_append_new(a, gpu_entry(s, i, &iv, false, &ok));
+		if (ok)
+			*sum_uj += iv.energy_uj[i];
+		else
+			*all_ok = false;
+	}
+	return a;
+}
+
+/* ---- GPU clocks in I/O phases (+gpu-io; docs/design.md, "GPU clocks in
+ * the plugin") ------------------------------------------------------------ */
+
+void js_gpu_step_clock_setup(struct js_step *s, bool slurm_gpu_freq, const char *req)
+{
+	s->gpu_clock_mode = s->gpus ? "none" : NULL;
+	if (!s->policy.gpu_io || !s->gpus || !s->conf.gpu_io_mhz)
+		return;
+	if (slurm_gpu_freq) {
+		s->gpu_clock_mode = "slurm-gpu-freq";
+		slurm_info("joulestep: job %u step %s: Slurm --gpu-freq=%s requested; joulestep leaves the GPU clocks to Slurm (+gpu-io not applied)",
+			   s->job_id, s->step_id, req);
+		return;
+	}
+	int rc = js_root_dir(s->conf.state, 0700);
+	if (rc < 0) {
+		js_step_error(s, "gpu: state directory %s: %s; GPU clocks left alone", s->conf.state,
+			      strerror(-rc));
+		return;
+	}
+	for (size_t i = 0; i < js_gpu_count(s->gpus); i++) {
+		if (js_gpu_step_unowned(s, i))
+			continue; /* not the job's alone: its clock is not ours to change */
+		s->gpu_eligible[i] = true;
+		s->gpu_clock_mode = "joulestep";
+	}
+}
+
+/* Journal GPU i (the entry names this slurmstepd), then lock it; a GPU
+ * whose entry cannot be written is left alone. */
+static int lower_one(struct js_step *s, size_t i, uint32_t *mhz)
+{
+	const struct js_gpu_info *in = js_gpu_info(s->gpus, i);
+	uint32_t max = s->conf.gpu_io_mhz, lo = in->min_sm_mhz;
+	int rc = js_gpu_journal_acquire(s->conf.state, in->uuid, 0);
+	if (rc < 0) {
+		js_step_error(s, "gpu: %s: %s; its clock left alone", in->uuid,
+			      rc == -EBUSY ? "another live process holds it lowered"
+					   : strerror(-rc));
+		return rc;
+	}
+	s->gpu_journaled[i] = true;
+	if (in->max_sm_mhz && max > in->max_sm_mhz)
+		max = in->max_sm_mhz;
+	if (lo && max < lo)
+		max = lo;
+	rc = js_gpu_lock_mhz(s->gpus, i, lo && lo <= max ? lo : max, max);
+	if (rc < 0) {
+		js_step_error(s, "gpu: %s: lock its clock: %s", in->uuid, js_gpu_last_error(s->gpus));
+		js_gpu_unlock(s->gpus, i); /* a partial lock: back to the default */
+		return rc;
+	}
+	if (!*mhz)
+		*mhz = max;
+	return 0;
+}
+
+/* Unlock GPU i, then drop its entry (kept when the unlock failed: the
+ * epilog and joulestep-restore retry). */
+static int raise_one(struct js_step *s, size_t i)
+{
+	const char *uuid = js_gpu_info(s->gpus, i)->uuid;
+	if (js_gpu_unlock(s->gpus, i) < 0) {
+		js_step_error(s, "gpu: %s: unlock its clock: %s (the journal keeps it for the epilog and joulestep-restore)",
+			      uuid, js_gpu_last_error(s->gpus));
+		return -EIO;
+	}
+	int rc = js_gpu_journal_release(s->conf.state, uuid);
+	if (rc < 0)
+		js_step_error(s, "gpu: %s: journal release: %s", uuid, strerror(-rc));
+	s->gpu_journaled[i] = false;
+	return 0;
+}
+
+int js_gpu_step_set_clock(void *ctx, bool low, uint32_t *mhz)
+{
+	struct js_step *s = ctx;
+	int first = 0;
+	*mhz = 0;
+	for (size_t i = 0; i < js_gpu_count(s->gpus); i++) {
+		int rc = 0;
+		if (low && s->gpu_eligible[i] && !s->gpu_journaled[i])
+			rc = lower_one(s, i, mhz);
+		else if (!low && s->gpu_journaled[i])
+			rc = raise_one(s, i);
+		if (rc < 0 && !first)
+			first = rc;
+	}
+	return first;
+}
+
+void js_gpu_step_clock_restore(struct js_step *s)
+{
+	for (size_t i = 0; s->gpus && i < js_gpu_count(s->gpus); i++)
+		if (s->gpu_journaled[i])
+			(void)raise_one(s, i);
+}
+
+void js_gpu_recover_node(const struct js_conf *c, uint32_t jobid, const char *when)
+{
+	char why[400];
+	struct js_gpus *g = NULL;
+	struct js_gpu_recovery r;
+	if (!strcmp(c->gpu_backend, "off") || js_gpu_journal_count(c->state) <= 0)
+		return; /* nothing journaled: no library opened */
+	struct js_gpu_opts o = {.backend = c->gpu_backend[0] ? c->gpu_backend : NULL,
+				.lib = c->gpu_lib[0] ? c->gpu_lib : NULL};
+	int rc = js_gpu_open(&o, &g, why, sizeof(why));
+	if (rc < 0) {
+		slurm_error("joulestep: job %u: %s: GPU clock journal has entries but the GPU library cannot be opened: %s",
+			    jobid, when, strerror(-rc));
+		return;
+	}
+	memset(&r, 0, sizeof(r));
+	rc = js_gpu_journal_recover(c->state, g, false, &r);
+	if (rc < 0)
+		slurm_error("joulestep: job %u: %s: recover GPU clocks: %s", jobid, when, strerror(-rc));
+	else if (r.restored)
+		slurm_info("joulestep: job %u: %s: unlocked %d GPU(s) left locked by a killed step",
+			   jobid, when, r.restored);
+	js_gpu_close(g);
+}
