@@ -1,5 +1,5 @@
 /* joulestep SPANK plugin: the step's GPUs (docs/design.md, "Which GPUs a
- * step owns"; docs/record-format.md, "gpus").
+ * step owns"; docs/record-format.md, "Fields ingest reads" (GPUs)).
  *
  * Which GPUs: only the job prolog's cache of slurmd's SLURM_JOB_GPUS
  * (js_jobcache.h), never the job's environment (CUDA_VISIBLE_DEVICES,
@@ -162,7 +162,7 @@ void js_gpu_step_close(struct js_step *s)
 	s->gpus = NULL;
 }
 
-/* ---- the record (docs/record-format.md, "gpus") --------------------------
+/* ---- the record (docs/record-format.md, "Fields ingest reads" (GPUs)) --------------------------
  * One entry per GPU of the step: energy_uj, or null with the reason. The
  * GPU sum (energy_gpu_uj) and the total's share of it exist only when every
  * GPU of the step has its energy: never a sum that silently leaves one out. */

@@ -58,7 +58,7 @@ struct js_conf {
 	uint64_t max_markers_per_step; /* BEGIN markers recorded per step    */
 	unsigned min_phase_ms;      /* shorter intervals: no energy for users   */
 	unsigned job_cache_hours;   /* trust the prolog's job cache this long; 0 = none */
-	/* GPUs (docs/admin-guide.md, "GPU nodes"): the vendor library, loaded
+	/* GPUs (docs/design.md, "GPUs in the plugin"): the vendor library, loaded
 	 * with dlopen per step; gpu_backend "" = the first that sees a GPU
 	 * (nvml, amdsmi), "off" = none; gpu_lib "" = the backend's own soname */
 	char gpu_backend[16];

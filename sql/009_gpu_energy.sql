@@ -1,5 +1,5 @@
 -- joulestep schema, migration 009: GPU energy per step and per phase
--- (record version 2; docs/record-format.md, "gpus"; docs/design.md, "GPUs").
+-- (record version 2; docs/record-format.md, "Fields ingest reads" (GPUs); docs/design.md, "GPUs").
 --   steps.energy_gpu_uj    the step's GPUs' energy; NULL: no GPU, or one of
 --                          them has none (step_gpus.reason)
 --   steps.total_includes  what energy_total_uj holds: 'cpu+dram' or

@@ -116,14 +116,14 @@ def test_migration_010_fixes_stored_version1_amd_steps(tmp_path):
     store.ingest_records(conn, [amd(recgen.record(42, "0", "amd01", phases=_phases())),
                                 recgen.record(43, "0", "node01", dram_j=0)],
                          gap_ns=86400 * recgen.S)
-    # as a store of schema 8 holds them: version 1 wrote 0
+    # as a store of schema 9 holds them: version 1 wrote 0
     conn.execute("UPDATE steps SET energy_dram_uj = 0, counted_dram_uj = 0, "
                  "dram_not_measured = NULL")
     conn.execute("UPDATE phases SET energy_dram_uj = 0")
     for col in ("dram_not_measured", "energy_node_uj", "node_meter_sources",
                 "node_meter_integrated"):
         conn.execute(f"ALTER TABLE steps DROP COLUMN {col}")
-    conn.execute("PRAGMA user_version = 8")
+    conn.execute("PRAGMA user_version = 9")
     conn.close()
     conn = store.connect(db)
     rows = dict(((r[0], (r[1], r[2], r[3])) for r in conn.execute(

@@ -96,7 +96,7 @@ def test_corrupt_records_quarantined_rest_lands(run, spool, db):
         assert (moved.parent / (moved.name + ".reason")).read_text().strip()
     assert "truncated JSON" in err
     assert "step.energy_cpu_uj: expected an integer" in err
-    assert "version: this joulestep reads versions 1 to 2, got 7" in err
+    assert "version: this joulestep reads versions 1 to 3, got 7" in err
     assert "record: expected a JSON object" in err
     assert "inflight" not in err
     assert (spool / "demo" / "51" / "inflight.json.tmp.999").exists()

@@ -1,5 +1,5 @@
 """GPU energy of a job's steps and phases (record version 2, migration 009;
-docs/record-format.md "gpus"), for `joulestep job`.
+docs/record-format.md, "Fields ingest reads" (GPUs)), for `joulestep job`.
 
 A step's total includes its GPUs only when every GPU of the step has its
 energy (the record's ``total_includes``); a GPU split by MIG, shared with

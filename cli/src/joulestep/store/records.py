@@ -133,7 +133,7 @@ SCHEMA = (
     F("step.energy_gpu_uj", "int", "uJ", 0, since=3, column="energy_gpu_uj",
       doc="the step's GPUs; null: none, or one has no energy (gpus[].reason)"),
     F("step.total_includes", "str", since=3, column="total_includes",
-      doc="what energy_total_uj holds: cpu+dram or cpu+dram+gpu"),
+      doc="what energy_total_uj holds: cpu+dram, cpu+dram+gpu; cpu, cpu+gpu where DRAM is not measured"),
     F("provenance.backend", "str", column="backend"),
     F("provenance.wrap_uncertain", "bool", null=False, default=False,
       column="wrap_uncertain"),
