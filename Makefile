@@ -28,7 +28,19 @@ DEB_PKGS := build-essential pkg-config libpowercap-dev powercap-utils libpapi-de
             python3-click python3-pandas python3-numpy python3-scipy python3-matplotlib \
             postgresql python3-psycopg \
             slurmdbd mariadb-server \
-            python3-prometheus-client prometheus
+            python3-prometheus-client prometheus \
+            cmake g++ libssl-dev zlib1g-dev libboost-dev \
+            libxerces-c-dev xsdcxx libboost-thread-dev libboost-log-dev libboost-filesystem-dev \
+            libboost-system-dev libboost-date-time-dev libcppunit-dev libhdf5-openmpi-dev
+
+# The real I/O libraries of the papers' experiments (bench/iolibs/build.sh,
+# docs/experiments.md): VELOC 1.8, GenericIO, Damaris 1.7.1, built by
+# `make iolibs` (run by `make deps`) from the pinned archives in IOLIBS_SRC
+# into $(B)/iolibs/<lib>. A site with its own installs sets VELOC_ROOT,
+# GENERICIO_ROOT, DAMARIS_ROOT instead; that library is then not built.
+IOLIBS_SRC ?= $(if $(wildcard ../shared/third_party/VELOC-1.8.tar.gz),$(abspath ../shared/third_party))
+IOLIBS := $(B)/iolibs
+IOLIBS_WANT := $(if $(VELOC_ROOT),,veloc) $(if $(GENERICIO_ROOT),,genericio) $(if $(DAMARIS_ROOT),,damaris)
 
 ACCT_SRC := $(wildcard accounting/src/*.c)
 ACCT_OBJ := $(ACCT_SRC:%.c=$(B)/obj/%.o)
@@ -202,7 +214,7 @@ fuzz: deps fuzz-build
 	JS_FUZZ_SECONDS=$(FUZZ_SECONDS) $(VENV)/bin/python -m pytest -q -s tests/fuzz
 
 # ---------------------------------------------------------------------------
-deps: $(B)/.deps-ok
+deps: $(B)/.deps-ok $(IOLIBS)/.ok
 $(B)/.deps-ok: Makefile cli/pyproject.toml bench/dump/requirements.txt
 	@missing=""; for p in $(DEB_PKGS); do \
 	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "ok installed" || missing="$$missing $$p"; done; \
@@ -216,6 +228,19 @@ $(B)/.deps-ok: Makefile cli/pyproject.toml bench/dump/requirements.txt
 	$(VENV)/bin/pip install -q --disable-pip-version-check -e 'cli[test]'
 	bench/dump/venv.sh $(B)/dump-venv  # the dump jobs' Python (SZ3, ZFP): any user may run it
 	@mkdir -p $(B) && touch $@
+
+# build.sh skips a library whose archives and patches are unchanged since it
+# was built (sha256 stamps); it never fails `make deps`.
+.PHONY: iolibs
+iolibs: $(B)/.deps-ok
+	@rm -f $(IOLIBS)/.ok && $(MAKE) --no-print-directory $(IOLIBS)/.ok
+$(IOLIBS)/.ok: bench/iolibs/build.sh bench/iolibs/SHA256SUMS $(wildcard bench/iolibs/patches/*.patch) | $(B)/.deps-ok
+	@mkdir -p $(IOLIBS)
+	@if [ -z "$(strip $(IOLIBS_WANT))" ]; then echo "iolibs: using VELOC_ROOT, GENERICIO_ROOT, DAMARIS_ROOT"; \
+	elif [ -z "$(IOLIBS_SRC)" ]; then \
+	  echo "iolibs: no IOLIBS_SRC (archives of bench/iolibs/SHA256SUMS) nor *_ROOT: the experiments use the imitations"; \
+	else bench/iolibs/build.sh "$(IOLIBS_SRC)" $(IOLIBS) $(IOLIBS_WANT) || true; fi
+	@touch $@
 
 test: deps all
 	$(MAKE) --no-print-directory test-unit
