@@ -1,5 +1,10 @@
-/* A test double of VELOC's client library (libveloc-client) for the VELOC
- * hook's tests and bench: the C API of veloc.h (VELOC 1.x), with real files.
+/* A test double of VELOC's client library (libveloc-client): the C API of
+ * veloc.h (VELOC 1.8), with real files. The hook is tested live against the
+ * real VELOC 1.8 (tests/cluster/test_plugin_hooks.py); this double remains
+ * only where the real one cannot serve:
+ *   - bench/hooks: the hook's own cost, without any I/O (discard = 1);
+ *   - tests/install/test_deb.py: the packaged hook on a machine where only
+ *     the .debs are installed (no VELOC build in the package test).
  *
  * VELOC_Init(comm, cfg) / VELOC_Init_single(id, cfg) read a config of
  * `key = value` lines: scratch (local tier), persistent (parallel FS), mode
@@ -8,7 +13,8 @@
  * regions to scratch/<name>-<version>.dat; VELOC_Checkpoint_end then copies
  * it to persistent/: inline in sync mode; in async mode a backend thread
  * does, which starts the copy only once the program waits (a lazy backend:
- * VELOC_Backend_ready() is 0 until then, so a test knows what it sees).
+ * VELOC_Checkpoint_finished() is 0 until then, so a test knows what it sees;
+ * 1 in sync mode, as VELOC 1.8's).
  * VELOC_Checkpoint is wait + begin + mem + end through internal calls, as
  * in VELOC (its C entry points call C++ methods, not each other). */
 #include <errno.h>
@@ -188,7 +194,7 @@ EXPORT int VELOC_Checkpoint_mem(void) { return mem(0, NULL, 0); }
 EXPORT int VELOC_Checkpoint_selective(int mode, int *ids, int n) { return mem(mode, ids, n); }
 EXPORT int VELOC_Checkpoint_end(int success) { (void)success; return end(); }
 EXPORT int VELOC_Checkpoint_wait(void) { return wait_backend(); }
-EXPORT int VELOC_Backend_ready(void) { return inited ? !pending : FAIL; }
+EXPORT int VELOC_Checkpoint_finished(void) { return inited ? sync_mode || !pending : FAIL; }
 
 EXPORT int VELOC_Checkpoint(const char *name, int version)
 {
