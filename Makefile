@@ -41,6 +41,12 @@ DEB_PKGS := build-essential pkg-config libpowercap-dev powercap-utils libpapi-de
 IOLIBS_SRC ?= $(if $(wildcard ../shared/third_party/VELOC-1.8.tar.gz),$(abspath ../shared/third_party))
 IOLIBS := $(B)/iolibs
 IOLIBS_WANT := $(if $(VELOC_ROOT),,veloc) $(if $(GENERICIO_ROOT),,genericio) $(if $(DAMARIS_ROOT),,damaris)
+VELOC_DIR := $(or $(VELOC_ROOT),$(IOLIBS)/veloc)
+GENERICIO_DIR := $(or $(GENERICIO_ROOT),$(IOLIBS)/genericio)
+# the benchmarks on the real libraries, where they are installed (looked for
+# by a sub-make, so that the ones `make deps` just built are found)
+IOLIBS_BENCH = $(if $(wildcard $(VELOC_DIR)/include/veloc.h),$(B)/bench/js-ckpt-veloc) \
+               $(if $(wildcard $(GENERICIO_DIR)/include/GenericIO.h),$(B)/bench/js-ckpt-gio)
 
 ACCT_SRC := $(wildcard accounting/src/*.c)
 ACCT_OBJ := $(ACCT_SRC:%.c=$(B)/obj/%.o)
@@ -99,9 +105,9 @@ fuzz_src_jobcache := spank/js_jobcache_logic.c
 fuzz_lib_tuned := -ljansson
 fuzz_lib_jobcache := -ljansson
 
-.PHONY: all deps test test-unit test-py test-fuzz fuzz fuzz-build bench demo install clean deb rpm-check
+.PHONY: all iolibs-bench deps test test-unit test-py test-fuzz fuzz fuzz-build bench demo install clean deb rpm-check
 all: $(ACCT_LIB) $(TOOLS) $(SPANK_SO) $(CLIENT_SO) $(PHASE_BIN) $(UNIT_BIN) $(BENCH_BIN) \
-     $(MPI_BENCH) $(HOOKS) $(HOOK_TESTS) $(FAKE_NVML) $(if $(FUZZ_CC_OK),$(FUZZ_BIN))
+     $(MPI_BENCH) $(HOOKS) $(HOOK_TESTS) $(FAKE_NVML) $(if $(FUZZ_CC_OK),$(FUZZ_BIN)) iolibs-bench
 
 $(B)/obj/%.o: %.c $(HDRS)
 	@mkdir -p $(dir $@)
@@ -189,6 +195,23 @@ $(MPI_BENCH): bench/common/jsbench.h $(CLIENT_SO) $(HDRS)
 	@command -v $(MPICC) >/dev/null || { echo "$(MPICC) not found: run make deps (openmpi)"; exit 1; }
 	OMPI_CC=$(CC) $(MPICC) $(CFLAGS) -Ibench/common $(filter %.c,$^) -o $@ -L$(B)/lib -ljoulestep-client \
 	  -Wl,-rpath,'$$ORIGIN/../lib' -lm
+
+iolibs-bench: $(CLIENT_SO)
+	@$(MAKE) --no-print-directory $(if $(strip $(IOLIBS_BENCH)),$(IOLIBS_BENCH),iolibs-none)
+.PHONY: iolibs-none
+iolibs-none:
+	@echo "iolibs: no VELOC or GenericIO install: bench/ckpt runs the imitations only"
+VELOC_LIB = $(if $(wildcard $(VELOC_DIR)/lib64/libveloc-client.so),$(VELOC_DIR)/lib64,$(VELOC_DIR)/lib)
+$(B)/bench/js-ckpt-veloc: bench/ckpt/ckpt_veloc.c bench/common/jsbench.h $(CLIENT_SO) $(VELOC_DIR)/include/veloc.h \
+                         bench/iolibs/veloc-backend-stop.sh
+	@mkdir -p $(dir $@)
+	install -m 0755 bench/iolibs/veloc-backend-stop.sh $(B)/bench/
+	OMPI_CC=$(CC) $(MPICC) $(CFLAGS) -Ibench/common $< -o $@ -L$(B)/lib -ljoulestep-client \
+	  -L$(VELOC_LIB) -lveloc-client -Wl,-rpath,'$$ORIGIN/../lib' -Wl,-rpath,$(abspath $(VELOC_LIB))
+$(B)/bench/js-ckpt-gio: bench/ckpt/ckpt_gio.cxx $(CLIENT_SO) $(GENERICIO_DIR)/include/GenericIO.h
+	@mkdir -p $(dir $@)
+	mpicxx -O2 -g -Wall -Werror -fopenmp -I$(GENERICIO_DIR)/include -Ispank/client $< -o $@ \
+	  $(GENERICIO_DIR)/lib/libGenericIO.a -L$(B)/lib -ljoulestep-client -Wl,-rpath,'$$ORIGIN/../lib'
 
 # ---------------------------------------------------------------------------
 # Fuzzing (docs/reliability.md, "Fuzzing"): libFuzzer harnesses under ASan and

@@ -25,14 +25,21 @@ archives_genericio="genericio"
 archives_damaris="Damaris-1.7.1"
 HDF5_MPI=/usr/lib/x86_64-linux-gnu/hdf5/openmpi
 
-# the key of a library: its archives' pinned sums, its patches, this recipe
+# bump when a library's build_<lib> below changes (rebuilds that one only)
+recipe_veloc=2
+recipe_genericio=1
+recipe_damaris=1
+
+# the key of a library: its archives' pinned sums, its patches, its recipe
 key_of() {
 	lib=$1
-	eval "names=\$archives_$lib"
+	eval "names=\$archives_$lib recipe=\$recipe_$lib"
 	{
-		for n in $names; do grep "  $n.tar.gz  " "$here/SHA256SUMS"; done
-		cat "$here"/patches/"$lib"-*.patch 2>/dev/null
-		cat "$0"
+		for n in $names; do
+			grep "  $n.tar.gz  " "$here/SHA256SUMS"
+			cat "$here"/patches/"$n"-*.patch 2>/dev/null
+		done
+		echo "recipe $recipe"
 	} | sha256sum | cut -c1-32
 }
 
@@ -73,9 +80,12 @@ build_veloc() {
 		unpack $d && cmake_install $d -DCMAKE_BUILD_TYPE=Release -DENABLE_TESTS=OFF \
 			-DMPI=ON || return 1
 	done
-	# VELOC's auto-install.py defaults
+	# VELOC's auto-install.py defaults, but POSIX_IO=rw: "direct" copies the
+	# scratch tier to the persistent one with copy_file_range(), which Linux
+	# (5.19 on) refuses across file systems (EXDEV): tmpfs -> disk, the DRAM
+	# tier, fails every flush
 	unpack VELOC-1.8 && cmake_install VELOC-1.8 -DCMAKE_BUILD_TYPE=Release \
-		-DCOMM_QUEUE=socket_queue -DPOSIX_IO=direct -DVELOC_RESOURCE_MANAGER=NONE
+		-DCOMM_QUEUE=socket_queue -DPOSIX_IO=rw -DVELOC_RESOURCE_MANAGER=NONE
 }
 
 # GenericIO has no install target: its MPI programs, its header and a static

@@ -22,6 +22,7 @@ import time
 import pytest
 
 import fakehw
+import iolibs
 import spool
 from harness import Cluster, make_workdir
 
@@ -226,6 +227,88 @@ def test_ckpt_sync_aggregated(bench, io):
         check_energy(rec)
         check_disjoint_sum(rec)
     RESULTS[f"gio-{io}"] = job
+
+
+# ---------------------------------------------------------------- the real libraries
+
+SIZE_T, INT = 8, 4  # VELOC 1.8's checkpoint header: size_t count, then (int id, size_t size)
+
+
+@pytest.mark.parametrize("mode", ["async", "sync"])
+def test_ckpt_real_veloc(bench, mode):
+    """VELOC 1.8 itself (bench/jobs/ckpt-veloc-real.sbatch): per node, one checkpoint phase
+    per VELOC_Checkpoint and, in async mode only, one flush phase per VELOC_Checkpoint_wait
+    (Algorithm 1), with every rank's bytes; the persistent tier holds the last version of
+    every rank (VELOC's header + the state); VELOC's backend daemon is gone after the job."""
+    veloc = iolibs.need("veloc")
+    uid = __import__("pwd").getpwnam(USER).pw_uid
+    iolibs.stop_backend(uid)
+    nranks, total, reps = 3, 3 * 300001 + 1, 2
+    pfs = bench.dirs("pfs")
+    job, out = bench.run("ckpt-veloc-real.sbatch",
+                         ["-N2", f"-n{nranks}", "-O", "--energy-policy=monitor",
+                          f"--energy-tag=lib=veloc-1.8,strategy=veloc,mode={mode},tier=dram"],
+                         {"JS_MODE": mode, "JS_TIER": "dram", "JS_TOTAL": total, "JS_REPS": reps,
+                          "JS_PFS": pfs, "VELOC_BIN": bench.c.public_path(veloc / "bin")})
+    try:
+        assert iolibs.backend_pid(uid) is None, "the job left VELOC's backend running"
+    finally:
+        iolibs.stop_backend(uid)
+    mine = {r: total // nranks + (r < total % nranks) for r in range(nranks)}
+    files = {p.name: p.stat().st_size for p in pfs.iterdir() if p.suffix == ".dat"}
+    assert files == {f"ckpt-{r}-{reps}.dat": mine[r] + SIZE_T + INT + SIZE_T for r in range(nranks)}
+    assert not pathlib.Path(f"/dev/shm/js-veloc-{job}").exists()
+    per_node = ranks_per_node(nranks)
+    recs = bench.records(job, [("0", n) for n in NODES])
+    kinds = ("checkpoint", "flush") if mode == "async" else ("checkpoint",)
+    for n in NODES:
+        rec = recs[("0", n)]
+        assert [(p["kind"], p["label"]) for p in rec["phases"]] == [
+            (k, "veloc") for _ in range(reps) for k in kinds], (n, out)
+        for p in rec["phases"]:
+            assert ranks_of(p) == per_node[n]
+            assert {r["rank"]: r["bytes"] for r in p["ranks"]} == {r: mine[r] for r in per_node[n]}
+        assert rec["job"]["tags"]["lib"] == "veloc-1.8"
+        check_energy(rec)
+        check_disjoint_sum(rec)
+    assert "library=VELOC-1.8" in out, out
+
+
+@pytest.mark.parametrize("io", ["posix", "mpiio"])
+def test_ckpt_real_genericio(bench, io):
+    """GenericIO itself (bench/jobs/ckpt-gio-real.sbatch): per node one blocking checkpoint
+    phase per GenericIO::write with every rank's bytes; N ranks into M files (GenericIO's
+    partitions, rank % M) plus its map file; GenericIO's own GenericIOVerify checks the
+    kept checkpoint's CRCs."""
+    gio = iolibs.need("genericio")
+    nranks, size, reps, nfiles = 3, 524288 + 8 * 3, 2, 2
+    pfs = bench.dirs("pfs")
+    job, out = bench.run("ckpt-gio-real.sbatch",
+                         ["-N2", f"-n{nranks}", "-O", "--energy-policy=monitor",
+                          f"--energy-tag=lib=genericio,strategy=genericio,io={io}"],
+                         {"JS_IO": io, "JS_SIZE": size, "JS_REPS": reps, "JS_FILES": nfiles,
+                          "JS_PFS": pfs, "JS_CKPT_ARGS": "--keep"})
+    last = f"ckpt-{job}.{reps}"
+    assert sorted(p.name for p in pfs.iterdir()) == sorted([last] + [f"{last}#{m}" for m in range(nfiles)])
+    # each data file holds its partition's doubles (plus GenericIO's headers and CRCs)
+    for m in range(nfiles):
+        held = sum(size for r in range(nranks) if r % nfiles == m)
+        assert held < (pfs / f"{last}#{m}").stat().st_size < held + 4096
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    res = subprocess.run([str(gio / "bin" / "GenericIOVerify"), str(pfs / last)], env=env,
+                         capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0 and f"{pfs / last}: okay" in res.stdout, res.stdout + res.stderr
+    per_node = ranks_per_node(nranks)
+    recs = bench.records(job, [("0", n) for n in NODES])
+    for n in NODES:
+        rec = recs[("0", n)]
+        assert [(p["kind"], p["label"]) for p in rec["phases"]] == [("checkpoint", "genericio")] * reps
+        for p in rec["phases"]:
+            assert ranks_of(p) == per_node[n]
+            assert {r["rank"]: r["bytes"] for r in p["ranks"]} == {r: size for r in per_node[n]}
+        check_energy(rec)
+        check_disjoint_sum(rec)
+    assert f"library=GenericIO io={io}" in out, out
 
 
 # ---------------------------------------------------------------- Damaris
