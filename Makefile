@@ -43,10 +43,13 @@ IOLIBS := $(B)/iolibs
 IOLIBS_WANT := $(if $(VELOC_ROOT),,veloc) $(if $(GENERICIO_ROOT),,genericio) $(if $(DAMARIS_ROOT),,damaris)
 VELOC_DIR := $(or $(VELOC_ROOT),$(IOLIBS)/veloc)
 GENERICIO_DIR := $(or $(GENERICIO_ROOT),$(IOLIBS)/genericio)
+DAMARIS_DIR := $(or $(DAMARIS_ROOT),$(IOLIBS)/damaris)
+HDF5_MPI := /usr/lib/x86_64-linux-gnu/hdf5/openmpi
 # the benchmarks on the real libraries, where they are installed (looked for
 # by a sub-make, so that the ones `make deps` just built are found)
 IOLIBS_BENCH = $(if $(wildcard $(VELOC_DIR)/include/veloc.h),$(B)/bench/js-ckpt-veloc) \
-               $(if $(wildcard $(GENERICIO_DIR)/include/GenericIO.h),$(B)/bench/js-ckpt-gio)
+               $(if $(wildcard $(GENERICIO_DIR)/include/GenericIO.h),$(B)/bench/js-ckpt-gio) \
+               $(if $(wildcard $(DAMARIS_DIR)/include/Damaris.h),$(B)/bench/js-damaris-real)
 
 ACCT_SRC := $(wildcard accounting/src/*.c)
 ACCT_OBJ := $(ACCT_SRC:%.c=$(B)/obj/%.o)
@@ -212,6 +215,16 @@ $(B)/bench/js-ckpt-gio: bench/ckpt/ckpt_gio.cxx $(CLIENT_SO) $(GENERICIO_DIR)/in
 	@mkdir -p $(dir $@)
 	mpicxx -O2 -g -Wall -Werror -fopenmp -I$(GENERICIO_DIR)/include -Ispank/client $< -o $@ \
 	  $(GENERICIO_DIR)/lib/libGenericIO.a -L$(B)/lib -ljoulestep-client -Wl,-rpath,'$$ORIGIN/../lib'
+
+# Damaris installs a static library only, and its damaris.pc gives unusable
+# -lBoost::thread flags: linked by hand (C++ runtime: mpicxx links)
+$(B)/bench/js-damaris-real: bench/damaris/damaris_real.c bench/common/jsbench.h $(CLIENT_SO) $(DAMARIS_DIR)/include/Damaris.h
+	@mkdir -p $(dir $@)
+	OMPI_CC=$(CC) $(MPICC) $(CFLAGS) -Ibench/common -I$(DAMARIS_DIR)/include -I$(HDF5_MPI)/include \
+	  -c $< -o $(B)/bench/damaris_real.o
+	mpicxx $(B)/bench/damaris_real.o -o $@ $(DAMARIS_DIR)/lib/libdamaris.a -lxerces-c \
+	  -lboost_log_setup -lboost_log -lboost_thread -lboost_filesystem -lboost_system -lboost_date_time \
+	  -L$(HDF5_MPI)/lib -lhdf5 -lrt -ldl -lpthread -L$(B)/lib -ljoulestep-client -Wl,-rpath,'$$ORIGIN/../lib'
 
 # ---------------------------------------------------------------------------
 # Fuzzing (docs/reliability.md, "Fuzzing"): libFuzzer harnesses under ASan and

@@ -311,6 +311,52 @@ def test_ckpt_real_genericio(bench, io):
     assert f"library=GenericIO io={io}" in out, out
 
 
+@pytest.mark.parametrize("mode", ["tp", "dc"])
+def test_damaris_real(bench, mode):
+    """Damaris 1.7.1 itself (bench/jobs/damaris-real.sbatch), on one node: tp, every rank
+    computes and writes its block to its own HDF5 file; dc, Damaris takes one dedicated
+    core (<dedicated cores="1">) and its HDF5 plugin writes one file per output of the
+    clients' blocks, while the clients compute and hand their blocks over (`send`).
+    Checked: which ranks computed, the bytes of each write/send, the files."""
+    iolibs.need("damaris")
+    nranks = 2 if mode == "tp" else 3
+    nx, ny, nz, iters, every = 16, 16, 8, 4, 2
+    clients = nranks if mode == "tp" else nranks - 1
+    block = nx * ny * (nz // clients) * 8
+    out = bench.dirs("out")
+    tag = f"lib={'hdf5' if mode == 'tp' else 'damaris-1.7.1'},approach={mode},every={every}"
+    job, text = bench.run("damaris-real.sbatch", ["-N1", f"-n{nranks}", "-O", f"--energy-tag={tag}"],
+                          {"JS_IO": mode, "JS_K": 1, "JS_GRID": f"{nx}x{ny}x{nz}", "JS_ITERS": iters,
+                           "JS_EVERY": every, "JS_COMPUTE_MS": 5, "JS_OUT": out})
+    outputs = iters // every
+    files = {p.name: p.stat().st_size for p in out.iterdir() if p.suffix == ".h5"}
+    if mode == "tp":
+        want = {f"tp-{job}-o{o}-r{r}.h5" for o in range(1, outputs + 1) for r in range(nranks)}
+        data = block
+    else:  # Damaris' HDF5 plugin, FilePerCore: one file per dedicated core per iteration
+        want = {f"jsdam_It{o}_Pr0.h5" for o in range(outputs)}
+        data = block * clients
+    assert set(files) == want, (files, text)
+    for size in files.values():  # the data and HDF5's metadata
+        assert data < size < data + 65536, (files, data)
+    node = bench.c.job_info(job)["NodeList"]
+    rec = bench.records(job, [("0", node)])[("0", node)]
+    by_kind: dict = {}
+    for p in rec["phases"]:
+        by_kind.setdefault(p["kind"], []).append(p)
+    io_kind = "write" if mode == "tp" else "send"
+    assert set(by_kind) == {"compute", io_kind}, sorted(by_kind)
+    assert len(by_kind["compute"]) == iters and len(by_kind[io_kind]) == outputs
+    computing = ranks_of(by_kind["compute"][0])
+    assert len(computing) == clients and set(computing) <= set(range(nranks))
+    for p in by_kind[io_kind]:
+        assert {r["rank"]: r["bytes"] for r in p["ranks"]} == {r: block for r in computing}
+    assert rec["job"]["tags"]["approach"] == mode
+    check_energy(rec)
+    summary = "library=HDF5 mode=tp" if mode == "tp" else "library=Damaris-1.7.1 mode=dc"
+    assert summary in text, text
+
+
 # ---------------------------------------------------------------- Damaris
 
 GRID = (16, 16, 7)   # NZ=7: uneven slabs
