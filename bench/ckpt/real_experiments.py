@@ -7,9 +7,13 @@ and CPU use: the "time-faithful simulator"), and prints, from the records' phase
   1. async (VELOC) against sync (GenericIO POSIX; VELOC sync beside it): throughput of
      the blocking part and its energy;
   2. VELOC async with its scratch tier in DRAM (/dev/shm) against disk;
-  3. energy against data size (VELOC async and GenericIO), with a linear fit.
+  3. energy against data size (VELOC async and GenericIO), with a linear fit;
+  4. (--what damaris) Damaris 1.7.1 with one dedicated core (its HDF5 plugin) against
+     time partitioning (every rank writes its HDF5 file) across output frequencies
+     (papers 002, 004): completion time and the node's energy, and `joulestep compare
+     --what io` on the records.
 Every table names the library that produced it. Root, after `make deps all`:
-    .venv/bin/python bench/ckpt/real_experiments.py [--reps R] [--ranks N]
+    .venv/bin/python bench/ckpt/real_experiments.py [--what ckpt,damaris] [--reps R]
 """
 from __future__ import annotations
 
@@ -17,6 +21,7 @@ import argparse
 import pathlib
 import shutil
 import statistics
+import subprocess
 import sys
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
@@ -51,14 +56,57 @@ def gibps(r: dict) -> float:
     return r["bytes"] / (1 << 30) / r["s"] if r["s"] > 0 else float("nan")
 
 
+def damaris(env: BenchEnv) -> None:
+    """TP (2 ranks compute and write) against DC (1 client, 1 dedicated core: the
+    papers' trade of a compute core for asynchronous I/O) on one 2-core node."""
+    grid, iters, sweeps = "96x96x96", 20, 60
+    print(f"\n# 4. Damaris 1.7.1 (DC, HDF5 plugin) against TP (HDF5 per rank); grid {grid} "
+          f"doubles, {iters} iterations, one node, 2 ranks")
+    print("| library | approach | every | s | node J | I/O phases s |")
+    print("|---|---|---|---|---|---|")
+    jobs = []
+    for every in (1, 2, 5):
+        for mode in ("tp", "dc"):
+            lib = "hdf5" if mode == "tp" else "damaris-1.7.1"
+            job, out = env.run("damaris-real.sbatch",
+                               ["-N1", "-n2", "-O",
+                                f"--energy-tag=lib={lib},approach={mode},every={every},exp=real"],
+                               {"JS_IO": mode, "JS_K": 1, "JS_GRID": grid, "JS_ITERS": iters,
+                                "JS_EVERY": every, "JS_SWEEPS": sweeps, "JS_OUT": env.dirs("out")},
+                               timeout=600)
+            node = env.c.job_info(job)["NodeList"]
+            rec = env.records(job, [("0", node)])[("0", node)]
+            st = rec["step"]
+            io_s = sum((p["end_ns"] - p["start_ns"]) / 1e9 for p in rec["phases"]
+                       if p["kind"] in ("write", "send"))
+            print(f"| {'HDF5' if mode == 'tp' else 'Damaris 1.7.1'} | {mode} | {every} | "
+                  f"{(st['end_ns'] - st['start_ns']) / 1e9:.2f} | {st['energy_total_uj'] / 1e6:.2f} | "
+                  f"{io_s:.3f} |")
+            jobs.append(job)
+    db = env.root / "real.db"
+    cli = str(REPO / ".venv" / "bin" / "joulestep")
+    subprocess.run([cli, "--db", str(db), "ingest", str(env.spool)], check=True,
+                   capture_output=True)
+    for every in (1, 2, 5):
+        res = subprocess.run([cli, "--db", str(db), "compare", "--what", "io", "--by", "tag:approach",
+                              "--where", f"every={every}", "--where", "exp=real"],
+                             capture_output=True, text=True)
+        print(f"\njoulestep compare --what io --by tag:approach --where every={every}:\n"
+              + (res.stdout or res.stderr))
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--ranks", type=int, default=2)
     ap.add_argument("--size-mib", type=int, default=64)
+    ap.add_argument("--what", default="ckpt,damaris")
     a = ap.parse_args()
+    what = set(a.what.split(","))
     veloc = iolibs.need("veloc")
     iolibs.need("genericio")
+    if "damaris" in what:
+        iolibs.need("damaris")
     uid = __import__("pwd").getpwnam(USER).pw_uid
     workdir = make_workdir("ckpt-real-")
     c = Cluster(workdir, nodes=2)
@@ -86,6 +134,10 @@ def main() -> int:
             return run(env, "ckpt-gio-real.sbatch", f"lib=genericio,strategy=genericio,io={io}",
                        v, a.ranks)
 
+        if "damaris" in what:
+            damaris(env)
+        if "ckpt" not in what:
+            return 0
         n = a.size_mib
         rows = {"VELOC 1.8 async, DRAM scratch": veloc_job("async", "dram", n),
                 "VELOC 1.8 sync, DRAM scratch": veloc_job("sync", "dram", n),

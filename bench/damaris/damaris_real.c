@@ -3,10 +3,12 @@
  * DAMARIS_ROOT; docs/experiments.md "Damaris on the real library").
  *
  *   js-damaris-real --mode tp|dc|dn --out DIR [--k K] [--nodes D]
- *                   [--grid NXxNYxNZ] [--iters N] [--every E] [--compute-ms T]
+ *                   [--grid NXxNYxNZ] [--iters N] [--every E] [--sweeps S]
  *
  * A simulation of a global NX x NY x NZ field of doubles, split along z
- * among the compute ranks (NZ divisible by their number), that outputs the
+ * among the compute ranks (NZ divisible by their number; S passes over its
+ * block per iteration: a fixed amount of work over the domain, so that a
+ * dedicated core takes compute away, as in the papers), that outputs the
  * field every E of N iterations:
  *   tp: time partitioning: every rank writes its own block itself, one HDF5
  *       file per rank per output (H5Fcreate/H5Dwrite); phases `compute`
@@ -30,7 +32,7 @@ struct opts {
 	char mode[4];
 	const char *out;
 	int k, nodes, nx, ny, nz, iters, every;
-	double compute_s;
+	int sweeps;
 };
 
 static int g_rank;
@@ -39,7 +41,7 @@ static void usage(void)
 {
 	if (g_rank == 0)
 		fprintf(stderr, "usage: js-damaris-real --mode tp|dc|dn --out DIR [--k K] [--nodes D] "
-				"[--grid NXxNYxNZ] [--iters N] [--every E] [--compute-ms T]\n");
+				"[--grid NXxNYxNZ] [--iters N] [--every E] [--sweeps S]\n");
 	MPI_Finalize();
 	exit(2);
 }
@@ -48,9 +50,9 @@ static void parse(int argc, char **argv, struct opts *o)
 {
 	static const struct option lo[] = {{"mode", 1, 0, 'm'}, {"out", 1, 0, 'o'},
 		{"k", 1, 0, 'k'}, {"nodes", 1, 0, 'd'}, {"grid", 1, 0, 'g'}, {"iters", 1, 0, 'n'},
-		{"every", 1, 0, 'e'}, {"compute-ms", 1, 0, 'c'}, {0, 0, 0, 0}};
+		{"every", 1, 0, 'e'}, {"sweeps", 1, 0, 's'}, {0, 0, 0, 0}};
 	*o = (struct opts){.k = 1, .nodes = 1, .nx = 32, .ny = 32, .nz = 32, .iters = 10,
-			   .every = 5, .compute_s = 0.02};
+			   .every = 5, .sweeps = 20};
 	int c;
 	while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
 		switch (c) {
@@ -64,14 +66,14 @@ static void parse(int argc, char **argv, struct opts *o)
 			break;
 		case 'n': o->iters = atoi(optarg); break;
 		case 'e': o->every = atoi(optarg); break;
-		case 'c': o->compute_s = atof(optarg) / 1e3; break;
+		case 's': o->sweeps = atoi(optarg); break;
 		default: usage();
 		}
 	}
 	if (!o->out || optind != argc || (strcmp(o->mode, "tp") && strcmp(o->mode, "dc") &&
 					   strcmp(o->mode, "dn")) ||
 	    o->k < 1 || o->nodes < 1 || o->nx < 1 || o->ny < 1 || o->nz < 1 || o->iters < 1 ||
-	    o->every < 1 || o->compute_s < 0)
+	    o->every < 1 || o->sweeps < 0)
 		usage();
 }
 
@@ -105,13 +107,11 @@ static void write_xml(const struct opts *o, const char *path, int clients)
 	fclose(f);
 }
 
-static void compute(double *a, size_t n, double s, int it)
+static void compute(double *a, size_t n, int sweeps, int it)
 {
-	double end = jsb_now() + s;
-	do
-		for (size_t i = 0; i < n; i++)
-			a[i] = 0.5 * a[i] + 0.25 * (double)((int)i + it);
-	while (jsb_now() < end);
+	for (int s = 0; s < sweeps; s++)
+		for (size_t i = 1; i + 1 < n; i++)
+			a[i] = 0.25 * (a[i - 1] + 2 * a[i] + a[i + 1]) + 1e-3 * (double)(it + s);
 }
 
 /* tp: the rank's block into DIR/tp-<job>-o<o>-r<rank>.h5 */
@@ -153,7 +153,7 @@ static void simulate(const struct opts *o, MPI_Comm comm, int tp)
 	int outputs = 0;
 	for (int it = 1; it <= o->iters; it++) {
 		jsb_begin("compute", "sim");
-		compute(a, cells, o->compute_s, it);
+		compute(a, cells, o->sweeps, it);
 		jsb_end(-1);
 		if (it % o->every)
 			continue;

@@ -327,7 +327,7 @@ def test_damaris_real(bench, mode):
     tag = f"lib={'hdf5' if mode == 'tp' else 'damaris-1.7.1'},approach={mode},every={every}"
     job, text = bench.run("damaris-real.sbatch", ["-N1", f"-n{nranks}", "-O", f"--energy-tag={tag}"],
                           {"JS_IO": mode, "JS_K": 1, "JS_GRID": f"{nx}x{ny}x{nz}", "JS_ITERS": iters,
-                           "JS_EVERY": every, "JS_COMPUTE_MS": 5, "JS_OUT": out})
+                           "JS_EVERY": every, "JS_SWEEPS": 2, "JS_OUT": out})
     outputs = iters // every
     files = {p.name: p.stat().st_size for p in out.iterdir() if p.suffix == ".h5"}
     if mode == "tp":
