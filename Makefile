@@ -77,7 +77,7 @@ HOOKT := $(B)/tests/hooks
 FAKE_NVML := $(B)/tests/fakehw/libnvidia-ml.so.1
 HOOK_TESTS := $(HOOKT)/libfakempi.so $(HOOKT)/libfakeveloc.so $(HOOKT)/libmpiapp.so \
               $(HOOKT)/prog_mpiio $(HOOKT)/prog_veloc $(HOOKT)/prog_dlopen $(HOOKT)/bench_hooks \
-              $(HOOKT)/bench_hooks_ompi
+              $(HOOKT)/bench_hooks_ompi $(HOOKT)/libfakeveloc-master.so $(HOOKT)/prog_veloc_master
 BENCH_SRC := $(wildcard bench/*.c)
 BENCH_BIN := $(patsubst bench/%.c,$(B)/bench/%,$(BENCH_SRC))
 # MPI benchmarks (bench/ckpt, bench/damaris; docs/experiments.md), built with
@@ -161,6 +161,12 @@ $(HOOKT)/prog_mpiio: tests/hooks/prog_mpiio.c $(HOOKT)/libfakempi.so
 	$(CC) $(CFLAGS) $(MPI_CFLAGS) $< -o $@ -L$(HOOKT) -lfakempi -Wl,-rpath,'$$ORIGIN'
 $(HOOKT)/prog_veloc: tests/hooks/prog_veloc.c $(HOOKT)/libfakeveloc.so
 	$(CC) $(CFLAGS) $< -o $@ -L$(HOOKT) -lfakeveloc -Wl,-rpath,'$$ORIGIN'
+$(HOOKT)/libfakeveloc-master.so: tests/hooks/fake_veloc.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -DFAKE_VELOC_MASTER -shared $< -o $@
+$(HOOKT)/prog_veloc_master: tests/hooks/prog_veloc_master.c $(HOOKT)/libfakeveloc-master.so $(CLIENT_SO)
+	$(CC) $(CFLAGS) $< -o $@ -L$(HOOKT) -lfakeveloc-master -L$(B)/lib -ljoulestep-client \
+	  -Wl,-rpath,'$$ORIGIN' -Wl,-rpath,'$$ORIGIN/../../lib'
 $(HOOKT)/prog_dlopen: tests/hooks/prog_dlopen.c
 	$(CC) $(CFLAGS) $< -o $@ -ldl
 $(HOOKT)/bench_hooks: bench/hooks/bench_hooks.c $(HOOKT)/libfakempi.so $(HOOKT)/libfakeveloc.so

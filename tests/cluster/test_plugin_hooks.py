@@ -368,3 +368,29 @@ def test_short_program_keeps_its_markers(henv):
     rec = henv.records(job, ["batch"])["batch"]
     assert phases(rec) == [("write", "MPI_File_write", N_DLOPEN * INT)], henv.c.job_output(job)
     assert out_file.stat().st_size == N_DLOPEN * INT
+
+
+def test_veloc_hook_on_veloc_master_api(henv):
+    """VELOC master's API, which the pinned VELOC 1.8 lacks (so the test double, built
+    -DFAKE_VELOC_MASTER, stands in): VELOC_Region_protect's named groups give each
+    checkpoint its own bytes (its name's group, else the default one), and the
+    program's own VELOC_Checkpoint_finished, a status there (VELOC_SUCCESS when
+    finished), closes the flush: the program's next phase is not nested in it."""
+    d = veloc_cfg(henv, "veloc-master", "async")
+    ds = veloc_cfg(henv, "veloc-master-sync", "sync")
+    exe = f"{henv.t}/prog_veloc_master"
+    job, out = henv.run_job("#!/bin/sh\n#SBATCH -n1\n#SBATCH --energy-hooks=veloc\n"
+                            f"{exe} {d}/veloc.cfg {ND} {NI}\n{exe} {ds}/veloc.cfg {ND} {NI}\n")
+    assert out.count("polled finished") == 4, out
+    rec = henv.records(job, ["batch"])["batch"]
+    got = [(p["kind"], p["label"], p["bytes"], p["depth"])
+           for p in sorted(rec["phases"], key=lambda p: p["seq"])]
+    grp, other = ND * DOUBLE, NI * INT
+
+    def truth(flush):
+        return [x for lbl, b in (("grpA", grp), ("other", other))
+                for x in [("checkpoint", lbl, b, 0)] + ([("flush", lbl, b, 0)] if flush else [])
+                + [("compute", "between", None, 0)]]
+    assert got == truth(True) + truth(False), out
+    sizes = sorted(f.stat().st_size for f in (d / "persistent").iterdir())
+    assert sizes == sorted([grp, other])
