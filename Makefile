@@ -206,10 +206,10 @@ $(MPI_BENCH): bench/common/jsbench.h $(CLIENT_SO) $(HDRS)
 	  -Wl,-rpath,'$$ORIGIN/../lib' -lm
 
 iolibs-bench: $(CLIENT_SO)
-	@$(MAKE) --no-print-directory $(if $(strip $(IOLIBS_BENCH)),$(IOLIBS_BENCH),iolibs-none)
-.PHONY: iolibs-none
-iolibs-none:
-	@echo "iolibs: no VELOC or GenericIO install: bench/ckpt runs the imitations only"
+	@$(MAKE) --no-print-directory iolibs-bench-build
+.PHONY: iolibs-bench-build
+iolibs-bench-build: $(IOLIBS_BENCH)
+	@$(if $(strip $(IOLIBS_BENCH)),:,echo "iolibs: no VELOC, GenericIO or Damaris install: the experiments run the imitations only")
 VELOC_LIB = $(if $(wildcard $(VELOC_DIR)/lib64/libveloc-client.so),$(VELOC_DIR)/lib64,$(VELOC_DIR)/lib)
 $(B)/bench/js-ckpt-veloc: bench/ckpt/ckpt_veloc.c bench/common/jsbench.h $(CLIENT_SO) $(VELOC_DIR)/include/veloc.h \
                          bench/iolibs/veloc-backend-stop.sh
