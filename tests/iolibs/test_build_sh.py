@@ -60,7 +60,8 @@ def test_a_missing_archive_is_said_in_one_line(tmp_path):
 def test_an_unchanged_library_is_not_rebuilt(tmp_path):
     """The stamp of `make iolibs`'s own GenericIO build (its key: the pinned sums, the
     patches, the recipe) keeps a copy of it as it is, from an empty source directory."""
-    built = REPO / "build" / "iolibs" / "genericio"
+    import iolibs  # tests/cluster/iolibs.py: skips where the sources are not at hand
+    built = iolibs.need("genericio")
     if not (built / ".stamp").is_file():
         pytest.fail("GenericIO is not built: run make deps (make iolibs)")
     prefix = tmp_path / "prefix"
