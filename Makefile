@@ -28,7 +28,28 @@ DEB_PKGS := build-essential pkg-config libpowercap-dev powercap-utils libpapi-de
             python3-click python3-pandas python3-numpy python3-scipy python3-matplotlib \
             postgresql python3-psycopg \
             slurmdbd mariadb-server \
-            python3-prometheus-client prometheus groff-base
+            python3-prometheus-client prometheus groff-base \
+            cmake g++ libssl-dev zlib1g-dev libboost-dev \
+            libxerces-c-dev xsdcxx libboost-thread-dev libboost-log-dev libboost-filesystem-dev \
+            libboost-system-dev libboost-date-time-dev libcppunit-dev libhdf5-openmpi-dev
+
+# The real I/O libraries of the papers' experiments (bench/iolibs/build.sh,
+# docs/experiments.md): VELOC 1.8, GenericIO, Damaris 1.7.1, built by
+# `make iolibs` (run by `make deps`) from the pinned archives in IOLIBS_SRC
+# into $(B)/iolibs/<lib>. A site with its own installs sets VELOC_ROOT,
+# GENERICIO_ROOT, DAMARIS_ROOT instead; that library is then not built.
+IOLIBS_SRC ?= $(if $(wildcard ../shared/third_party/VELOC-1.8.tar.gz),$(abspath ../shared/third_party))
+IOLIBS := $(B)/iolibs
+IOLIBS_WANT := $(if $(VELOC_ROOT),,veloc) $(if $(GENERICIO_ROOT),,genericio) $(if $(DAMARIS_ROOT),,damaris)
+VELOC_DIR := $(or $(VELOC_ROOT),$(IOLIBS)/veloc)
+GENERICIO_DIR := $(or $(GENERICIO_ROOT),$(IOLIBS)/genericio)
+DAMARIS_DIR := $(or $(DAMARIS_ROOT),$(IOLIBS)/damaris)
+HDF5_MPI := /usr/lib/x86_64-linux-gnu/hdf5/openmpi
+# the benchmarks on the real libraries, where they are installed (looked for
+# by a sub-make, so that the ones `make deps` just built are found)
+IOLIBS_BENCH = $(if $(wildcard $(VELOC_DIR)/include/veloc.h),$(B)/bench/js-ckpt-veloc) \
+               $(if $(wildcard $(GENERICIO_DIR)/include/GenericIO.h),$(B)/bench/js-ckpt-gio) \
+               $(if $(wildcard $(DAMARIS_DIR)/include/Damaris.h),$(B)/bench/js-damaris-real)
 
 ACCT_SRC := $(wildcard accounting/src/*.c)
 ACCT_OBJ := $(ACCT_SRC:%.c=$(B)/obj/%.o)
@@ -58,7 +79,8 @@ HOOKT := $(B)/tests/hooks
 FAKE_NVML := $(B)/tests/fakehw/libnvidia-ml.so.1 $(B)/tests/fakehw/libamd_smi.so
 HOOK_TESTS := $(HOOKT)/libfakempi.so $(HOOKT)/libfakeveloc.so $(HOOKT)/libmpiapp.so \
               $(HOOKT)/prog_mpiio $(HOOKT)/prog_veloc $(HOOKT)/prog_dlopen $(HOOKT)/bench_hooks \
-              $(HOOKT)/bench_hooks_ompi $(HOOKT)/prog_hooks_mt
+              $(HOOKT)/bench_hooks_ompi $(HOOKT)/prog_hooks_mt \
+              $(HOOKT)/libfakeveloc-master.so $(HOOKT)/prog_veloc_master
 BENCH_SRC := $(wildcard bench/*.c)
 BENCH_BIN := $(patsubst bench/%.c,$(B)/bench/%,$(BENCH_SRC))
 # MPI benchmarks (bench/ckpt, bench/damaris; docs/experiments.md), built with
@@ -89,9 +111,9 @@ fuzz_src_jobcache := spank/js_jobcache_logic.c
 fuzz_lib_tuned := -ljansson
 fuzz_lib_jobcache := -ljansson
 
-.PHONY: all deps test test-unit test-py test-fuzz fuzz fuzz-build bench demo install clean deb rpm-check
+.PHONY: all iolibs-bench deps test test-unit test-py test-fuzz fuzz fuzz-build bench demo install clean deb rpm-check
 all: $(ACCT_LIB) $(TOOLS) $(SPANK_SO) $(CLIENT_SO) $(PHASE_BIN) $(CONF_CHECK) $(UNIT_BIN) $(BENCH_BIN) \
-     $(MPI_BENCH) $(HOOKS) $(HOOK_TESTS) $(FAKE_NVML) $(if $(FUZZ_CC_OK),$(FUZZ_BIN))
+     $(MPI_BENCH) $(HOOKS) $(HOOK_TESTS) $(FAKE_NVML) $(if $(FUZZ_CC_OK),$(FUZZ_BIN)) iolibs-bench
 
 $(B)/obj/%.o: %.c $(HDRS)
 	@mkdir -p $(dir $@)
@@ -151,6 +173,12 @@ $(HOOKT)/prog_veloc: tests/hooks/prog_veloc.c $(HOOKT)/libfakeveloc.so
 	$(CC) $(CFLAGS) $< -o $@ -L$(HOOKT) -lfakeveloc -Wl,-rpath,'$$ORIGIN'
 $(HOOKT)/prog_hooks_mt: tests/hooks/prog_hooks_mt.c $(HOOKT)/libfakempi.so $(HOOKT)/libfakeveloc.so
 	$(CC) $(CFLAGS) $(MPI_CFLAGS) $< -o $@ -L$(HOOKT) -lfakempi -lfakeveloc -Wl,-rpath,'$$ORIGIN'
+$(HOOKT)/libfakeveloc-master.so: tests/hooks/fake_veloc.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -DFAKE_VELOC_MASTER -shared $< -o $@
+$(HOOKT)/prog_veloc_master: tests/hooks/prog_veloc_master.c $(HOOKT)/libfakeveloc-master.so $(CLIENT_SO)
+	$(CC) $(CFLAGS) $< -o $@ -L$(HOOKT) -lfakeveloc-master -L$(B)/lib -ljoulestep-client \
+	  -Wl,-rpath,'$$ORIGIN' -Wl,-rpath,'$$ORIGIN/../../lib'
 $(HOOKT)/prog_dlopen: tests/hooks/prog_dlopen.c
 	$(CC) $(CFLAGS) $< -o $@ -ldl
 $(HOOKT)/bench_hooks: bench/hooks/bench_hooks.c $(HOOKT)/libfakempi.so $(HOOKT)/libfakeveloc.so
@@ -189,6 +217,33 @@ $(MPI_BENCH): bench/common/jsbench.h $(CLIENT_SO) $(HDRS)
 	OMPI_CC=$(CC) $(MPICC) $(CFLAGS) -Ibench/common $(filter %.c,$^) -o $@ -L$(B)/lib -ljoulestep-client \
 	  -Wl,-rpath,'$$ORIGIN/../lib' -lm
 
+iolibs-bench: $(CLIENT_SO)
+	@$(MAKE) --no-print-directory iolibs-bench-build
+.PHONY: iolibs-bench-build
+iolibs-bench-build: $(IOLIBS_BENCH)
+	@$(if $(strip $(IOLIBS_BENCH)),:,echo "iolibs: no VELOC, GenericIO or Damaris install: the experiments run the imitations only")
+VELOC_LIB = $(if $(wildcard $(VELOC_DIR)/lib64/libveloc-client.so),$(VELOC_DIR)/lib64,$(VELOC_DIR)/lib)
+$(B)/bench/js-ckpt-veloc: bench/ckpt/ckpt_veloc.c bench/common/jsbench.h $(CLIENT_SO) $(VELOC_DIR)/include/veloc.h \
+                         bench/iolibs/veloc-backend-stop.sh
+	@mkdir -p $(dir $@)
+	install -m 0755 bench/iolibs/veloc-backend-stop.sh $(B)/bench/
+	OMPI_CC=$(CC) $(MPICC) $(CFLAGS) -Ibench/common $< -o $@ -L$(B)/lib -ljoulestep-client \
+	  -L$(VELOC_LIB) -lveloc-client -Wl,-rpath,'$$ORIGIN/../lib' -Wl,-rpath,$(abspath $(VELOC_LIB))
+$(B)/bench/js-ckpt-gio: bench/ckpt/ckpt_gio.cxx $(CLIENT_SO) $(GENERICIO_DIR)/include/GenericIO.h
+	@mkdir -p $(dir $@)
+	mpicxx -O2 -g -Wall -Werror -fopenmp -I$(GENERICIO_DIR)/include -Ispank/client $< -o $@ \
+	  $(GENERICIO_DIR)/lib/libGenericIO.a -L$(B)/lib -ljoulestep-client -Wl,-rpath,'$$ORIGIN/../lib'
+
+# Damaris installs a static library only, and its damaris.pc gives unusable
+# -lBoost::thread flags: linked by hand (C++ runtime: mpicxx links)
+$(B)/bench/js-damaris-real: bench/damaris/damaris_real.c bench/common/jsbench.h $(CLIENT_SO) $(DAMARIS_DIR)/include/Damaris.h
+	@mkdir -p $(dir $@)
+	OMPI_CC=$(CC) $(MPICC) $(CFLAGS) -Ibench/common -I$(DAMARIS_DIR)/include -I$(HDF5_MPI)/include \
+	  -c $< -o $(B)/bench/damaris_real.o
+	mpicxx $(B)/bench/damaris_real.o -o $@ $(DAMARIS_DIR)/lib/libdamaris.a -lxerces-c \
+	  -lboost_log_setup -lboost_log -lboost_thread -lboost_filesystem -lboost_system -lboost_date_time \
+	  -L$(HDF5_MPI)/lib -lhdf5 -lrt -ldl -lpthread -L$(B)/lib -ljoulestep-client -Wl,-rpath,'$$ORIGIN/../lib'
+
 # ---------------------------------------------------------------------------
 # Fuzzing (docs/reliability.md, "Fuzzing"): libFuzzer harnesses under ASan and
 # UBSan, built with clang (Debian's clang + libclang-rt-14-dev: `make deps`)
@@ -213,7 +268,7 @@ fuzz: deps fuzz-build
 	JS_FUZZ_SECONDS=$(FUZZ_SECONDS) $(VENV)/bin/python -m pytest -q -s tests/fuzz
 
 # ---------------------------------------------------------------------------
-deps: $(B)/.deps-ok
+deps: $(B)/.deps-ok $(IOLIBS)/.ok
 $(B)/.deps-ok: Makefile cli/pyproject.toml bench/dump/requirements.txt
 	@missing=""; for p in $(DEB_PKGS); do \
 	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "ok installed" || missing="$$missing $$p"; done; \
@@ -227,6 +282,19 @@ $(B)/.deps-ok: Makefile cli/pyproject.toml bench/dump/requirements.txt
 	$(VENV)/bin/pip install -q --disable-pip-version-check -e 'cli[test]'
 	bench/dump/venv.sh $(B)/dump-venv  # the dump jobs' Python (SZ3, ZFP): any user may run it
 	@mkdir -p $(B) && touch $@
+
+# build.sh skips a library whose archives and patches are unchanged since it
+# was built (sha256 stamps); it never fails `make deps`.
+.PHONY: iolibs
+iolibs: $(B)/.deps-ok
+	@rm -f $(IOLIBS)/.ok && $(MAKE) --no-print-directory $(IOLIBS)/.ok
+$(IOLIBS)/.ok: bench/iolibs/build.sh bench/iolibs/SHA256SUMS $(wildcard bench/iolibs/patches/*.patch) | $(B)/.deps-ok
+	@mkdir -p $(IOLIBS)
+	@if [ -z "$(strip $(IOLIBS_WANT))" ]; then echo "iolibs: using VELOC_ROOT, GENERICIO_ROOT, DAMARIS_ROOT"; \
+	elif [ -z "$(IOLIBS_SRC)" ]; then \
+	  echo "iolibs: no IOLIBS_SRC (archives of bench/iolibs/SHA256SUMS) nor *_ROOT: the experiments use the imitations"; \
+	else bench/iolibs/build.sh "$(IOLIBS_SRC)" $(IOLIBS) $(IOLIBS_WANT) || true; fi
+	@touch $@
 
 test: deps all
 	$(MAKE) --no-print-directory test-unit

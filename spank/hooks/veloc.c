@@ -1,26 +1,35 @@
 /* libjoulestep-veloc.so: VELOC checkpoints as `checkpoint` and `flush`
  * phases (docs/user-guide.md, "Automatic phases"; docs/science.md §2,
- * Algorithm 1). LD_PRELOADed; wraps VELOC's C API (veloc.h of VELOC 1.x,
- * libveloc-client), found when first called: no VELOC headers or library
- * are needed to build it, and a program without VELOC runs unchanged.
+ * Algorithm 1). LD_PRELOADed; wraps VELOC's C API (veloc.h of VELOC 1.8 and
+ * master, libveloc-client), found when first called: no VELOC headers or
+ * library are needed to build it, and a program without VELOC runs unchanged.
+ * Tested live against VELOC 1.8 (tests/cluster/test_plugin_hooks.py).
  *
- *   VELOC_Checkpoint_begin .. VELOC_Checkpoint_end returns   checkpoint
- *     (the local write; in VELOC's sync mode the flush to the persistent
- *     tier happens inside VELOC_Checkpoint_end, so it is part of it)
- *   VELOC_Checkpoint_end returns .. VELOC_Checkpoint_wait returns   flush
- *     opened only when VELOC_Backend_ready() says the backend is still
- *     busy (0) right after the end (always, with a VELOC that lacks it);
- *     closed when VELOC_Checkpoint_wait or VELOC_Finalize returns, or at
- *     the next VELOC_Checkpoint_begin / VELOC_Checkpoint, whichever first
- *   VELOC_Checkpoint (= wait + begin + mem + end): when a flush is open it
- *     first calls VELOC_Checkpoint_wait (as VELOC_Checkpoint would) and
- *     closes the flush; then the call is a checkpoint phase, then as above.
- * Label (both phases): the checkpoint's name. Bytes: the sizes of the memory regions
- * written (VELOC_Mem_protect count x base_size, per VELOC_Checkpoint_mem /
- * _selective, VELOC's own header not included), on both the checkpoint and
- * its flush; unknown ("-") for file-based checkpoints (VELOC_Route_file).
- * The flush phase spans the program's own code until it waits: phases the
- * program marks itself in between must be closed before it waits. */
+ *   VELOC_Checkpoint, as a whole: checkpoint (Algorithm 1's blocking part).
+ *     VELOC's own VELOC_Checkpoint calls its C++ client directly, never
+ *     VELOC_Checkpoint_begin/_end/_wait: only the whole call can be wrapped.
+ *     It first waits for the previous flush: when one of ours is open, the
+ *     hook calls VELOC_Checkpoint_wait itself first and closes the flush, so
+ *     that the wait is not counted in the checkpoint.
+ *   VELOC_Checkpoint_begin .. VELOC_Checkpoint_end returns: checkpoint
+ *     (when the program calls them itself).
+ *   After either returns: flush, in async mode only (the `mode` of the
+ *     config VELOC_Init read; in sync mode VELOC writes the persistent tier
+ *     inside the checkpoint). Closed when VELOC_Checkpoint_wait or
+ *     VELOC_Finalize returns, when the program's own
+ *     VELOC_Checkpoint_finished says finished, or at the next checkpoint.
+ * Label (both phases): the checkpoint's name. Bytes: the sizes of the memory
+ * regions written (VELOC_Mem_protect count x base_size; on VELOC master also
+ * VELOC_Region_protect's named groups: a checkpoint writes its own name's
+ * group, else the default one), VELOC's own header not included, on both
+ * the checkpoint and its flush; unknown ("-") for file-based checkpoints
+ * (VELOC_Route_file). The flush phase spans the program's own code until it
+ * waits: phases the program marks itself in between must be closed before
+ * it waits.
+ * Threads and fork (issue 23, defect 9): no lock is held across a call into
+ * VELOC or a marker; a forked child starts with its parent's phases
+ * forgotten; the phases nest per process with those of libjoulestep-mpiio
+ * (js_hook.h). */
 #include <limits.h>
 #include <pthread.h>
 #include <stddef.h>
@@ -40,6 +49,7 @@
 
 struct region {
 	int id;
+	char group[65]; /* VELOC_Region_protect's name; "" VELOC_Mem_protect's */
 	long long bytes;
 };
 
@@ -101,22 +111,36 @@ static long long add_bytes(long long a, long long b)
 	return a > LLONG_MAX - b ? LLONG_MAX : a + b;
 }
 
-static struct region *find_region(int id)
+static struct region *find_region(int id, const char *group)
 {
 	for (size_t i = 0; i < nregions; i++)
-		if (regions[i].id == id)
+		if (regions[i].id == id && !strcmp(regions[i].group, group))
 			return &regions[i];
 	return NULL;
 }
 
-/* Bytes of a VELOC_Checkpoint_selective(mode, ids, n) (mu held). */
-static long long selected_bytes(int mode, const int *ids, int n)
+/* The region group a checkpoint named `name` writes (VELOC master): its own
+ * name's when it has regions, else the default one (mu held). */
+static const char *group_of(const char *name)
+{
+	for (size_t i = 0; name && *name && i < nregions; i++)
+		if (!strcmp(regions[i].group, name))
+			return name;
+	return "";
+}
+
+/* Bytes of a VELOC_Checkpoint_selective(mode, ids, n) of a checkpoint
+ * named `name` (mu held). */
+static long long selected_bytes(int mode, const int *ids, int n, const char *name)
 {
 	long long sum = 0;
+	const char *group = group_of(name);
 	if (regions_overflow)
 		return -1;
 	for (size_t i = 0; i < nregions; i++) {
 		int listed = 0;
+		if (strcmp(regions[i].group, group))
+			continue;
 		for (int k = 0; ids && k < n && !listed; k++)
 			listed = ids[k] == regions[i].id;
 		if (mode == V_CKPT_ALL || (mode == V_CKPT_SOME && listed) ||
@@ -147,19 +171,60 @@ static void close_flush(void)
 	js_hook_end(h, bytes);
 }
 
-/* After a successful checkpoint end (mu not held): a flush phase while
- * VELOC's backend is still busy with it. */
+/* VELOC_Checkpoint_finished's answer as "finished": VELOC 1.8 returns its
+ * client's bool (1: finished; always 1 in sync mode), VELOC master (the API
+ * that has VELOC_Region_protect) a status (VELOC_SUCCESS: finished). */
+JS_HOOK_API int VELOC_Region_protect(int id, void *ptr, size_t count, size_t base_size,
+				     const char *name);
+static int says_finished(int rc)
+{
+	static int api; /* 0 unknown, 1 VELOC 1.8, 2 master: asked once VELOC is loaded */
+	int a = __atomic_load_n(&api, __ATOMIC_RELAXED);
+	if (!a) {
+		void *cache = NULL;
+		a = js_hook_next(&cache, "VELOC_Region_protect", (void *)VELOC_Region_protect) ? 2 : 1;
+		__atomic_store_n(&api, a, __ATOMIC_RELAXED);
+	}
+	return a == 2 ? rc == V_SUCCESS : rc > 0;
+}
+
+/* VELOC's mode, from the config file VELOC_Init was given: 1 sync, 0 async,
+ * -1 unknown (no VELOC_Init seen, or an unreadable config). */
+static int sync_mode = -1;
+
+/* The top-level `mode` key of a VELOC config (INI: `key = value`, `;`/`#`
+ * comments, sections after it): 1 "sync", 0 anything else (VELOC 1.8
+ * refuses anything but sync/async; master defaults to async), -1 unreadable. */
+static int config_sync_mode(const char *cfg)
+{
+	FILE *f = cfg ? fopen(cfg, "re") : NULL;
+	if (!f)
+		return -1;
+	char line[512], key[64], val[64];
+	int sync = 0;
+	while (fgets(line, sizeof(line), f)) {
+		const char *p = line + strspn(line, " \t");
+		if (*p == '[')
+			break;
+		if (sscanf(p, "%63[A-Za-z0-9_] = %63[A-Za-z]", key, val) == 2 && !strcmp(key, "mode"))
+			sync = !strcmp(val, "sync");
+	}
+	fclose(f);
+	return sync;
+}
+
+/* After a successful checkpoint (mu not held): a flush phase while VELOC still
+ * writes it to the persistent tier, i.e. in async mode (Algorithm 1). Not
+ * asked of VELOC_Checkpoint_finished: with VELOC 1.8's default socket queue
+ * it cannot tell, and prints an error line into the program's output at
+ * every call (docs/design.md); the program's own calls to it are heeded. */
 static void open_flush(long long bytes, const char *label)
 {
-	typedef int (*ready_fn)(void);
-	static void *cache;
-	ready_fn ready = (ready_fn)js_hook_next(&cache, "VELOC_Backend_ready", NULL);
-	if (ready) {
-		int r;
-		CALL(r, ready());
-		if (r != 0)
-			return; /* done already (sync mode), or no client */
-	}
+	pthread_mutex_lock(&mu);
+	int sync = sync_mode == 1;
+	pthread_mutex_unlock(&mu);
+	if (sync)
+		return; /* written inside the checkpoint */
 	int h = js_hook_begin("flush", label);
 	pthread_mutex_lock(&mu);
 	int old = flush_h;
@@ -167,6 +232,73 @@ static void open_flush(long long bytes, const char *label)
 	flush_bytes = bytes;
 	pthread_mutex_unlock(&mu);
 	js_hook_end(old, -1); /* none, unless two threads checkpoint at once */
+}
+
+/* VELOC_Init's MPI_Comm is passed through as it came: an int (MPICH) or a
+ * pointer (Open MPI), both in the first argument register (x86-64, AArch64
+ * and POWER calling conventions), so one wrapper serves both without mpi.h. */
+JS_HOOK_API int VELOC_Init(void *comm, const char *cfg_file)
+{
+	REAL(VELOC_Init);
+	if (!real_VELOC_Init)
+		MISSING(VELOC_Init);
+	if (js_hook_busy)
+		return real_VELOC_Init(comm, cfg_file);
+	int rc;
+	CALL(rc, real_VELOC_Init(comm, cfg_file));
+	if (rc == V_SUCCESS) {
+		int sync = config_sync_mode(cfg_file); /* read outside mu */
+		pthread_mutex_lock(&mu);
+		sync_mode = sync;
+		pthread_mutex_unlock(&mu);
+	}
+	return rc;
+}
+
+JS_HOOK_API int VELOC_Init_single(unsigned int id, const char *cfg_file)
+{
+	REAL(VELOC_Init_single);
+	if (!real_VELOC_Init_single)
+		MISSING(VELOC_Init_single);
+	if (js_hook_busy)
+		return real_VELOC_Init_single(id, cfg_file);
+	int rc;
+	CALL(rc, real_VELOC_Init_single(id, cfg_file));
+	if (rc == V_SUCCESS) {
+		int sync = config_sync_mode(cfg_file); /* read outside mu */
+		pthread_mutex_lock(&mu);
+		sync_mode = sync;
+		pthread_mutex_unlock(&mu);
+	}
+	return rc;
+}
+
+/* Track a protected region (mu held). */
+static void protect_region(int id, const char *group, size_t count, size_t base_size)
+{
+	if (strlen(group) >= sizeof(regions[0].group)) {
+		regions_overflow = 1; /* a name VELOC itself would refuse to use */
+		return;
+	}
+	struct region *r = find_region(id, group);
+	if (!r && nregions < MAX_REGIONS)
+		r = &regions[nregions++];
+	if (r) {
+		r->id = id;
+		snprintf(r->group, sizeof(r->group), "%s", group);
+		r->bytes = base_size && count > (size_t)LLONG_MAX / base_size
+				   ? LLONG_MAX
+				   : (long long)(count * base_size);
+	} else {
+		regions_overflow = 1;
+	}
+}
+
+static void unprotect_region(int id, const char *group)
+{
+	struct region *r = find_region(id, group);
+	if (r)
+		*r = regions[--nregions];
 }
 
 JS_HOOK_API int VELOC_Mem_protect(int id, void *ptr, size_t count, size_t base_size)
@@ -181,17 +313,45 @@ JS_HOOK_API int VELOC_Mem_protect(int id, void *ptr, size_t count, size_t base_s
 	if (rc != V_SUCCESS)
 		return rc;
 	pthread_mutex_lock(&mu);
-	struct region *r = find_region(id);
-	if (!r && nregions < MAX_REGIONS)
-		r = &regions[nregions++];
-	if (r) {
-		r->id = id;
-		r->bytes = base_size && count > (size_t)LLONG_MAX / base_size
-				   ? LLONG_MAX
-				   : (long long)(count * base_size);
-	} else {
-		regions_overflow = 1;
-	}
+	protect_region(id, "", count, base_size);
+	pthread_mutex_unlock(&mu);
+	return rc;
+}
+
+/* VELOC master only: VELOC 1.8 has no VELOC_Region_protect, and a program
+ * that calls it does not link against 1.8; under 1.8 the wrapper is never
+ * called (else it returns VELOC_FAILURE, said once on stderr). */
+JS_HOOK_API int VELOC_Region_protect(int id, void *ptr, size_t count, size_t base_size,
+				     const char *name)
+{
+	REAL(VELOC_Region_protect);
+	if (!real_VELOC_Region_protect)
+		MISSING(VELOC_Region_protect);
+	if (js_hook_busy)
+		return real_VELOC_Region_protect(id, ptr, count, base_size, name);
+	int rc;
+	CALL(rc, real_VELOC_Region_protect(id, ptr, count, base_size, name));
+	if (rc != V_SUCCESS)
+		return rc;
+	pthread_mutex_lock(&mu);
+	protect_region(id, name ? name : "", count, base_size);
+	pthread_mutex_unlock(&mu);
+	return rc;
+}
+
+JS_HOOK_API int VELOC_Region_unprotect(int id, const char *name)
+{
+	REAL(VELOC_Region_unprotect);
+	if (!real_VELOC_Region_unprotect)
+		MISSING(VELOC_Region_unprotect);
+	if (js_hook_busy)
+		return real_VELOC_Region_unprotect(id, name);
+	int rc;
+	CALL(rc, real_VELOC_Region_unprotect(id, name));
+	if (rc != V_SUCCESS)
+		return rc;
+	pthread_mutex_lock(&mu);
+	unprotect_region(id, name ? name : "");
 	pthread_mutex_unlock(&mu);
 	return rc;
 }
@@ -208,9 +368,7 @@ JS_HOOK_API int VELOC_Mem_unprotect(int id)
 	if (rc != V_SUCCESS)
 		return rc;
 	pthread_mutex_lock(&mu);
-	struct region *r = find_region(id);
-	if (r)
-		*r = regions[--nregions];
+	unprotect_region(id, "");
 	pthread_mutex_unlock(&mu);
 	return rc;
 }
@@ -253,7 +411,7 @@ static int ckpt_mem_done(int rc, int mode, const int *ids, int n)
 		return rc;
 	pthread_mutex_lock(&mu);
 	if (ckpt_claimed)
-		ckpt_bytes = add_bytes(ckpt_bytes < 0 ? 0 : ckpt_bytes, selected_bytes(mode, ids, n));
+		ckpt_bytes = add_bytes(ckpt_bytes < 0 ? 0 : ckpt_bytes, selected_bytes(mode, ids, n, ckpt_label));
 	pthread_mutex_unlock(&mu);
 	return rc;
 }
@@ -319,6 +477,21 @@ JS_HOOK_API int VELOC_Checkpoint_wait(void)
 	return rc;
 }
 
+/* A program polling for its flush: the flush ends when VELOC says finished. */
+JS_HOOK_API int VELOC_Checkpoint_finished(void)
+{
+	REAL(VELOC_Checkpoint_finished);
+	if (!real_VELOC_Checkpoint_finished)
+		MISSING(VELOC_Checkpoint_finished);
+	if (js_hook_busy)
+		return real_VELOC_Checkpoint_finished();
+	int rc;
+	CALL(rc, real_VELOC_Checkpoint_finished());
+	if (says_finished(rc))
+		close_flush();
+	return rc;
+}
+
 JS_HOOK_API int VELOC_Checkpoint(const char *name, int version)
 {
 	REAL(VELOC_Checkpoint);
@@ -342,7 +515,7 @@ JS_HOOK_API int VELOC_Checkpoint(const char *name, int version)
 		close_flush();
 	}
 	pthread_mutex_lock(&mu);
-	long long bytes = selected_bytes(V_CKPT_ALL, NULL, 0);
+	long long bytes = selected_bytes(V_CKPT_ALL, NULL, 0, name);
 	int nested = ckpt_claimed;
 	pthread_mutex_unlock(&mu);
 	int began = nested ? 0 : js_hook_begin("checkpoint", label_of(name));
@@ -368,6 +541,7 @@ JS_HOOK_API int VELOC_Finalize(int drain)
 	int h = ckpt_h;
 	ckpt_claimed = ckpt_h = 0;
 	nregions = 0;
+	sync_mode = -1;
 	regions_overflow = 0;
 	pthread_mutex_unlock(&mu);
 	js_hook_end(h, -1);

@@ -8,7 +8,9 @@
 4. runs a short version of each experiment of docs/experiments.md under monitor and
    under the matching DVFS policy: checkpointing (VELOC-like vs GenericIO-like,
    monitor vs ckpt-dvfs), the Damaris I/O approaches (TP, DC, DN), compressed dumps
-   (SZ3, ZFP, raw; monitor vs io-dvfs);
+   (SZ3, ZFP, raw; monitor vs io-dvfs); then, where `make iolibs` built them (or
+   VELOC_ROOT etc. point at a site's), the same on the real VELOC 1.8, GenericIO and
+   Damaris 1.7.1, saying which it used;
 5. runs a `joulestep tune` sweep, fits it, installs the tuned policy and runs a job
    under it beside the same job under monitor;
 6. ingests and prints the `compare` tables, one `joulestep job` summary with its
@@ -35,6 +37,7 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(REPO / "tests" / "fakehw"))
 
 import fakehw  # noqa: E402
+import iolibs  # noqa: E402
 from harness import Cluster, ClusterError, ensure_user, make_workdir  # noqa: E402
 
 USER = "jsuser"
@@ -208,6 +211,53 @@ class Demo:
         self.wait_all(("ckpt-dvfs", "damaris-approaches", "dump-policy"))
         print(f"  all done in {time.monotonic() - t0:.0f} s")
 
+    def real_libraries(self):
+        """The checkpoint and Damaris jobs on the real libraries, where `make iolibs` built
+        them (or *_ROOT points at a site's): which were used is said here."""
+        header("The real libraries (make iolibs): VELOC 1.8, GenericIO, Damaris 1.7.1")
+        roots = {lib: iolibs.root(lib) for lib in ("veloc", "genericio", "damaris")}
+        bench = BUILD / "bench"
+        have = {"veloc": (bench / "js-ckpt-veloc").exists(), "genericio": (bench / "js-ckpt-gio").exists(),
+                "damaris": (bench / "js-damaris-real").exists()}
+        for lib, d in roots.items():
+            print(f"  {lib:9s} " + (f"{d}" if d and have[lib] else
+                                     "not built: the demo runs the imitation only"))
+        uid = ensure_user(USER).pw_uid
+        jobs = []
+        sizes = {"JS_SIZE": "16M", "JS_REPS": "2"}
+        runs = []
+        if roots["veloc"] and have["veloc"]:
+            vbin = self.cluster.public_path(roots["veloc"] / "bin")
+            for mode in ("async", "sync"):
+                runs.append(("ckpt-veloc-real.sbatch", f"lib=veloc-1.8,config=veloc-1.8-{mode}-dram,exp=real-libs",
+                             {**sizes, "JS_MODE": mode, "JS_TIER": "dram", "VELOC_BIN": vbin}))
+        if roots["genericio"] and have["genericio"]:
+            runs.append(("ckpt-gio-real.sbatch", "lib=genericio,config=genericio-posix,exp=real-libs",
+                         {**sizes, "JS_IO": "posix"}))
+        if roots["damaris"] and have["damaris"]:
+            for mode, lib in (("tp", "hdf5"), ("dc", "damaris-1.7.1")):
+                runs.append(("damaris-real.sbatch", f"lib={lib},approach={mode},exp=real-damaris",
+                             {"JS_IO": mode, "JS_GRID": "32x32x32", "JS_ITERS": "10",
+                              "JS_EVERY": "2", "JS_SWEEPS": "20"}))
+        for script, tags, env in runs:
+            text = (self.pub["bench"] / "jobs" / script).read_text()
+            exports = ",".join(["ALL", *self._vars(env)])
+            res, job = self.cluster.sbatch(text, user=USER, args=[
+                "-N1", "-n2", "-O", f"--energy-tag={tags}", f"--export={exports}"])
+            print(f"  {script} ({tags}): job {job}" if job else f"  {script}: sbatch failed: {res.stderr}")
+            if job:
+                state = self.cluster.wait_job(job, timeout=300)
+                if state != "COMPLETED":
+                    self.failed.append(f"job {job} ({script}) {state}")
+                    print("    " + self.cluster.job_output(job).strip().replace("\n", "\n    "))
+                summary = [ln for ln in self.cluster.job_output(job).splitlines() if "summary" in ln]
+                print("    " + (summary[0] if summary else "(no summary line)"))
+            jobs.append(job)
+        if iolibs.stop_backend(uid):  # the jobs stop it; this is the safety net
+            print("  stopped a VELOC backend daemon left behind")
+        self.jobs["real-libs"] = [j for j in jobs if j]
+        self.cluster.wait_idle()
+
     # ------------------------------------------------------------- tune
     def cli(self, *args, label=None, tail=None, check=True) -> subprocess.CompletedProcess:
         argv = [str(CLI), "--db", str(self.db), *map(str, args)]
@@ -276,6 +326,11 @@ class Demo:
         self.cli("compare", "--what", "checkpoint", "--by", "policy", "--where", "exp=ckpt-dvfs",
                  "--where", "config=veloc-dram")
         self.cli("compare", "--what", "io", "--by", "tag:approach", "--where", "exp=damaris-approaches")
+        if self.jobs.get("real-libs"):
+            self.cli("compare", "--what", "checkpoint", "--by", "tag:config", "--where", "exp=real-libs",
+                     check=False)
+            self.cli("compare", "--what", "io", "--by", "tag:lib", "--where", "exp=real-damaris",
+                     check=False)
         self.cli("compare", "--what", "dump", "--by", "dump", "--error-bound", "tag:eb",
                  "--where", f"field=gen{DUMP_SIZES['DUMP_SIZE']}")
         self.cli("compare", "--what", "phases", "--by", "policy", "--where", "app=writer")
@@ -335,6 +390,7 @@ def main(argv=None) -> int:
             return 1
         demo.start()
         demo.experiments()
+        demo.real_libraries()
         demo.tune()
         demo.tuned_jobs()
         demo.reports()

@@ -22,6 +22,7 @@ import time
 import pytest
 
 import fakehw
+import iolibs
 import spool
 from harness import Cluster, make_workdir
 
@@ -228,6 +229,136 @@ def test_ckpt_sync_aggregated(bench, io):
     RESULTS[f"gio-{io}"] = job
 
 
+# ---------------------------------------------------------------- the real libraries
+
+SIZE_T, INT = 8, 4  # VELOC 1.8's checkpoint header: size_t count, then (int id, size_t size)
+
+
+@pytest.mark.parametrize("mode", ["async", "sync"])
+def test_ckpt_real_veloc(bench, mode):
+    """VELOC 1.8 itself (bench/jobs/ckpt-veloc-real.sbatch): per node, one checkpoint phase
+    per VELOC_Checkpoint and, in async mode only, one flush phase per VELOC_Checkpoint_wait
+    (Algorithm 1), with every rank's bytes; the persistent tier holds the last version of
+    every rank (VELOC's header + the state); VELOC's backend daemon is gone after the job."""
+    veloc = iolibs.need("veloc")
+    uid = __import__("pwd").getpwnam(USER).pw_uid
+    iolibs.stop_backend(uid)
+    nranks, total, reps = 3, 3 * 300001 + 1, 2
+    pfs = bench.dirs("pfs")
+    # no strategy tag: test_ingest_and_compare's tables are of the imitations' jobs
+    job, out = bench.run("ckpt-veloc-real.sbatch",
+                         ["-N2", f"-n{nranks}", "-O", "--energy-policy=monitor",
+                          f"--energy-tag=lib=veloc-1.8,mode={mode},tier=dram"],
+                         {"JS_MODE": mode, "JS_TIER": "dram", "JS_TOTAL": total, "JS_REPS": reps,
+                          "JS_PFS": pfs, "VELOC_BIN": bench.c.public_path(veloc / "bin")})
+    try:
+        assert iolibs.backend_pid(uid) is None, "the job left VELOC's backend running"
+    finally:
+        iolibs.stop_backend(uid)
+    mine = {r: total // nranks + (r < total % nranks) for r in range(nranks)}
+    files = {p.name: p.stat().st_size for p in pfs.iterdir() if p.suffix == ".dat"}
+    assert files == {f"ckpt-{r}-{reps}.dat": mine[r] + SIZE_T + INT + SIZE_T for r in range(nranks)}
+    assert not pathlib.Path(f"/dev/shm/js-veloc-{job}").exists()
+    per_node = ranks_per_node(nranks)
+    recs = bench.records(job, [("0", n) for n in NODES])
+    kinds = ("checkpoint", "flush") if mode == "async" else ("checkpoint",)
+    for n in NODES:
+        rec = recs[("0", n)]
+        assert [(p["kind"], p["label"]) for p in rec["phases"]] == [
+            (k, "veloc") for _ in range(reps) for k in kinds], (n, out)
+        for p in rec["phases"]:
+            assert ranks_of(p) == per_node[n]
+            assert {r["rank"]: r["bytes"] for r in p["ranks"]} == {r: mine[r] for r in per_node[n]}
+        assert rec["job"]["tags"]["lib"] == "veloc-1.8"
+        check_energy(rec)
+        check_disjoint_sum(rec)
+    assert "library=VELOC-1.8" in out, out
+
+
+@pytest.mark.parametrize("io", ["posix", "mpiio"])
+def test_ckpt_real_genericio(bench, io):
+    """GenericIO itself (bench/jobs/ckpt-gio-real.sbatch): per node one blocking checkpoint
+    phase per GenericIO::write with every rank's bytes; N ranks into M files (GenericIO's
+    partitions, rank % M) plus its map file; GenericIO's own GenericIOVerify checks the
+    kept checkpoint's CRCs."""
+    gio = iolibs.need("genericio")
+    nranks, size, reps, nfiles = 3, 524288 + 8 * 3, 2, 2
+    pfs = bench.dirs("pfs")
+    job, out = bench.run("ckpt-gio-real.sbatch",
+                         ["-N2", f"-n{nranks}", "-O", "--energy-policy=monitor",
+                          f"--energy-tag=lib=genericio,gio={io}"],
+                         {"JS_IO": io, "JS_SIZE": size, "JS_REPS": reps, "JS_FILES": nfiles,
+                          "JS_PFS": pfs, "JS_CKPT_ARGS": "--keep"})
+    last = f"ckpt-{job}.{reps}"
+    assert sorted(p.name for p in pfs.iterdir()) == sorted([last] + [f"{last}#{m}" for m in range(nfiles)])
+    # each data file holds its partition's doubles (plus GenericIO's headers and CRCs)
+    for m in range(nfiles):
+        held = sum(size for r in range(nranks) if r % nfiles == m)
+        assert held < (pfs / f"{last}#{m}").stat().st_size < held + 4096
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    res = subprocess.run([str(gio / "bin" / "GenericIOVerify"), str(pfs / last)], env=env,
+                         capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0 and f"{pfs / last}: okay" in res.stdout, res.stdout + res.stderr
+    per_node = ranks_per_node(nranks)
+    recs = bench.records(job, [("0", n) for n in NODES])
+    for n in NODES:
+        rec = recs[("0", n)]
+        assert [(p["kind"], p["label"]) for p in rec["phases"]] == [("checkpoint", "genericio")] * reps
+        for p in rec["phases"]:
+            assert ranks_of(p) == per_node[n]
+            assert {r["rank"]: r["bytes"] for r in p["ranks"]} == {r: size for r in per_node[n]}
+        check_energy(rec)
+        check_disjoint_sum(rec)
+    assert f"library=GenericIO io={io}" in out, out
+
+
+@pytest.mark.parametrize("mode", ["tp", "dc"])
+def test_damaris_real(bench, mode):
+    """Damaris 1.7.1 itself (bench/jobs/damaris-real.sbatch), on one node: tp, every rank
+    computes and writes its block to its own HDF5 file; dc, Damaris takes one dedicated
+    core (<dedicated cores="1">) and its HDF5 plugin writes one file per output of the
+    clients' blocks, while the clients compute and hand their blocks over (`send`).
+    Checked: which ranks computed, the bytes of each write/send, the files."""
+    iolibs.need("damaris")
+    nranks = 2 if mode == "tp" else 3
+    nx, ny, nz, iters, every = 16, 16, 8, 4, 2
+    clients = nranks if mode == "tp" else nranks - 1
+    block = nx * ny * (nz // clients) * 8
+    out = bench.dirs("out")
+    # no strategy/every tags: test_ingest_and_compare's tables are of the imitations' jobs
+    tag = f"lib={'hdf5' if mode == 'tp' else 'damaris-1.7.1'},approach={mode}"
+    job, text = bench.run("damaris-real.sbatch", ["-N1", f"-n{nranks}", "-O", f"--energy-tag={tag}"],
+                          {"JS_IO": mode, "JS_K": 1, "JS_GRID": f"{nx}x{ny}x{nz}", "JS_ITERS": iters,
+                           "JS_EVERY": every, "JS_SWEEPS": 2, "JS_OUT": out})
+    outputs = iters // every
+    files = {p.name: p.stat().st_size for p in out.iterdir() if p.suffix == ".h5"}
+    if mode == "tp":
+        want = {f"tp-{job}-o{o}-r{r}.h5" for o in range(1, outputs + 1) for r in range(nranks)}
+        data = block
+    else:  # Damaris' HDF5 plugin, FilePerCore: one file per dedicated core per iteration
+        want = {f"jsdam_It{o}_Pr0.h5" for o in range(outputs)}
+        data = block * clients
+    assert set(files) == want, (files, text)
+    for size in files.values():  # the data and HDF5's metadata
+        assert data < size < data + 65536, (files, data)
+    node = bench.c.job_info(job)["NodeList"]
+    rec = bench.records(job, [("0", node)])[("0", node)]
+    by_kind: dict = {}
+    for p in rec["phases"]:
+        by_kind.setdefault(p["kind"], []).append(p)
+    io_kind = "write" if mode == "tp" else "send"
+    assert set(by_kind) == {"compute", io_kind}, sorted(by_kind)
+    assert len(by_kind["compute"]) == iters and len(by_kind[io_kind]) == outputs
+    computing = ranks_of(by_kind["compute"][0])
+    assert len(computing) == clients and set(computing) <= set(range(nranks))
+    for p in by_kind[io_kind]:
+        assert {r["rank"]: r["bytes"] for r in p["ranks"]} == {r: block for r in computing}
+    assert rec["job"]["tags"]["approach"] == mode
+    check_energy(rec)
+    summary = "library=HDF5 mode=tp" if mode == "tp" else "library=Damaris-1.7.1 mode=dc"
+    assert summary in text, text
+
+
 # ---------------------------------------------------------------- Damaris
 
 GRID = (16, 16, 7)   # NZ=7: uneven slabs
@@ -316,7 +447,8 @@ def test_ingest_and_compare(bench, tmp_path):
 
     # checkpointing: per strategy, local + flush = total, from the records' phases
     got = json.loads(cli("--db", db, "--format", "json", "compare", "--what", "checkpoint",
-                         "--by", "tag:strategy", "--where", "policy=monitor"))
+                         "--by", "tag:strategy", "--where", "policy=monitor",
+                         "--where", "config=veloc-dram"))  # not the real libraries' jobs
     rows = {(r["tag:strategy"], r["part"]): r for r in got["table"]}
     assert set(rows) == {("veloc", "local"), ("veloc", "flush"), ("veloc", "total")}, sorted(rows)
 

@@ -1,11 +1,12 @@
 """--energy-hooks on the live Slurm cluster: the plugin preloads libjoulestep-mpiio.so and
 libjoulestep-veloc.so into the step's tasks, and unmodified programs get their phases.
 
-The programs (tests/hooks/, built by make into build/tests/hooks) call test doubles of an
-MPI library and of VELOC's client library that export the same symbols and write real
-files; one test uses Open MPI itself. The truth of each phase's bytes is computed here
-from the programs' arguments and the C type sizes, and checked against the files the
-programs wrote. Jobs run as the unprivileged user jsuser; the hook libraries are a
+The programs (tests/hooks/, built by make into build/tests/hooks) call a test double of an
+MPI library that exports the same symbols and writes real files; one test uses Open MPI
+itself. prog_veloc runs against the real VELOC 1.8 (`make iolibs`, or a site's VELOC_ROOT),
+in sync and async mode; its backend daemon is stopped after each job. The truth of each
+phase's bytes is computed here from the programs' arguments and the C type sizes, and
+checked against the files the programs wrote. Jobs run as the unprivileged user jsuser; the hook libraries are a
 root-owned copy in this module's own directory (the plugin refuses anything else).
 """
 from __future__ import annotations
@@ -22,6 +23,7 @@ import time
 import pytest
 
 import fakehw
+import iolibs
 import spool
 from procs import stepd_pid, wait_file
 
@@ -49,7 +51,22 @@ class HookEnv:
         self.hooks = self.install_hooks(self.lib, build)
         self.t = cluster.public_path(build / "tests" / "hooks")
         self.so = build / "spank" / "joulestep.so"
+        self.veloc = iolibs.need("veloc")
+        self.veloc_bin = cluster.public_path(self.veloc / "bin")
+        self.prog_veloc = self.build_prog_veloc()
         self.configure()
+
+    def build_prog_veloc(self) -> pathlib.Path:
+        """tests/hooks/prog_veloc.c linked against the real libveloc-client."""
+        exe = self.root / "prog_veloc"
+        lib = self.c.public_path(iolibs.veloc_libdir(self.veloc))
+        subprocess.run(["mpicc", str(REPO / "tests" / "hooks" / "prog_veloc.c"), "-o", str(exe),
+                        f"-L{lib}", "-lveloc-client", f"-Wl,-rpath,{lib}"], check=True)
+        os.chmod(exe, 0o755)
+        return exe
+
+    def stop_veloc_backend(self):
+        iolibs.stop_backend(__import__("pwd").getpwnam(USER).pw_uid)
 
     def install_hooks(self, lib: pathlib.Path, build: pathlib.Path) -> pathlib.Path:
         (lib / "joulestep").mkdir(parents=True, mode=0o755)
@@ -77,12 +94,17 @@ class HookEnv:
         return self.c.user_dir(USER) / name
 
 
+REPO = pathlib.Path(__file__).resolve().parents[2]
+
+
 @pytest.fixture(scope="module")
 def henv(cluster, build_dir):
     env = HookEnv(cluster, build_dir)
+    env.stop_veloc_backend()  # one left by anything before: it would keep its old config
     try:
         yield env
     finally:
+        env.stop_veloc_backend()
         env.c.write_plugstack(None)
 
 
@@ -96,6 +118,7 @@ def veloc_cfg(env: HookEnv, name: str, mode: str) -> pathlib.Path:
         os.chown(sub, pw.pw_uid, pw.pw_gid)
     cfg = d / "veloc.cfg"
     cfg.write_text(f"scratch = {d / 'scratch'}\npersistent = {d / 'persistent'}\nmode = {mode}\n")
+    os.chown(cfg, pw.pw_uid, pw.pw_gid)
     os.chmod(cfg, 0o644)
     return d
 
@@ -106,8 +129,8 @@ def programs(env: HookEnv, tag: str) -> str:
     va, vs = veloc_cfg(env, f"veloc-async-{tag}", "async"), veloc_cfg(env, f"veloc-sync-{tag}", "sync")
     return (f"{env.t}/prog_mpiio {d}/mpiio-{tag}.dat {N_MPI}\n"
             f"{env.t}/prog_dlopen {env.t}/libmpiapp.so {d}/dlopen-{tag}.dat {N_DLOPEN}\n"
-            f"{env.t}/prog_veloc {va}/veloc.cfg {ND} {NI} {K}\n"
-            f"{env.t}/prog_veloc {vs}/veloc.cfg {ND} {NI} {K}\n")
+            f"VELOC_BIN={env.veloc_bin} {env.prog_veloc} {va}/veloc.cfg {ND} {NI} {K}\n"
+            f"{env.prog_veloc} {vs}/veloc.cfg {ND} {NI} {K}\n")
 
 
 def mpiio_truth():
@@ -124,7 +147,9 @@ def mpiio_truth():
 
 
 def veloc_truth(mode: str):
-    """(kind, label, bytes) of prog_veloc CFG ND NI K; the flush only in async mode."""
+    """(kind, label, bytes) of prog_veloc CFG ND NI K; the flush only in async mode (Algorithm 1:
+    in sync mode VELOC writes the persistent tier inside the checkpoint; in async mode VELOC
+    1.8's socket queue cannot say "finished" before the program waits)."""
     full, sel = ND * DOUBLE + NI * INT, NI * INT
     out = []
     for label, b in [("ckpt", full)] * K + [("sel", sel)] + [("conv", full)] * 2:
@@ -139,8 +164,10 @@ def phases(rec):
 
 
 def prog_lines(out: str) -> list[str]:
-    """The programs' own output (everything but this test's tagged lines)."""
-    return [l for l in out.splitlines() if l and not l.startswith(("PRELOAD", "HOOKS", "srun: "))]
+    """The programs' own output (everything but this test's tagged lines and VELOC's log
+    lines, which name each run's directories and time its transfers)."""
+    return [l for l in out.splitlines()
+            if l and not l.startswith(("PRELOAD", "HOOKS", "srun: ", "[INFO ", "[BENCHMARK "))]
 
 
 @pytest.fixture(scope="module")
@@ -160,6 +187,7 @@ def runs(henv):
                   "srun -n1 --energy-hooks=none sh -c "
                   "'echo \"PRELOAD step1 $LD_PRELOAD\"; echo \"HOOKS step1 $JOULESTEP_HOOKS\"'\n")
         job, text = henv.run_job(script)
+        henv.stop_veloc_backend()  # the async run's daemon outlives the job
         out[tag] = (job, text, henv.records(job, ["batch", "0", "1"]))
     return out
 
@@ -178,9 +206,9 @@ def test_mpiio_hook_marks_writes_with_their_bytes(henv, runs):
 
 
 def test_veloc_hook_marks_checkpoint_and_flush(henv, runs):
-    """Async VELOC: each checkpoint (begin..end, VELOC_Checkpoint as a whole) is a
-    checkpoint phase, then a flush phase until the wait; sync VELOC: checkpoints only
-    (the flush is inside the end). Bytes are the protected regions written; the flush
+    """The real VELOC 1.8. Async: each checkpoint (begin..end, VELOC_Checkpoint as a whole)
+    is a checkpoint phase, then a flush phase until the wait; sync: checkpoints only (the
+    flush is inside the checkpoint). Bytes are the protected regions written; the flush
     starts after its checkpoint ends and ends before the next one begins."""
     job, out, recs = runs["hooked"]
     rec = recs["batch"]
@@ -192,11 +220,15 @@ def test_veloc_hook_marks_checkpoint_and_flush(henv, runs):
     for a, b in zip(ordered, ordered[1:]):
         assert a["marker_end_ns"] <= b["marker_start_ns"], (a, b)
     assert all(p["depth"] == 0 and not p["open_at_step_end"] for p in ordered)
-    # the test double really wrote those bytes to both tiers
+    # VELOC really wrote those bytes to the persistent tier: each file is its header
+    # (a size_t count, then an int id and a size_t size per region) and the regions
+    size_t = ctypes.sizeof(ctypes.c_size_t)
     for mode in ("async", "sync"):
         per = henv.user_file(f"veloc-{mode}-hooked") / "persistent"
         sizes = sorted(f.stat().st_size for f in per.iterdir())
-        assert sizes == sorted(b for k, _, b in veloc_truth("sync")), (mode, sizes)
+        want = [b + size_t + (2 if lbl != "sel" else 1) * (INT + size_t)
+                for _, lbl, b in veloc_truth("sync")]
+        assert sizes == sorted(want), (mode, sizes)
 
 
 def test_programs_run_unchanged(runs):
@@ -385,3 +417,29 @@ def test_flush_ended_by_another_thread_inside_a_nested_write(henv):
                            ("write", "MPI_File_write", n * INT)], out
     ph = sorted(rec["phases"], key=lambda p: p["seq"])
     assert ph[2]["marker_end_ns"] <= ph[1]["marker_end_ns"], ph  # the flush ended after the write
+
+
+def test_veloc_hook_on_veloc_master_api(henv):
+    """VELOC master's API, which the pinned VELOC 1.8 lacks (so the test double, built
+    -DFAKE_VELOC_MASTER, stands in): VELOC_Region_protect's named groups give each
+    checkpoint its own bytes (its name's group, else the default one), and the
+    program's own VELOC_Checkpoint_finished, a status there (VELOC_SUCCESS when
+    finished), closes the flush: the program's next phase is not nested in it."""
+    d = veloc_cfg(henv, "veloc-master", "async")
+    ds = veloc_cfg(henv, "veloc-master-sync", "sync")
+    exe = f"{henv.t}/prog_veloc_master"
+    job, out = henv.run_job("#!/bin/sh\n#SBATCH -n1\n#SBATCH --energy-hooks=veloc\n"
+                            f"{exe} {d}/veloc.cfg {ND} {NI}\n{exe} {ds}/veloc.cfg {ND} {NI}\n")
+    assert out.count("polled finished") == 4, out
+    rec = henv.records(job, ["batch"])["batch"]
+    got = [(p["kind"], p["label"], p["bytes"], p["depth"])
+           for p in sorted(rec["phases"], key=lambda p: p["seq"])]
+    grp, other = ND * DOUBLE, NI * INT
+
+    def truth(flush):
+        return [x for lbl, b in (("grpA", grp), ("other", other))
+                for x in [("checkpoint", lbl, b, 0)] + ([("flush", lbl, b, 0)] if flush else [])
+                + [("compute", "between", None, 0)]]
+    assert got == truth(True) + truth(False), out
+    sizes = sorted(f.stat().st_size for f in (d / "persistent").iterdir())
+    assert sizes == sorted([grp, other])

@@ -39,8 +39,18 @@ def _hits(repo, pattern, skip=lambda name: False):
             for m in pattern.finditer(text)]
 
 
+# The one pointer outside the clone that is meant (issue 22): the Makefile's default
+# IOLIBS_SRC, the development machines' archive directory, used only where it exists.
+MEANT_OUTSIDE = ("Makefile", "IOLIBS_SRC ?= ")
+
+
 def test_no_file_points_outside_the_repository(repo):
-    assert _hits(repo, OUTSIDE) == []
+    name, prefix = MEANT_OUTSIDE
+    meant = [line for line in (repo / name).read_text().splitlines() if line.startswith(prefix)]
+    assert len(meant) == 1, meant
+    hits = _hits(repo, OUTSIDE)
+    line_no = (repo / name).read_text().splitlines().index(meant[0]) + 1
+    assert [h for h in hits if not h.startswith(f"{name}:{line_no}: ")] == []
 
 
 def test_papers_are_cited_by_author_not_by_file_number(repo):

@@ -1,5 +1,19 @@
-/* A test double of VELOC's client library (libveloc-client) for the VELOC
- * hook's tests and bench: the C API of veloc.h (VELOC 1.x), with real files.
+/* A test double of VELOC's client library (libveloc-client): the C API of
+ * veloc.h (VELOC 1.8), with real files. The hook is tested live against the
+ * real VELOC 1.8 (tests/cluster/test_plugin_hooks.py); this double remains
+ * only where the real one cannot serve:
+ *   - bench/hooks: the hook's own cost, without any I/O (discard = 1);
+ *   - tests/install/test_deb.py: the packaged hook on a machine where only
+ *     the .debs are installed (no VELOC build in the package test);
+ *   - tests/hooks/prog_hooks_mt.c: a thread held inside
+ *     VELOC_Checkpoint_begin (fake_veloc_hold), for the hooks' fork and
+ *     thread tests (issue 23, defect 9);
+ *   - built with -DFAKE_VELOC_MASTER (libfakeveloc-master.so): VELOC master's
+ *     API, which 1.8 (the pinned version) lacks: VELOC_Region_protect's named
+ *     region groups (a checkpoint writes its name's group, else the default
+ *     one) and VELOC_Checkpoint_finished as a status (VELOC_SUCCESS when
+ *     finished); its first call after a checkpoint lets the backend copy and
+ *     answers "not finished", the next one "finished".
  *
  * VELOC_Init(comm, cfg) / VELOC_Init_single(id, cfg) read a config of
  * `key = value` lines: scratch (local tier), persistent (parallel FS), mode
@@ -8,7 +22,8 @@
  * regions to scratch/<name>-<version>.dat; VELOC_Checkpoint_end then copies
  * it to persistent/: inline in sync mode; in async mode a backend thread
  * does, which starts the copy only once the program waits (a lazy backend:
- * VELOC_Backend_ready() is 0 until then, so a test knows what it sees).
+ * VELOC_Checkpoint_finished() is 0 until then, so a test knows what it sees;
+ * 1 in sync mode, as VELOC 1.8's).
  * VELOC_Checkpoint is wait + begin + mem + end through internal calls, as
  * in VELOC (its C entry points call C++ methods, not each other). */
 #include <errno.h>
@@ -26,9 +41,11 @@
 
 static struct {
 	int id;
+	char group[64]; /* "" for VELOC_Mem_protect's regions */
 	void *ptr;
 	size_t size;
 } reg[MAXR];
+static char cur_name[256];
 static int nreg, inited, sync_mode, discard, in_progress, pending, go;
 static char scratch[512], persistent[512], cur[1100];
 static pthread_t backend;
@@ -98,25 +115,38 @@ EXPORT int VELOC_Init_single(unsigned int id, const char *cfg)
 	return init(cfg);
 }
 
-EXPORT int VELOC_Mem_protect(int id, void *ptr, size_t count, size_t base_size)
+static int protect(int id, void *ptr, size_t count, size_t base_size, const char *group)
 {
 	int i = 0;
-	while (i < nreg && reg[i].id != id)
+	while (i < nreg && (reg[i].id != id || strcmp(reg[i].group, group)))
 		i++;
-	if (!inited || i == MAXR)
+	if (!inited || i == MAXR || strlen(group) >= sizeof(reg[0].group))
 		return FAIL;
 	if (i == nreg)
 		nreg++;
 	reg[i].id = id;
+	snprintf(reg[i].group, sizeof(reg[i].group), "%s", group);
 	reg[i].ptr = ptr;
 	reg[i].size = count * base_size;
 	return OK;
 }
 
+EXPORT int VELOC_Mem_protect(int id, void *ptr, size_t count, size_t base_size)
+{
+	return protect(id, ptr, count, base_size, "");
+}
+
+#ifdef FAKE_VELOC_MASTER
+EXPORT int VELOC_Region_protect(int id, void *ptr, size_t count, size_t base_size, const char *name)
+{
+	return protect(id, ptr, count, base_size, name ? name : "");
+}
+#endif
+
 EXPORT int VELOC_Mem_unprotect(int id)
 {
 	for (int i = 0; i < nreg; i++)
-		if (reg[i].id == id) {
+		if (reg[i].id == id && !reg[i].group[0]) {
 			reg[i] = reg[--nreg];
 			return OK;
 		}
@@ -141,6 +171,7 @@ static int begin(const char *name, int version)
 	if (!inited || in_progress || version < 0)
 		return FAIL;
 	snprintf(cur, sizeof(cur), "%s/%s-%d.dat", scratch, name, version);
+	snprintf(cur_name, sizeof(cur_name), "%s", name);
 	in_progress = 1;
 	return OK;
 }
@@ -152,8 +183,14 @@ static int mem(int mode, const int *ids, int n)
 	if (discard)
 		return OK;
 	int fd = open(cur, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644), rc = fd < 0 ? FAIL : OK;
+	const char *group = "";  /* VELOC master: the checkpoint's name's group, else "" */
+	for (int i = 0; i < nreg; i++)
+		if (!strcmp(reg[i].group, cur_name))
+			group = cur_name;
 	for (int i = 0; rc == OK && i < nreg; i++) {
 		int listed = 0;
+		if (strcmp(reg[i].group, group))
+			continue;
 		for (int k = 0; k < n; k++)
 			listed |= ids[k] == reg[i].id;
 		if ((mode == 0 || (mode == 1 && listed) || (mode == 2 && !listed)) &&
@@ -217,7 +254,19 @@ EXPORT int VELOC_Checkpoint_mem(void) { return mem(0, NULL, 0); }
 EXPORT int VELOC_Checkpoint_selective(int mode, int *ids, int n) { return mem(mode, ids, n); }
 EXPORT int VELOC_Checkpoint_end(int success) { (void)success; return end(); }
 EXPORT int VELOC_Checkpoint_wait(void) { return wait_backend(); }
-EXPORT int VELOC_Backend_ready(void) { return inited ? !pending : FAIL; }
+#ifndef FAKE_VELOC_MASTER
+EXPORT int VELOC_Checkpoint_finished(void) { return inited ? sync_mode || !pending : FAIL; }
+#else
+EXPORT int VELOC_Checkpoint_finished(void)
+{
+	if (!inited)
+		return FAIL;
+	if (!pending)
+		return OK;
+	wait_backend();
+	return FAIL; /* not finished on this call; the next one says so */
+}
+#endif
 
 EXPORT int VELOC_Checkpoint(const char *name, int version)
 {
