@@ -378,6 +378,9 @@ def compare_io_approaches(steps: pd.DataFrame, by: str = "tag:approach",
     and cpu_usage when recorded."""
     run = _run_col(steps, run)
     _need(steps, [by, run, "node", "energy_cpu_uj", "duration_ns"], "I/O approach comparison")
+    gpus = "energy_gpu_uj" in steps.columns and bool(
+        steps["energy_gpu_uj"].notna().any()
+        or steps.get("gpu_not_measured", pd.Series(dtype=bool)).any())
     s = steps
     if "step_id" in s.columns:
         sid = s["step_id"].astype(str)
@@ -402,16 +405,29 @@ def compare_io_approaches(steps: pd.DataFrame, by: str = "tag:approach",
                "node_max_j": per_node.max(), "node_std_j": per_node.std()}
         if "cpu_usage" in g.columns:
             row["cpu_usage"] = g["cpu_usage"].astype(float).mean()
+        if gpus:
+            row["gpu_j"] = _run_gpu_j(g)
         rows.append(row)
     r = pd.DataFrame(rows)
     metrics = ["energy_j", "runtime_s", "avg_power_w", "nodes", "node_mean_j", "node_min_j",
                "node_max_j", "node_std_j"] + (["cpu_usage"] if "cpu_usage" in r.columns else [])
     g = r.groupby(by, dropna=False)
     out = g[metrics].mean()
+    if gpus:        # an approach with a run whose GPUs were not all measured: NaN
+        out["gpu_j"] = g["gpu_j"].apply(lambda x: x.mean(skipna=False))
     out["energy_j_std"] = g["energy_j"].std()
     out["runtime_s_std"] = g["runtime_s"].std()
     out.insert(0, "runs", g.size())
     return out.reset_index()
+
+
+def _run_gpu_j(g: pd.DataFrame) -> float:
+    """A run's GPU energy (J): its steps' energy_gpu_uj (counted, studies.
+    counted_steps), NaN when a step of it had GPUs not measured (never
+    summed as 0); 0 for a run without GPUs."""
+    if "gpu_not_measured" in g.columns and g["gpu_not_measured"].astype(bool).any():
+        return np.nan
+    return float(g["energy_gpu_uj"].astype(float).fillna(0.0).sum()) / 1e6
 
 
 # ---------------------------------------------------------------- dumps

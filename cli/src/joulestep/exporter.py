@@ -3,16 +3,19 @@
 Counters, totals over every step in the store (docs/admin-guide.md,
 "Prometheus and Grafana"):
 
-- joulestep_energy_joules_total: CPU + DRAM (RAPL) energy, each step's
-  counted energy (a step inside another counts once: nesting.py), as
-  `joulestep report` sums it;
+- joulestep_energy_joules_total: each step's counted energy (a step inside
+  another counts once: nesting.py), as `joulestep report` sums it: CPU +
+  DRAM (RAPL), plus the GPUs of the steps whose total includes them;
+- joulestep_gpu_energy_joules_total: that GPU part; joulestep_gpu_steps_total
+  counts the steps it holds, joulestep_gpu_steps_unmeasured_total the steps
+  with GPUs not in it (never added as 0);
 - joulestep_step_seconds_total: step time (node-seconds, counted the same way);
 - joulestep_cost_total: the cost of that energy at the site's price, with
   the site's scope (`report`'s derive: CPU + DRAM, or a node estimate);
 - joulestep_steps_total: steps;
 - joulestep_steps_unmeasured_total: steps without energy (no backend, an
   untrusted counter);
-  all five labelled cluster, user, account, partition and policy (or the
+  all eight labelled cluster, user, account, partition and policy (or the
   subset --labels names);
 - joulestep_saving_joules_total{cluster, policy}: the estimated saving of the
   steps whose clock a policy lowered, against their original clock: the
@@ -59,6 +62,7 @@ import sys
 import threading
 import time
 
+from . import gpus as gpumod
 from . import report as rep
 from . import store
 
@@ -72,8 +76,9 @@ RANGE_STEPS = 20_000         # steps per query when reading the whole store
 CHUNK_JOBS = 500             # job keys per IN (...) list
 
 # the sums kept per label tuple
-STEPS, CPU, DRAM, DRAM_N, TOTAL, DUR, NODE, SAVING, NOT_EST, UNMEASURED = range(10)
-WIDTH = 10
+(STEPS, CPU, DRAM, DRAM_N, TOTAL, DUR, NODE, SAVING, NOT_EST, UNMEASURED, GPU,
+ GPU_N, GPU_NOT) = range(13)
+WIDTH = 13
 
 
 class ExporterError(Exception):
@@ -139,12 +144,14 @@ def _contributions(conn, settings, models, where: str, args) -> dict:
         phases.setdefault(r[0], []).append(r)
     out: dict = {}
     for r in conn.execute(f"SELECT {rep.STEP_COLS}, s.job_pk, j.cluster, "
-                          "j.user_name, j.account, j.partition FROM "
+                          "j.user_name, j.account, j.partition, s.total_includes, "
+                          "s.gpu_backend, s.gpus_unmeasured FROM "
                           f"{rep.STEPS_FROM} JOIN jobs j ON j.job_pk = s.job_pk "
                           f"WHERE {where}", args):
-        n = len(r) - 5
+        n = len(r) - 8
         job_pk = r[n]
-        key = tuple(NONE if v is None else str(v) for v in (*r[n + 1:], policy_label(r[8])))
+        key = tuple(NONE if v is None else str(v) for v in (*r[n + 1:n + 5],
+                                                            policy_label(r[8])))
         job = out.get(job_pk)
         if job is None:
             job = out[job_pk] = [r[11], {}]
@@ -161,6 +168,14 @@ def _contributions(conn, settings, models, where: str, args) -> dict:
             vec[DRAM] += cdram
             vec[DRAM_N] += 1
         vec[TOTAL] += ctotal or 0
+        # the GPUs' part of the counted total (gpus.py); a step whose GPUs
+        # were not measured is counted, never added as 0
+        gpu = gpumod.counted_uj(r[n + 5], ccpu, cdram, ctotal)
+        if gpu is not None:
+            vec[GPU] += gpu
+            vec[GPU_N] += 1
+        elif gpumod.unmeasured(*r[n + 5:n + 8]):
+            vec[GPU_NOT] += 1
         vec[DUR] += cdur or 0
         if ctotal is not None:
             vec[NODE] += cdur or 0
@@ -342,9 +357,22 @@ def families(view: StoreView, labels=LABELS) -> list:
     s, st = view.snapshot, view.settings
     labels = list(labels)
     energy = CounterMetricFamily(
-        "joulestep_energy_joules", "CPU + DRAM (RAPL) energy of the steps in "
-        "the store, each counted once (steps inside others: nesting rule)",
+        "joulestep_energy_joules", "Energy of the steps in the store, each "
+        "counted once (steps inside others: nesting rule): CPU + DRAM (RAPL), "
+        "and the GPUs of the steps whose GPUs were all measured "
+        "(joulestep_gpu_energy_joules_total is that part)",
         labels=labels, unit="joules")
+    gpu = CounterMetricFamily(
+        "joulestep_gpu_energy_joules", "GPU energy in joulestep_energy_joules_"
+        "total: the steps whose GPUs were all measured, counted once",
+        labels=labels, unit="joules")
+    gpu_steps = CounterMetricFamily(
+        "joulestep_gpu_steps", "Steps whose GPU energy is in the totals",
+        labels=labels)
+    gpu_not = CounterMetricFamily(
+        "joulestep_gpu_steps_unmeasured", "Steps with GPUs whose energy is not "
+        "in the totals (a GPU split by MIG, shared with another job or "
+        "uncertain, or GPUs not measured: see `joulestep job`)", labels=labels)
     seconds = CounterMetricFamily(
         "joulestep_step_seconds", "Step time (node-seconds) of the steps in "
         "the store, counted as their energy", labels=labels, unit="seconds")
@@ -359,11 +387,16 @@ def families(view: StoreView, labels=LABELS) -> list:
         "energy backend on the node, a counter that could not be trusted): "
         "see the records' provenance.errors", labels=labels)
     for key, v in sorted(_project(s.totals, labels).items()):
-        d = rep.derive(v[CPU], v[DRAM] if v[DRAM_N] else None, v[DUR], None,
-                       st, v[NODE])
+        # cost of the same energy as joulestep_energy_joules: the site's
+        # scope on its RAPL part, the GPUs' as measured (`report`'s rule)
+        kwh = (st.scoped_j((v[TOTAL] - v[GPU]) / 1e6, v[NODE] / 1e9)
+               + v[GPU] / 1e6) / 3.6e6
         energy.add_metric(key, v[TOTAL] / 1e6)
+        gpu.add_metric(key, v[GPU] / 1e6)
+        gpu_steps.add_metric(key, v[GPU_N])
+        gpu_not.add_metric(key, v[GPU_NOT])
         seconds.add_metric(key, v[DUR] / 1e9)
-        cost.add_metric(list(key) + [st.currency], d["cost"] or 0.0)
+        cost.add_metric(list(key) + [st.currency], kwh * st.price_per_kwh)
         steps.add_metric(key, v[STEPS])
         unmeasured.add_metric(key, v[UNMEASURED])
     slabels = [x for x in SAVING_LABELS if x in labels]
@@ -379,7 +412,8 @@ def families(view: StoreView, labels=LABELS) -> list:
     for key, v in sorted(_project(s.totals, slabels).items()):
         saving.add_metric(key, v[SAVING])
         not_est.add_metric(key, v[NOT_EST])
-    out = [energy, seconds, cost, steps, unmeasured, saving, not_est]
+    out = [energy, gpu, gpu_steps, gpu_not, seconds, cost, steps, unmeasured,
+           saving, not_est]
     q = GaugeMetricFamily("joulestep_records_quarantined", "Records in the "
                           "quarantine directory (invalid; see their .reason "
                           "files)")

@@ -61,3 +61,54 @@ def step_lines(st: dict) -> list[str]:
         out.append(f"  GPU {g['index'] if g['index'] is not None else '-'} "
                    f"{g['model'] or '-'} {g['uuid']}: {what}")
     return out
+
+
+# --------------------------------------------------------------------------
+# sums over many steps (`report`, the exporter): one rule for both
+
+#: SQL (steps s): the step's total includes its GPUs
+IN_TOTAL_SQL = "s.total_includes LIKE '%gpu'"
+#: SQL (steps s): the GPU part of the step's counted total (nesting.py
+#: subtracts the steps inside it from every figure alike), or NULL
+COUNTED_SQL = (f"CASE WHEN {IN_TOTAL_SQL} THEN s.counted_total_uj - "
+               "s.counted_cpu_uj - coalesce(s.counted_dram_uj, 0) END")
+#: SQL (steps s): the step has GPUs whose energy its total lacks (a GPU
+#: without energy: MIG, shared, uncertain), or GPUs not measured at all
+#: (provenance.gpus_unmeasured says why)
+UNMEASURED_SQL = (f"NOT ({IN_TOTAL_SQL}) AND (s.gpu_backend IS NOT NULL OR "
+                  "s.gpus_unmeasured IS NOT NULL)")
+
+
+def in_total(total_includes) -> bool:
+    """Whether a step's total includes its GPUs (IN_TOTAL_SQL)."""
+    return isinstance(total_includes, str) and total_includes.endswith("gpu")
+
+
+def counted_uj(total_includes, ccpu, cdram, ctotal):
+    """The GPU part of a step's counted total (COUNTED_SQL), or None."""
+    if not in_total(total_includes) or ctotal is None:
+        return None
+    return ctotal - (ccpu or 0) - (cdram or 0)
+
+
+def unmeasured(total_includes, gpu_backend, gpus_unmeasured) -> bool:
+    """UNMEASURED_SQL on one step's columns."""
+    return not in_total(total_includes) and (
+        gpu_backend is not None or gpus_unmeasured is not None)
+
+
+def includes_text(steps: int, no_dram: int, gpu_steps: int, no_gpu: int) -> str:
+    """What a sum over steps holds, e.g. "CPU + DRAM + GPU", with the steps
+    whose DRAM or GPUs are not in it: "CPU + DRAM + GPU (DRAM not measured
+    on 1 of 3 steps; GPUs not measured on 1 of 2 GPU steps)"."""
+    parts = ["CPU"] + (["DRAM"] if no_dram < steps or not steps else []) \
+        + (["GPU"] if gpu_steps else [])
+    notes = []
+    if no_dram and no_dram < steps:
+        notes.append(f"DRAM not measured on {no_dram} of {steps} steps")
+    elif no_dram:
+        notes.append("DRAM not measured")
+    if no_gpu:
+        notes.append(f"GPUs not measured on {no_gpu} of {gpu_steps + no_gpu} "
+                     "GPU steps")
+    return " + ".join(parts) + (f" ({'; '.join(notes)})" if notes else "")

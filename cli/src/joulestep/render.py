@@ -188,6 +188,9 @@ def report_text(r: dict, utc: bool = False) -> str:
         + (f", cluster {r['cluster']}" if r["cluster"] else ""),
         f"Total {num(t['energy_total_j'])} J = {energy_text(t['kwh'])}, "
         f"{co2_text(t['co2_g'])} CO2, {money_text(t['cost'], r['currency'])}",
+        f"Total includes {t['total_includes']}"
+        + (f"; GPU {num(t['energy_gpu_j'])} J" if t["energy_gpu_j"] is not None
+           else ""),
         f"{t['jobs']} jobs, {t['steps']} steps. Frequency policy adoption: "
         f"{t['policy_steps_pct']:.1f} % of steps,",
         f"{t['policy_energy_pct']:.1f} % of energy",
@@ -200,19 +203,26 @@ def report_text(r: dict, utc: bool = False) -> str:
     scale, unit = (1000, "WH") if wh else (1, "KWH")
     for g in r["top"]:
         rows.append([str(g["key"]), str(g["jobs"]), str(g["steps"]),
-                     num(g["energy_total_j"]), f"{g['share_pct']:.1f}",
+                     _gpu_cell(g), num(g["energy_total_j"]),
+                     _includes_cell(g), f"{g['share_pct']:.1f}",
                      num_fixed(g["kwh"] * scale), money_cell(g["cost"]),
                      num(g["avg_power_w"]), f"{g['policy_steps_pct']:.0f}"])
     rest = r["groups"][len(r["top"]):]
     if rest:
         e = sum(g["energy_total_j"] for g in rest)
         rows.append([f"({len(rest)} others)", str(sum(g["jobs"] for g in rest)),
-                     str(sum(g["steps"] for g in rest)), num(e),
+                     str(sum(g["steps"] for g in rest)),
+                     _gpu_cell({"energy_gpu_j": sum(g["energy_gpu_j"] or 0 for g in rest),
+                                "gpu_steps": sum(g["gpu_steps"] for g in rest),
+                                "gpu_not_measured_steps": sum(
+                                    g["gpu_not_measured_steps"] for g in rest)}),
+                     num(e), "-",
                      f"{sum(g['share_pct'] for g in rest):.1f}",
                      num_fixed(sum(g["kwh"] for g in rest) * scale),
                      money_cell(sum(g["cost"] for g in rest)), "-",
                      "-"])
-    lines.append(table([r["by"].upper(), "JOBS", "STEPS", "ENERGY_J", "SHARE%",
+    lines.append(table([r["by"].upper(), "JOBS", "STEPS", "GPU_J", "ENERGY_J",
+                        "INCLUDES", "SHARE%",
                         unit, "COST_" + r["currency"].upper(), "AVG_W", "POLICY%"],
                        rows))
     if t.get("dram_not_measured_steps"):
@@ -220,8 +230,33 @@ def report_text(r: dict, utc: bool = False) -> str:
                               f"{t['steps']} steps (no dram zone on their nodes, as on "
                               "AMD): their energy is the CPU's alone, and no DRAM "
                               "total is given.")
+    if t.get("gpu_not_measured_steps"):
+        lines += [""] + _wrap(f"GPUs not measured on {t['gpu_not_measured_steps']} of "
+                              f"{t['gpu_steps'] + t['gpu_not_measured_steps']} GPU "
+                              "steps (a GPU split by MIG or shared with another job, "
+                              "an uncertain counter, or no vendor library: see `joulestep "
+                              "job`): their totals are CPU + DRAM, and GPU_J leaves them out.")
+    if any(g["total_includes"].endswith(")") for g in r["top"]):
+        lines += [""] + _wrap("INCLUDES: what ENERGY_J holds (cpu, dram, gpu); * some "
+                              "steps' DRAM or GPUs not measured (--format json: "
+                              "total_includes).")
     lines += [""] + _wrap(r["scope_note"] + ".")
     return "\n".join(lines) + "\n"
+
+
+def _gpu_cell(g: dict) -> str:
+    """report's GPU_J: the GPU energy in the total, n/m where no step's GPUs
+    were measured, - for no GPU steps."""
+    if g["gpu_steps"]:
+        return num(g["energy_gpu_j"])
+    return "n/m" if g["gpu_not_measured_steps"] else "-"
+
+
+def _includes_cell(g: dict) -> str:
+    """report's INCLUDES: "cpu+dram+gpu", "*" when some steps lack a part."""
+    text = g["total_includes"]
+    head = text.split(" (", 1)[0]
+    return head.lower().replace(" ", "") + ("*" if text != head else "")
 
 
 _SHORT = {"estimated": "est", "estimated (same duration assumed)": "est, same t",

@@ -6,6 +6,7 @@ import json
 import re
 import time
 
+from . import gpus as gpumod
 from . import nesting, store, userview
 from .config import Settings
 
@@ -323,7 +324,6 @@ def job_summary(conn, job_id: int, settings: Settings,
                           "p.step_pk, p.seq", (job_pk,)):
         phases_by_step.setdefault(r[0], []).append(r)
 
-    from . import gpus as gpumod
     gpu_steps, gpu_phases = gpumod.for_job(conn, job_pk)
     tot_gpu = None            # counted GPU energy of steps whose total has it
     steps, caveats = [], []
@@ -729,6 +729,7 @@ def report(conn, settings: Settings, by: str = "user",
     where, wargs = window_conditions(since_ns, until_ns, cluster)
     grand = sum(r[5] or 0 for r in rows)
     no_dram = _no_dram_counts(conn, by, since_ns, until_ns, cluster)
+    gpu = _gpu_sums(conn, by, since_ns, until_ns, cluster)
     groups = []
     for g, jobs, steps, cpu, dram, tot, dur, pol_steps, pol_uj, node_ns in rows:
         d = {"key": "(none)" if g is None else g, "jobs": jobs, "steps": steps}
@@ -738,7 +739,8 @@ def report(conn, settings: Settings, by: str = "user",
         d["dram_not_measured_steps"] = no_dram.get(g, 0)
         d.update(derive(cpu or 0, None if no_dram.get(g) else dram, dur or 0, None,
                         settings, node_ns or 0))
-        d["energy_total_j"] = tot / 1e6
+        _with_gpus(d, settings, steps, no_dram.get(g, 0), gpu.get(g, (None, 0, 0)),
+                   tot, dur or 0, node_ns or 0)
         d["step_seconds"] = d.pop("duration_s")
         for k in ("bytes", "gib_per_s", "j_per_gib"):
             d.pop(k)
@@ -760,7 +762,10 @@ def report(conn, settings: Settings, by: str = "user",
                     sum(dram_all) if dram_all and not no_dram else None,
                     sum(r[6] or 0 for r in rows), None, settings,
                     sum(r[9] or 0 for r in rows))
-    totals["energy_total_j"] = grand / 1e6
+    gsum = [sum(v[i] or 0 for v in gpu.values()) for i in range(3)]
+    _with_gpus(totals, settings, steps_n, sum(no_dram.values()),
+               (gsum[0] if gsum[1] else None, gsum[1], gsum[2]), grand,
+               sum(r[6] or 0 for r in rows), sum(r[9] or 0 for r in rows))
     totals["step_seconds"] = totals.pop("duration_s")
     for k in ("bytes", "gib_per_s", "j_per_gib"):
         totals.pop(k)
@@ -773,10 +778,52 @@ def report(conn, settings: Settings, by: str = "user",
     totals["dram_not_measured_steps"] = sum(no_dram.values())
     from .lost import count as lost_count  # records the plugin could not write
     totals["records_lost"] = lost_count(conn, cluster, since_ns, until_ns)
+    note = settings.scope_note() + (
+        "; plus the GPUs' measured energy, where a step's total includes it"
+        if totals["gpu_steps"] else "")
     return {"by": by, "since": _iso(since_ns), "until": _iso(until_ns),
             "cluster": cluster, "currency": settings.currency,
-            "scope": settings.scope, "scope_note": settings.scope_note(),
+            "scope": settings.scope, "scope_note": note,
             "totals": totals, "top": groups[:top], "groups": groups}
+
+
+def _with_gpus(d: dict, settings: Settings, steps, no_dram, gpu, tot_uj,
+               dur_ns, node_ns) -> None:
+    """Set a report row's total, its GPU figures and what the total
+    includes; gpu = (GPU uJ in the total, steps whose total has their GPUs,
+    steps with GPUs not measured).  The total is the steps' counted totals
+    (each step's holds CPU, its DRAM when measured, its GPUs when all have
+    their energy); power, kWh, CO2 and cost are of that same energy: the
+    site scope (Settings.scoped_j) applies to its RAPL part, the GPUs' own
+    energy is added as measured (as `joulestep job` does)."""
+    gpu_uj, gsteps, no_gpu = gpu
+    d["energy_gpu_j"] = gpu_uj / 1e6 if gsteps else None
+    d["gpu_steps"], d["gpu_not_measured_steps"] = gsteps, no_gpu
+    d["total_includes"] = gpumod.includes_text(steps, no_dram, gsteps, no_gpu)
+    d["energy_total_j"] = tot_uj / 1e6
+    if d["kwh"] is None:
+        return
+    g = (gpu_uj or 0) / 1e6
+    kwh = (settings.scoped_j(tot_uj / 1e6 - g, node_ns / 1e9) + g) / 3.6e6
+    d.update(kwh=kwh, co2_g=kwh * settings.co2_g_per_kwh,
+             cost=kwh * settings.price_per_kwh,
+             avg_power_w=tot_uj / 1e6 / (dur_ns / 1e9) if dur_ns > 0 else None)
+
+
+def _gpu_sums(conn, by: str, since_ns, until_ns, cluster) -> dict:
+    """{group key: (GPU uJ in the counted totals, steps whose total has
+    their GPUs, steps with GPUs not measured)} of the steps in the window
+    (only keys with steps that have or lack GPU figures; gpus.py's rule)."""
+    gexpr, joins, args = group_clause(by)
+    where, wargs = window_conditions(since_ns, until_ns, cluster)
+    where = where + [f"({gpumod.IN_TOTAL_SQL} OR s.gpu_backend IS NOT NULL OR "
+                     "s.gpus_unmeasured IS NOT NULL)"]
+    return {r[0]: tuple(r[1:]) for r in conn.execute(
+        f"SELECT {gexpr} AS g, sum({gpumod.COUNTED_SQL}), "
+        f"sum(CASE WHEN {gpumod.IN_TOTAL_SQL} THEN 1 ELSE 0 END), "
+        f"sum(CASE WHEN {gpumod.UNMEASURED_SQL} THEN 1 ELSE 0 END) "
+        f"FROM steps s {joins} WHERE {' AND '.join(where)} GROUP BY g",
+        args + wargs).fetchall()}
 
 
 def _no_dram_counts(conn, by: str, since_ns, until_ns, cluster) -> dict:
@@ -791,6 +838,7 @@ def _no_dram_counts(conn, by: str, since_ns, until_ns, cluster) -> dict:
 
 
 REPORT_CSV_COLUMNS = [
-    "key", "jobs", "steps", "energy_cpu_j", "energy_dram_j", "energy_total_j",
-    "dram_not_measured_steps", "share_pct", "step_seconds", "avg_power_w", "kwh", "co2_g", "cost", "scope",
+    "key", "jobs", "steps", "energy_cpu_j", "energy_dram_j", "energy_gpu_j",
+    "energy_total_j", "total_includes", "dram_not_measured_steps", "gpu_steps",
+    "gpu_not_measured_steps", "share_pct", "step_seconds", "avg_power_w", "kwh", "co2_g", "cost", "scope",
     "policy_steps_pct", "policy_energy_pct"]

@@ -56,11 +56,19 @@ def counted_steps(st: pd.DataFrame) -> pd.DataFrame:
     analysis.compare_io_approaches does not leave out batch steps again
     (their counted energy is already only what the steps inside them did
     not measure)."""
+    if "total_includes" in st.columns:      # the GPUs' part (gpus.counted_uj)
+        has = st["total_includes"].fillna("").str.endswith("gpu")
+        gpu = (st["counted_total_uj"].astype(float) - st["counted_cpu_uj"].astype(float)
+               - st["counted_dram_uj"].astype(float).fillna(0.0))
+        st = st.assign(counted_gpu_uj=gpu.where(has), gpu_not_measured=(~has) & (
+            st["gpu_backend"].notna() | st["gpus_unmeasured"].notna()))
+        st = st.drop(columns=["energy_gpu_uj"])
     st = st.drop(columns=["energy_cpu_uj", "energy_dram_uj", "energy_total_uj",
                           "duration_ns", "step_id"])
     return st.rename(columns={"counted_cpu_uj": "energy_cpu_uj",
                               "counted_dram_uj": "energy_dram_uj",
                               "counted_total_uj": "energy_total_uj",
+                              "counted_gpu_uj": "energy_gpu_uj",
                               "counted_duration_ns": "duration_ns"})
 
 

@@ -63,13 +63,18 @@ def compare(c: Ctx, by, where, what, scaling, baseline, error_bound, since, unti
                        "energy_j", "throughput_gibs", "j_per_gib", "energy_j_std",
                        "runs", "throughput_gibs_std", "energy_cpu_j",
                        "energy_dram_j", "duration_s"],
-        "io": [col, "runs", "energy_j", "energy_j_std", "runtime_s", "avg_power_w",
+        "io": [col, "runs", "energy_j", "energy_j_std", "gpu_j", "runtime_s", "avg_power_w",
                "node_mean_j", "node_min_j", "node_max_j", "node_std_j", "cpu_usage"],
         "dump": ["compressor", "error_bound", "policy", "runs", "total_j",
                  "compress_j", "write_j", "ratio", "max_err", "total_vs_raw",
                  "raw_write_j"],
     }.get(r["what"])
-    parts = [("table", r["table"], pref, f"{r['what']} comparison by {by}:")]
+    head = f"{r['what']} comparison by {by}:"
+    if r["what"] == "io":       # what energy_j holds (docs/cli.md, compare)
+        head += (" energy_j is CPU + DRAM; gpu_j the GPUs' (nan: a run with GPUs "
+                 "not measured)" if "gpu_j" in r["table"].columns
+                 else " energy_j is CPU + DRAM")
+    parts = [("table", r["table"], pref, head)]
     if r["ratios"] is not None:
         rp = ["part", "gib_per_rank", "total_gib", "nranks", r["ratios"].columns[3]
               if len(r["ratios"].columns) > 3 else None, "energy_j_ratio",
