@@ -221,10 +221,14 @@ def report_text(r: dict, utc: bool = False) -> str:
                      num_fixed(sum(g["kwh"] for g in rest) * scale),
                      money_cell(sum(g["cost"] for g in rest)), "-",
                      "-"])
-    lines.append(table([r["by"].upper(), "JOBS", "STEPS", "GPU_J", "ENERGY_J",
-                        "INCLUDES", "SHARE%",
-                        unit, "COST_" + r["currency"].upper(), "AVG_W", "POLICY%"],
-                       rows))
+    head = [r["by"].upper(), "JOBS", "STEPS", "GPU_J", "ENERGY_J", "INCLUDES",
+            "SHARE%", unit, "COST_" + r["currency"].upper(), "AVG_W", "POLICY%"]
+    if t["total_includes"] == "CPU + DRAM":
+        # every total holds CPU + DRAM (the headline says so): no GPU_J,
+        # no INCLUDES column
+        head, *rows = [[x for i, x in enumerate(row) if i not in (3, 5)]
+                       for row in [head] + rows]
+    lines.append(table(head, rows))
     if t.get("dram_not_measured_steps"):
         lines += [""] + _wrap(f"DRAM not measured on {t['dram_not_measured_steps']} of "
                               f"{t['steps']} steps (no dram zone on their nodes, as on "
