@@ -728,8 +728,7 @@ def report(conn, settings: Settings, by: str = "user",
     _, joins, args = group_clause(by)
     where, wargs = window_conditions(since_ns, until_ns, cluster)
     grand = sum(r[5] or 0 for r in rows)
-    no_dram = _no_dram_counts(conn, by, since_ns, until_ns, cluster)
-    gpu = _gpu_sums(conn, by, since_ns, until_ns, cluster)
+    no_dram, gpu = _dram_gpu_counts(conn, by, since_ns, until_ns, cluster)
     groups = []
     for g, jobs, steps, cpu, dram, tot, dur, pol_steps, pol_uj, node_ns in rows:
         d = {"key": "(none)" if g is None else g, "jobs": jobs, "steps": steps}
@@ -810,31 +809,30 @@ def _with_gpus(d: dict, settings: Settings, steps, no_dram, gpu, tot_uj,
              avg_power_w=tot_uj / 1e6 / (dur_ns / 1e9) if dur_ns > 0 else None)
 
 
-def _gpu_sums(conn, by: str, since_ns, until_ns, cluster) -> dict:
-    """{group key: (GPU uJ in the counted totals, steps whose total has
-    their GPUs, steps with GPUs not measured)} of the steps in the window
-    (only keys with steps that have or lack GPU figures; gpus.py's rule)."""
+def _dram_gpu_counts(conn, by: str, since_ns, until_ns, cluster) -> tuple:
+    """One scan of the steps in the window that lack DRAM or have GPU
+    figures: ({group key: steps whose DRAM is not measured}, {group key:
+    (GPU uJ in the counted totals, steps whose total has their GPUs, steps
+    with GPUs not measured)}) (gpus.py's rule); only keys with such steps
+    ({}, {} on nodes that all measure DRAM and have no GPUs)."""
     gexpr, joins, args = group_clause(by)
     where, wargs = window_conditions(since_ns, until_ns, cluster)
-    where = where + [f"({gpumod.IN_TOTAL_SQL} OR s.gpu_backend IS NOT NULL OR "
-                     "s.gpus_unmeasured IS NOT NULL)"]
-    return {r[0]: tuple(r[1:]) for r in conn.execute(
-        f"SELECT {gexpr} AS g, sum({gpumod.COUNTED_SQL}), "
-        f"sum(CASE WHEN {gpumod.IN_TOTAL_SQL} THEN 1 ELSE 0 END), "
-        f"sum(CASE WHEN {gpumod.UNMEASURED_SQL} THEN 1 ELSE 0 END) "
-        f"FROM steps s {joins} WHERE {' AND '.join(where)} GROUP BY g",
-        args + wargs).fetchall()}
-
-
-def _no_dram_counts(conn, by: str, since_ns, until_ns, cluster) -> dict:
-    """{group key: steps in the window whose DRAM is not measured} (only
-    keys with such steps; {} on nodes that all measure DRAM)."""
-    gexpr, joins, args = group_clause(by)
-    where, wargs = window_conditions(since_ns, until_ns, cluster)
-    where = where + ["s.dram_not_measured IS NOT NULL"]
-    return dict(conn.execute(f"SELECT {gexpr} AS g, count(*) FROM steps s {joins} "
-                             f"WHERE {' AND '.join(where)} GROUP BY g",
-                             args + wargs).fetchall())
+    where = where + [f"(s.dram_not_measured IS NOT NULL OR {gpumod.IN_TOTAL_SQL} "
+                     "OR s.gpu_backend IS NOT NULL OR s.gpus_unmeasured IS NOT NULL)"]
+    no_dram, gpu = {}, {}
+    for g, nd, *rest in conn.execute(
+            f"SELECT {gexpr} AS g, "
+            "sum(CASE WHEN s.dram_not_measured IS NOT NULL THEN 1 ELSE 0 END), "
+            f"sum({gpumod.COUNTED_SQL}), "
+            f"sum(CASE WHEN {gpumod.IN_TOTAL_SQL} THEN 1 ELSE 0 END), "
+            f"sum(CASE WHEN {gpumod.UNMEASURED_SQL} THEN 1 ELSE 0 END) "
+            f"FROM steps s {joins} WHERE {' AND '.join(where)} GROUP BY g",
+            args + wargs).fetchall():
+        if nd:
+            no_dram[g] = nd
+        if rest[1] or rest[2]:
+            gpu[g] = tuple(rest)
+    return no_dram, gpu
 
 
 REPORT_CSV_COLUMNS = [
