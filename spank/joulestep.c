@@ -933,6 +933,20 @@ static void gpu_clock_setup(spank_t sp, struct js_step *s)
 	js_gpu_step_clock_setup(s, gf, req);
 }
 
+/* Step start (issue 23, defect 6): a root-only marker in <state>/pending
+ * that the job epilog counts as a lost record when the step never writes
+ * one (slurmstepd killed): the step's start and its first reading's time. */
+static void step_started_marker(struct js_step *s)
+{
+	char name[256];
+	js_record_name(s, name, sizeof(name));
+	int rc = js_pending_started(s->conf.state, s->cluster, s->job_id, name, s->start_ns,
+				    s->have_s0 ? s->s0.t_ns : 0);
+	if (rc < 0)
+		js_step_error(s, "record: step-start marker in %s/pending: %s", s->conf.state,
+			      strerror(-rc));
+}
+
 static int remote_init(spank_t sp)
 {
 	uint32_t jobid = 0, stepid = 0;
@@ -1031,6 +1045,7 @@ static int remote_init(spank_t sp)
 		}
 	}
 
+	step_started_marker(s);
 	setup_node_energy(s);
 	js_gpu_step_open(s); /* the job's GPUs (the prolog's cache), beside RAPL */
 	gpu_clock_setup(sp, s);
@@ -1154,6 +1169,20 @@ static void remote_exit(struct js_step *s)
 	js_record_write(s, dfd);
 }
 
+/* Job epilog: step-start markers without a record (a killed slurmstepd)
+ * become counted lost records (issue 23, defect 6). */
+static void resolve_started(const struct js_conf *c, uint32_t jobid)
+{
+	unsigned lost = 0;
+	int rc = js_pending_started_resolve(c->spool, c->state, jobid, &lost);
+	if (rc < 0)
+		slurm_error("joulestep: job %u: epilog: step-start markers in %s/pending: %s", jobid,
+			    c->state, strerror(-rc));
+	else if (lost)
+		slurm_error("joulestep: job %u: epilog: %u step(s) ended without a record (slurmstepd killed?); counted as lost",
+			    jobid, lost);
+}
+
 /* Job epilog (slurmd runs `slurmstepd spank epilog` as root on every node
  * of the job when it ends): restore CPUs a killed step left changed (the
  * journal's recovery), make the job's record renames durable (step end
@@ -1176,6 +1205,7 @@ int slurm_spank_job_epilog(spank_t sp, int ac, char **av)
 	if (rc < 0 && rc != -ENOENT)
 		slurm_error("joulestep: job %u: epilog: fsync of the record directory under %s: %s",
 			    jobid, c.spool, strerror(-rc));
+	resolve_started(&c, jobid);
 	flush_pending(&c, jobid, "epilog");
 	unsigned n = 0;
 	rc = js_jobcache_remove(c.state, jobid,

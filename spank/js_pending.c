@@ -86,7 +86,7 @@ int js_pending_keep(const char *state, const char *cluster, uint32_t job_id, con
  * (record = <job>.<step>.<het>.<node>.json). NULL when the name is not one
  * the plugin writes. */
 char *js_pending_lost_json(const char *cluster, const char *record, uint64_t lost_at_ns,
-			   const char *reason)
+			   const char *reason, uint64_t start_ns, uint64_t first_reading_ns)
 {
 	char buf[256];
 	unsigned long job, het;
@@ -111,21 +111,41 @@ char *js_pending_lost_json(const char *cluster, const char *record, uint64_t los
 	json_object_set_new(o, "lost_at_ns", json_integer((json_int_t)lost_at_ns));
 	json_object_set_new(o, "reason", reason && *reason ? json_string(reason)
 							  : json_string("spool and fallback not writable"));
+	if (start_ns) /* a step-start marker's (issue 23, defect 6) */
+		json_object_set_new(o, "step_start_ns", json_integer((json_int_t)start_ns));
+	if (first_reading_ns)
+		json_object_set_new(o, "first_reading_ns", json_integer((json_int_t)first_reading_ns));
 	char *text = json_dumps(o, JSON_SORT_KEYS | JSON_ENSURE_ASCII);
 	json_decref(o);
 	return text;
 }
 
-/* A marker's reason: its first line, printable ASCII only. */
-static void read_reason(int dfd, const char *name, char *buf, size_t len)
+/* A marker's reason: its first line, printable ASCII only; a step-start
+ * marker's second line "start_ns=N first_reading_ns=M" into *start_ns and
+ * *first_ns (0: not there). */
+static void read_reason(int dfd, const char *name, char *buf, size_t len, uint64_t *start_ns,
+			uint64_t *first_ns)
 {
+	char text[400];
 	buf[0] = 0;
+	*start_ns = *first_ns = 0;
 	int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
 		return;
-	ssize_t n = read(fd, buf, len - 1);
+	ssize_t n = read(fd, text, sizeof(text) - 1);
 	close(fd);
-	buf[n > 0 ? n : 0] = 0;
+	text[n > 0 ? n : 0] = 0;
+	char *nl = strchr(text, '\n');
+	if (nl) {
+		unsigned long long a = 0, b = 0;
+		if (sscanf(nl + 1, "start_ns=%llu first_reading_ns=%llu", &a, &b) >= 1) {
+			*start_ns = a;
+			*first_ns = b;
+		}
+	}
+	size_t m = strnlen(text, len - 1);
+	memcpy(buf, text, m);
+	buf[m] = 0;
 	for (char *p = buf; *p; p++)
 		if (*p == '\n' || *p < 0x20 || *p > 0x7e) {
 			*p = 0;
@@ -159,9 +179,10 @@ static int flush_one(int jfd, int sfd, const char *spool, const char *cluster, c
 		close(fd);
 		char record[300], reason[160], ldir[JS_PATH_MAX * 2];
 		snprintf(record, sizeof(record), "%.*s", (int)(n - strlen(LOST_SUFFIX)), name);
-		read_reason(jfd, name, reason, sizeof(reason));
+		uint64_t start_ns, first_ns;
+		read_reason(jfd, name, reason, sizeof(reason), &start_ns, &first_ns);
 		uint64_t at = (uint64_t)st.st_mtim.tv_sec * 1000000000ULL + (uint64_t)st.st_mtim.tv_nsec;
-		char *text = js_pending_lost_json(cluster, record, at, reason);
+		char *text = js_pending_lost_json(cluster, record, at, reason, start_ns, first_ns);
 		if (!text) {
 			(void)unlinkat(jfd, name, 0);
 			return 0;
@@ -280,5 +301,136 @@ int js_pending_flush(const char *spool, const char *state, unsigned max, unsigne
 	}
 	closedir(pd);
 	*moved -= *lost < *moved ? *lost : *moved;
+	return rc;
+}
+
+/* ---- step-start markers (issue 23, defect 6) -------------------------- */
+
+#define STARTED_SUFFIX ".started"
+#define STARTED_REASON "slurmstepd ended without writing the record (killed?)"
+
+static int started_name(char *out, size_t len, const char *record)
+{
+	return snprintf(out, len, "%s" STARTED_SUFFIX, record) >= (int)len ? -ENAMETOOLONG : 0;
+}
+
+int js_pending_started(const char *state, const char *cluster, uint32_t job_id, const char *record,
+		       uint64_t start_ns, uint64_t first_reading_ns)
+{
+	char name[300], text[256];
+	int rc = started_name(name, sizeof(name), record);
+	if (rc)
+		return rc;
+	int n = snprintf(text, sizeof(text), STARTED_REASON "\nstart_ns=%llu first_reading_ns=%llu\n",
+			 (unsigned long long)start_ns, (unsigned long long)first_reading_ns);
+	int dfd = -ENOENT;
+	for (int tries = 0; tries < 2 && dfd == -ENOENT; tries++) /* see js_pending_keep */
+		dfd = pending_dirfd(state, cluster, job_id, true);
+	if (dfd < 0)
+		return dfd;
+	/* root-only directory; a name left by an earlier step of the same
+	 * name is replaced, never followed */
+	int fd = openat(dfd, name, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+	rc = fd < 0 ? -errno : 0;
+	if (fd >= 0) {
+		if (write(fd, text, (size_t)n) != n)
+			rc = -EIO;
+		close(fd);
+	}
+	close(dfd);
+	return rc;
+}
+
+void js_pending_started_clear(const char *state, const char *cluster, uint32_t job_id,
+			      const char *record)
+{
+	char name[300];
+	if (started_name(name, sizeof(name), record))
+		return;
+	int dfd = pending_dirfd(state, cluster, job_id, false);
+	if (dfd < 0)
+		return;
+	(void)unlinkat(dfd, name, 0);
+	close(dfd);
+}
+
+static bool exists_at(int dfd, const char *name)
+{
+	struct stat st;
+	return dfd >= 0 && fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0;
+}
+
+static int resolve_cluster(const char *spool, const char *state, const char *cluster,
+			   uint32_t job_id, unsigned *lost)
+{
+	char dir[JS_PATH_MAX * 2];
+	int jfd = pending_dirfd(state, cluster, job_id, false);
+	if (jfd < 0)
+		return jfd == -ENOENT ? 0 : jfd;
+	int dup = fcntl(jfd, F_DUPFD_CLOEXEC, 0);
+	DIR *d = dup < 0 ? NULL : fdopendir(dup);
+	if (!d) {
+		int rc = -errno;
+		if (dup >= 0)
+			close(dup);
+		close(jfd);
+		return rc;
+	}
+	snprintf(dir, sizeof(dir), "%s/%s/%u", spool, cluster, job_id);
+	int sfd = js_root_dirfd(dir, 0755, false);
+	snprintf(dir, sizeof(dir), "%s/%s/lost", spool, cluster);
+	int lfd = js_root_dirfd(dir, 0755, false);
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		size_t n = strlen(e->d_name), k = strlen(STARTED_SUFFIX);
+		if (e->d_name[0] == '.' || n <= k || strcmp(e->d_name + n - k, STARTED_SUFFIX))
+			continue;
+		char record[300], marker[320];
+		snprintf(record, sizeof(record), "%.*s", (int)(n - k), e->d_name);
+		snprintf(marker, sizeof(marker), "%s" LOST_SUFFIX, record);
+		if (exists_at(sfd, record) || exists_at(lfd, record) || exists_at(jfd, record) ||
+		    exists_at(jfd, marker)) { /* written, kept or counted */
+			(void)unlinkat(jfd, e->d_name, 0);
+			continue;
+		}
+		/* no record: a counted .lost marker (js_pending_flush turns it
+		 * into a joulestep-lost document), lost now */
+		if (renameat(jfd, e->d_name, jfd, marker) == 0) {
+			(void)utimensat(jfd, marker, NULL, AT_SYMLINK_NOFOLLOW);
+			(*lost)++;
+		}
+	}
+	closedir(d);
+	if (sfd >= 0)
+		close(sfd);
+	if (lfd >= 0)
+		close(lfd);
+	close(jfd);
+	return 0;
+}
+
+int js_pending_started_resolve(const char *spool, const char *state, uint32_t job_id, unsigned *lost)
+{
+	char dir[JS_PATH_MAX * 2];
+	*lost = 0;
+	snprintf(dir, sizeof(dir), "%s/" PENDING_DIR, state);
+	int pfd = js_root_dirfd(dir, 0700, false);
+	if (pfd < 0)
+		return pfd == -ENOENT ? 0 : pfd;
+	DIR *pd = fdopendir(pfd);
+	if (!pd) {
+		int rc = -errno;
+		close(pfd);
+		return rc;
+	}
+	int rc = 0;
+	struct dirent *ce;
+	while ((ce = readdir(pd))) /* every cluster: the step's may be Slurm's name */
+		if (ce->d_name[0] != '.' && js_name_safe(ce->d_name)) {
+			int e = resolve_cluster(spool, state, ce->d_name, job_id, lost);
+			if (e < 0)
+				rc = e;
+		}
+	closedir(pd);
 	return rc;
 }

@@ -21,6 +21,19 @@ int js_pending_flush(const char *spool, const char *state, unsigned max, unsigne
  * <job>.<step>.<het>.<node>.json, or NULL for a name the plugin never
  * writes. */
 char *js_pending_lost_json(const char *cluster, const char *record, uint64_t lost_at_ns,
-			   const char *reason);
+			   const char *reason, uint64_t start_ns, uint64_t first_reading_ns);
+/* Step-start markers (issue 23, defect 6): <state>/pending/<cluster>/<job>/
+ * <record>.started, root-only, left at step start with the step's start and
+ * its first energy reading's time (0: none); removed once the step's record
+ * is written, kept or counted. 0 or -errno. */
+int js_pending_started(const char *state, const char *cluster, uint32_t job_id, const char *record,
+		       uint64_t start_ns, uint64_t first_reading_ns);
+void js_pending_started_clear(const char *state, const char *cluster, uint32_t job_id,
+			      const char *record);
+/* Job epilog: each of the job's step-start markers whose record is nowhere
+ * (spool, pending, lost) becomes a counted <record>.lost marker (*lost of
+ * them), the others are removed. 0 or -errno. */
+int js_pending_started_resolve(const char *spool, const char *state, uint32_t job_id,
+			       unsigned *lost);
 
 #endif

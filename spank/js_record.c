@@ -508,6 +508,11 @@ static void write_user_summary(struct js_step *s, int dfd, const char *dir)
 	free(text);
 }
 
+void js_record_name(const struct js_step *s, char *name, size_t len)
+{
+	snprintf(name, len, "%u.%s.%u.%s.json", s->job_id, s->step_id, s->het, s->node);
+}
+
 int js_record_write(struct js_step *s, int dfd)
 {
 	char dir[JS_PATH_MAX * 2];
@@ -523,7 +528,7 @@ int js_record_write(struct js_step *s, int dfd)
 		return -ENOMEM;
 	}
 	char name[256];
-	snprintf(name, sizeof(name), "%u.%s.%u.%s.json", s->job_id, s->step_id, s->het, s->node);
+	js_record_name(s, name, sizeof(name));
 	size_t len = strlen(text);
 	text[len] = '\n'; /* json_dumps' NUL becomes the final newline */
 	/* root-only: full-resolution energies of every phase (docs/security.md,
@@ -543,8 +548,12 @@ int js_record_write(struct js_step *s, int dfd)
 		else
 			slurm_error("joulestep: job %u step %s: record %s LOST and not counted: %s/pending: %s",
 				    s->job_id, s->step_id, name, s->conf.state, strerror(-k));
+		if (k == 0 || k == 1) /* kept or counted: the start marker has done its work */
+			js_pending_started_clear(s->conf.state, s->cluster, s->job_id, name);
 	}
 	free(text);
+	if (!rc) /* written: the step-start marker goes (issue 23, defect 6) */
+		js_pending_started_clear(s->conf.state, s->cluster, s->job_id, name);
 	if (dfd >= 0) {
 		if (!rc)
 			write_user_summary(s, dfd, dir);

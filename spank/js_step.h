@@ -202,6 +202,8 @@ void js_server_stop(struct js_step *s);     /* bounded drain, join, unlink */
 /* The record's directory <spool>/<cluster>/<job_id> (created; logged on
  * failure): a directory fd or -errno. */
 int js_record_dir(struct js_step *s);
+/* The record's file name <job>.<step>.<het>.<node>.json. */
+void js_record_name(const struct js_step *s, char *name, size_t len);
 /* Write the record into dfd (from js_record_dir; closed here): tmp + fsync
  * + rename. When that fails (or dfd < 0), the record goes to the fallback
  * <state>/pending (js_pending.h), or is counted as lost; logged. Returns the

@@ -123,6 +123,8 @@ def test_migration_010_fixes_stored_version1_amd_steps(tmp_path):
     for col in ("dram_not_measured", "energy_node_uj", "node_meter_sources",
                 "node_meter_integrated"):
         conn.execute(f"ALTER TABLE steps DROP COLUMN {col}")
+    for col in ("step_start_ns", "first_reading_ns"):     # migration 011's
+        conn.execute(f"ALTER TABLE lost_records DROP COLUMN {col}")
     conn.execute("PRAGMA user_version = 9")
     conn.close()
     conn = store.connect(db)

@@ -240,6 +240,54 @@ def test_spool_and_fallback_full_counts_the_records_lost(fenv, tmp_path):
     assert f"records lost (spool and fallback not writable): {len(STEPS)}" in doc.stdout, doc.stdout
 
 
+def test_killed_slurmstepd_counts_its_step_lost(fenv, tmp_path):
+    """Issue 23, defect 6: step 0's slurmstepd is SIGKILLed while its task runs; it
+    never writes a record. Its root-only step-start marker (<state>/pending) makes the
+    job epilog count it: after the job, ingest counts exactly one lost step, step 0,
+    with its start time (between the submission and the task's first line); the batch
+    step, which ended normally, has its record and is not counted, and no marker is left."""
+    from procs import cmdline, stepd_pid
+    env = fenv
+    up = env.c.user_dir(USER) / f"k9lost.{time.monotonic_ns()}"
+    t0 = time.time_ns()
+    go = up.with_name(up.name + ".go")   # srun itself waits on: the script ends past it
+    res, job = env.c.sbatch(f"#!/bin/sh\n#SBATCH -n1\nsrun -n1 sh -c 'echo $$ > {up}.tmp; mv {up}.tmp {up}; "
+                            f"exec sleep 300' &\nwhile [ ! -e {go} ]; do sleep 0.2; done\n", user=USER)
+    assert job, res.stderr
+    try:
+        wait_for(up.exists, "step 0 running", 60)
+        t_up = up.stat().st_mtime_ns
+        pid = stepd_pid(job, "0")
+        assert pid, f"no slurmstepd for {job}.0"
+        marker = env.pending / "jstest" / job / f"{job}.0.0.{env.c.node}.json.started"
+        st = marker.stat()   # root-only, in the plugin's own state area
+        assert (st.st_mode & 0o777, st.st_uid) == (0o600, 0), oct(st.st_mode)
+        os.kill(pid, signal.SIGKILL)
+        wait_for(lambda: "slurmstepd" not in cmdline(pid), "slurmstepd gone", 20)
+        os.kill(int(up.read_text()), signal.SIGKILL)   # its orphaned task
+        go.touch()
+        assert env.c.wait_job(job, 120) in ("COMPLETED", "FAILED"), env.c.logs()
+    finally:
+        env.c.run(["scancel", job])
+        env.c.wait_idle()
+    lost_dir = env.spool / "jstest" / "lost"
+    wait_for(lambda: (lost_dir / f"{job}.0.0.{env.c.node}.json").exists(), "the lost document")
+    assert set(env.wait_records(job, ["batch"])) == {"batch"}
+    assert not list(env.pending.glob(f"*/{job}/*")), list(env.pending.glob(f"*/{job}/*"))
+    db = tmp_path / "js.db"
+    assert _cli("ingest", "--db", db, env.spool).returncode == 0
+    assert _cli("ingest", "--db", db, env.spool).returncode == 0     # again: no double count
+    import sqlite3
+    with sqlite3.connect(db) as conn:
+        rows = conn.execute("SELECT job_id, step_id, step_start_ns, first_reading_ns FROM "
+                            "lost_records").fetchall()
+    assert len(rows) == 1 and rows[0][:2] == (int(job), "0"), rows
+    assert t0 <= rows[0][2] <= t_up, (t0, rows, t_up)
+    assert rows[0][2] <= rows[0][3] <= t_up, rows
+    rep = _cli("report", "--db", db, "--format", "json")
+    assert json.loads(rep.stdout)["totals"]["records_lost"] == 1
+
+
 # ------------------------------------------------------------------ slurmctld
 def test_slurmctld_hung_stopped_restarted_while_steps_run(fenv):
     env = fenv
@@ -373,7 +421,7 @@ LOST_TEST_C = r"""
 #include "js_pending.h"
 
 static void lost_doc(void **st) { (void)st;
-    char *t = js_pending_lost_json("c1", "42.batch.0.node-7.json", 123, "spool: x");
+    char *t = js_pending_lost_json("c1", "42.batch.0.node-7.json", 123, "spool: x", 0, 0);
     assert_non_null(t);
     json_t *o = json_loads(t, 0, NULL);
     assert_string_equal(json_string_value(json_object_get(o, "format")), "joulestep-lost");
@@ -384,7 +432,7 @@ static void lost_doc(void **st) { (void)st;
     assert_int_equal(json_integer_value(json_object_get(o, "lost_at_ns")), 123);
     assert_string_equal(json_string_value(json_object_get(o, "reason")), "spool: x");
     json_decref(o); free(t);
-    t = js_pending_lost_json("c1", "7.3.1.n.json", 1, "");
+    t = js_pending_lost_json("c1", "7.3.1.n.json", 1, "", 0, 0);
     o = json_loads(t, 0, NULL);
     assert_string_equal(json_string_value(json_object_get(o, "step_id")), "3");
     assert_non_null(json_string_value(json_object_get(o, "reason")));
@@ -395,7 +443,7 @@ static void refused_names(void **st) { (void)st;
                                 "x.batch.0.n.json", "42.batch.0.n.txt", "42.ba/ch.0.n.json",
                                 "42.batch.0.n/../x.json", "42.batch.0.n"};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
-        assert_null(js_pending_lost_json("c1", bad[i], 1, "r"));
+        assert_null(js_pending_lost_json("c1", bad[i], 1, "r", 0, 0));
 }
 int main(void) {
     const struct CMUnitTest t[] = {cmocka_unit_test(lost_doc), cmocka_unit_test(refused_names)};

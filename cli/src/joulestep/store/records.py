@@ -221,6 +221,10 @@ LOST_SCHEMA = (
     F("node", "str", null=False, required=True, column="node"),
     F("lost_at_ns", "int", "ns", 0, null=False, required=True, column="lost_at_ns"),
     F("reason", "str", column="reason"),
+    F("step_start_ns", "int", "ns", 0, column="step_start_ns",
+      doc="a killed slurmstepd's step (its step-start marker): when it started"),
+    F("first_reading_ns", "int", "ns", 0, column="first_reading_ns",
+      doc="a killed slurmstepd's step: when its first energy reading was taken"),
 )
 del F
 

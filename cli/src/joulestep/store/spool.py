@@ -268,7 +268,8 @@ def _ingest_loop(it, known, res, pending, bad, commit, batch, lost_rows):
 # ingesting again changes nothing); lost.py counts them.
 
 _LOST_INSERT = ("INSERT INTO lost_records (cluster, job_id, step_id, het_component, "
-                "node, lost_at_ns, reason) VALUES (?,?,?,?,?,?,?) "
+                "node, lost_at_ns, reason, step_start_ns, first_reading_ns) "
+                "VALUES (?,?,?,?,?,?,?,?,?) "
                 "ON CONFLICT (cluster, job_id, step_id, het_component, node) "
                 "DO NOTHING")
 
@@ -279,7 +280,8 @@ def insert_lost(conn, rows: list) -> int:
     try:
         n = 0
         for r in rows:
-            n += conn.execute(_LOST_INSERT, r).rowcount
+            # a row without the step-start fields (migration 011): NULL
+            n += conn.execute(_LOST_INSERT, tuple(r) + (None,) * (9 - len(r))).rowcount
         conn.execute("COMMIT")
     except BaseException:
         conn.execute("ROLLBACK")
