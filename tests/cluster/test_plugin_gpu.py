@@ -378,3 +378,82 @@ def test_gpu_left_locked_by_a_killed_step_is_unlocked_by_joulestep_restore(gpu, 
     finally:
         gpu.c.scancel(job)
         gpu.c.wait_job(job)
+
+
+def _step_pids(gpu, job, step) -> list[int]:
+    """The tasks of one step of the job (not its slurmstepd)."""
+    out = []
+    for p in job_pids(job, gpu.c):
+        try:
+            env = pathlib.Path(f"/proc/{p}/environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if f"SLURM_STEP_ID={step}".encode() in env and not cmdline(p).startswith("slurmstepd"):
+            out.append(p)
+    return out
+
+
+def test_gpu_left_locked_by_a_killed_step_is_unlocked_by_the_next_step(gpu):
+    """srun step 0 locks GPU 0 in a write phase; its slurmstepd is SIGKILLed there, so
+    the lock and its journal entry stay (the job goes on: no epilog, no prolog). Step 1
+    of the same job finds the dead owner's entry when it starts and unlocks the GPU
+    before its task runs: the stand-in's lock log has the unlock between step 1's start
+    and the first thing its task does, the task sees the GPU unlocked, and step 1's own
+    checkpoint then locks and unlocks from there."""
+    gpu.configure(gpu_io_mhz=800)
+    d = gpu.c.user_dir(USER)
+    up, go = d / "nx.up", d / "nx.go"
+    for f in (up, go):
+        f.unlink(missing_ok=True)
+    locks = fakegpu.gpu_dir(gpu.gpu_root, 0) / "locks"
+    t0 = time.monotonic_ns()
+    script = f"""#!/bin/sh
+#SBATCH -n1 --gres=gpu:1
+srun --overlap -n1 --energy-policy=monitor+gpu-io sh -c '{gpu.phase("begin", "write")}; touch {up}; exec sleep 300' &
+i=0; while [ ! -e {go} ] && [ $i -lt 1200 ]; do sleep 0.1; i=$((i+1)); done
+srun --overlap -n1 --energy-policy=monitor+gpu-io sh -c 'echo "T1 $(python3 -c "import time; print(time.monotonic_ns())")"
+echo "LASTLOCK $(tail -n1 {locks})"
+{gpu.phase("begin", "checkpoint")}
+sleep 0.2
+{gpu.phase("end")}'
+"""
+    res, job = gpu.c.sbatch(script, user=USER)
+    assert res.returncode == 0 and job, res.stderr
+    try:
+        wait_for(lambda: up.exists() and locks_since(gpu, t0), "step 0's lock", 60)
+        assert gpu_journal(gpu) != []
+        pid = stepd_pid(job, "0", gpu.c)
+        assert pid, f"no slurmstepd for {job}.0"
+        os.kill(pid, signal.SIGKILL)
+        wait_for(lambda: "slurmstepd" not in cmdline(pid), "slurmstepd gone", 20)
+        for p in _step_pids(gpu, job, "0"):
+            try:
+                os.kill(p, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        t_kill = time.monotonic_ns()
+        time.sleep(0.5)
+        assert lk_last(gpu, t0) == (800,)  # still locked, still journaled: step 1 must undo it
+        assert gpu_journal(gpu) != []
+        go.touch()
+        st = gpu.c.wait_job(job, 120)
+        out = gpu.c.job_output(job)
+        assert st == "COMPLETED", f"{st}\n{out}"
+    finally:
+        gpu.c.scancel(job)
+        gpu.c.wait_job(job)
+    r = spool.wait_records(gpu.spool, job, ["1"], gpu.c.logs)["1"]
+    off = mono_offset_ns()
+    t1 = int(next(ln.split()[1] for ln in out.splitlines() if ln.startswith("T1 ")))
+    last = next(ln.split()[1:] for ln in out.splitlines() if ln.startswith("LASTLOCK "))
+    lo = float((fakegpu.gpu_dir(gpu.gpu_root, 0) / "min_mhz").read_text())
+    lk = locks_since(gpu, t0)
+    # step 0's lock, step 1's recovery, step 1's own checkpoint lock and unlock
+    assert [(a, b) for _, a, b in lk] == [(lo, 800), (0, 0), (lo, 800), (0, 0)], lk
+    t_unlock = lk[1][0]
+    assert t_kill < t_unlock < t1, (t_kill, t_unlock, t1)
+    assert r["step"]["start_ns"] - off - 2_000_000 <= t_unlock, (r["step"]["start_ns"] - off, t_unlock)
+    assert [float(x) for x in last[1:]] == [0.0, 0.0], last  # the task saw the GPU unlocked
+    assert r["provenance"]["errors"] == [], r["provenance"]["errors"]
+    assert r["phases"][0]["gpu_clock_mhz"] == 800
+    assert gpu_journal(gpu) == []
