@@ -51,7 +51,7 @@ const char *js_gpu_step_unowned(const struct js_step *s, size_t i)
 		return "split by MIG: no per-job counter";
 	if (!strcmp(s->gpu_others, "?"))
 		return "other jobs' GPUs on this node unknown: may be shared";
-	if (in_list(s->gpu_others, in->index))
+	if (in->minor < 0 || in_list(s->gpu_others, (unsigned)in->minor)) /* Slurm's numbers */
 		return "shared with another job: no per-job counter";
 	return NULL;
 }
@@ -77,7 +77,10 @@ void js_gpu_step_open(struct js_step *s)
 		snprintf(s->gpu_others, sizeof(s->gpu_others), "?");
 	struct js_gpu_opts o = {.backend = s->conf.gpu_backend[0] ? s->conf.gpu_backend : NULL,
 				.lib = s->conf.gpu_lib[0] ? s->conf.gpu_lib : NULL,
-				.select = s->gpu_sel};
+				.select = s->gpu_sel,
+				/* Slurm's GPU numbers are the N of /dev/nvidiaN, not
+				 * NVML's index (PCI order): mapped by device minor */
+				.select_minor = true};
 	rc = js_gpu_open(&o, &s->gpus, why, sizeof(why));
 	if (rc < 0) {
 		for (char *p = why; *p; p++)

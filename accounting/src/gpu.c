@@ -20,7 +20,7 @@ void js_gpu_set_error(struct js_gpus *g, const char *call, const char *words, in
 	pthread_mutex_unlock(&g->mu);
 }
 
-bool js_gpu_selected(const char *sel, unsigned idx, const char *uuid)
+bool js_gpu_selected(const char *sel, long num, const char *uuid)
 {
 	char buf[1024], *save = NULL, *tok;
 
@@ -31,7 +31,7 @@ bool js_gpu_selected(const char *sel, unsigned idx, const char *uuid)
 		char *end;
 		unsigned long v = strtoul(tok, &end, 10);
 
-		if ((*tok && !*end && v == idx) || !strcmp(tok, uuid))
+		if ((*tok && !*end && num >= 0 && v == (unsigned long)num) || !strcmp(tok, uuid))
 			return true;
 	}
 	return false;
@@ -55,7 +55,7 @@ static int open_one(const struct js_gpu_backend *be, const struct js_gpu_opts *o
 		js_fmt(why, whylen, "cannot load %s: %s", lib, e ? e : "?");
 		rc = -ENOENT;
 	} else {
-		rc = be->open(g, o ? o->select : NULL, why, whylen);
+		rc = be->open(g, o ? o->select : NULL, o && o->select_minor, why, whylen);
 	}
 	if (rc < 0) {
 		if (g->dl)

@@ -30,6 +30,8 @@ struct amdsmi_api {
 	int (*processors)(void *, uint32_t *, void **);
 	int (*uuid)(void *, unsigned *, char *);
 	int (*energy)(void *, uint64_t *, float *, uint64_t *);
+	/* optional, after the required ones above (load() fills those in order) */
+	int (*render_minor)(void *, uint32_t *);
 };
 
 #define API(g) ((struct amdsmi_api *)(g)->api)
@@ -66,16 +68,30 @@ static int load(struct js_gpus *g, char *why, size_t whylen)
 			return -ENOSYS;
 		}
 	}
+	*(void **)&a->render_minor = dlsym(g->dl, "amdsmi_get_gpu_drm_render_minor");
 	return 0;
 }
 
-static void describe(struct js_gpus *g, size_t k, unsigned idx, const char *uuid)
+/* The GPU's N of /dev/dri/renderD<128+N> (the order Slurm's gres.conf
+ * lists render nodes in), or -1. */
+static int minor_of(struct js_gpus *g, void *proc)
+{
+	uint32_t m = 0;
+
+	if (!API(g)->render_minor || API(g)->render_minor(proc, &m) != AMDSMI_OK || m < 128 ||
+	    m > 128 + 0xffff)
+		return -1;
+	return (int)(m - 128);
+}
+
+static void describe(struct js_gpus *g, size_t k, unsigned idx, int minor, const char *uuid)
 {
 	struct js_gpu_info *in = &g->info[k];
 	uint64_t acc, ts;
 	float res;
 
 	in->index = idx;
+	in->minor = minor;
 	js_fmt(in->uuid, sizeof(in->uuid), "%s", uuid[0] ? uuid : "AMD-index");
 	js_fmt(in->name, sizeof(in->name), "AMD GPU");
 	in->energy_counter = API(g)->energy(g->dev[k], &acc, &res, &ts) == AMDSMI_OK;
@@ -83,7 +99,7 @@ static void describe(struct js_gpus *g, size_t k, unsigned idx, const char *uuid
 }
 
 /* Every GPU of every socket, in the library's order. */
-static int collect(struct js_gpus *g, const char *sel, unsigned *seen)
+static int collect(struct js_gpus *g, const char *sel, bool by_minor, unsigned *seen)
 {
 	void *sock[JS_MAX_GPUS], *proc[JS_MAX_GPUS];
 	uint32_t ns = JS_MAX_GPUS;
@@ -97,19 +113,20 @@ static int collect(struct js_gpus *g, const char *sel, unsigned *seen)
 		for (uint32_t p = 0; p < np && p < JS_MAX_GPUS && g->n < JS_MAX_GPUS; p++, (*seen)++) {
 			char uuid[JS_GPU_UUID_LEN] = "";
 			unsigned len = sizeof(uuid);
+			int minor = minor_of(g, proc[p]);
 
 			API(g)->uuid(proc[p], &len, uuid);
-			if (!js_gpu_selected(sel, *seen, uuid))
+			if (!js_gpu_selected(sel, by_minor ? minor : (long)*seen, uuid))
 				continue;
 			g->dev[g->n] = proc[p];
-			describe(g, g->n, *seen, uuid);
+			describe(g, g->n, *seen, minor, uuid);
 			g->n++;
 		}
 	}
 	return rc;
 }
 
-static int am_open(struct js_gpus *g, const char *sel, char *why, size_t whylen)
+static int am_open(struct js_gpus *g, const char *sel, bool by_minor, char *why, size_t whylen)
 {
 	unsigned seen = 0;
 	int rc = load(g, why, whylen);
@@ -120,7 +137,7 @@ static int am_open(struct js_gpus *g, const char *sel, char *why, size_t whylen)
 		js_fmt(why, whylen, "%s", g->last_error);
 		return rc;
 	}
-	rc = collect(g, sel, &seen);
+	rc = collect(g, sel, by_minor, &seen);
 	if (rc < 0 || !g->n) {
 		js_fmt(why, whylen, rc < 0 ? "%s" : "no %sGPU (AMD SMI sees %u)",
 		       rc < 0 ? g->last_error : sel && strcmp(sel, "all") ? "selected " : "", seen);

@@ -12,8 +12,9 @@ struct js_gpu_backend {
 	const char *name;
 	const char *default_lib;
 	/* Load the library (g->dl is open), initialise it and fill g->dev,
-	 * g->info and g->n with the devices sel names; -errno and why. */
-	int (*open)(struct js_gpus *g, const char *sel, char *why, size_t whylen);
+	 * g->info and g->n with the devices sel names (its numbers are device
+	 * minors when by_minor, else the library's indices); -errno and why. */
+	int (*open)(struct js_gpus *g, const char *sel, bool by_minor, char *why, size_t whylen);
 	void (*close)(struct js_gpus *g);
 	int (*read)(struct js_gpus *g, size_t i, struct js_gpu_raw *out);
 	int (*sm_clock)(struct js_gpus *g, size_t i, uint32_t *mhz);
@@ -36,7 +37,8 @@ extern const struct js_gpu_backend js_gpu_nvml, js_gpu_amdsmi;
 
 /* Keep the library's words for a failed call ("call: words (status N)"). */
 void js_gpu_set_error(struct js_gpus *g, const char *call, const char *words, int st);
-/* Is device idx (with uuid) in the comma list sel (NULL/""/"all": every one)? */
-bool js_gpu_selected(const char *sel, unsigned idx, const char *uuid);
+/* Is the device numbered num (< 0: it has no number) with uuid in the comma
+ * list sel (NULL/""/"all": every one)? */
+bool js_gpu_selected(const char *sel, long num, const char *uuid);
 
 #endif

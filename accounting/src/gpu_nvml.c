@@ -41,6 +41,7 @@ struct nvml_api {
 	int (*mig_mode)(nvml_dev, unsigned *, unsigned *);
 	int (*lock)(nvml_dev, unsigned, unsigned);
 	int (*unlock)(nvml_dev);
+	int (*minor)(nvml_dev, unsigned *);
 };
 
 #define API(g) ((struct nvml_api *)(g)->api)
@@ -100,6 +101,7 @@ static int load(struct js_gpus *g, char *why, size_t whylen)
 	SYM(mig_mode, "nvmlDeviceGetMigMode", false);
 	SYM(lock, "nvmlDeviceSetGpuLockedClocks", false);
 	SYM(unlock, "nvmlDeviceResetGpuLockedClocks", false);
+	SYM(minor, "nvmlDeviceGetMinorNumber", false);
 	return 0;
 }
 
@@ -122,7 +124,7 @@ static uint32_t min_gfx_mhz(struct nvml_api *a, nvml_dev d)
 	return lo;
 }
 
-static void describe(struct js_gpus *g, size_t k, unsigned idx)
+static void describe(struct js_gpus *g, size_t k, unsigned idx, int minor)
 {
 	struct nvml_api *a = API(g);
 	struct js_gpu_info *in = &g->info[k];
@@ -131,6 +133,7 @@ static void describe(struct js_gpus *g, size_t k, unsigned idx)
 	unsigned cur = 0, pend = 0, lo = 0, hi = 0, mhz = 0;
 
 	in->index = idx;
+	in->minor = minor;
 	if (a->uuid(d, in->uuid, sizeof(in->uuid)) != NVML_OK)
 		js_fmt(in->uuid, sizeof(in->uuid), "GPU-index-%u", idx);
 	if (a->name(d, in->name, sizeof(in->name)) != NVML_OK)
@@ -146,7 +149,7 @@ static void describe(struct js_gpus *g, size_t k, unsigned idx)
 	in->min_sm_mhz = min_gfx_mhz(a, d);
 }
 
-static int nv_open(struct js_gpus *g, const char *sel, char *why, size_t whylen)
+static int nv_open(struct js_gpus *g, const char *sel, bool by_minor, char *why, size_t whylen)
 {
 	unsigned count = 0;
 	int rc = load(g, why, whylen);
@@ -165,18 +168,26 @@ static int nv_open(struct js_gpus *g, const char *sel, char *why, size_t whylen)
 	for (unsigned i = 0; i < count && g->n < JS_MAX_GPUS; i++) {
 		nvml_dev d;
 		char uuid[JS_GPU_UUID_LEN] = "";
+		unsigned m = 0;
+		int minor;
 
 		if (API(g)->handle(i, &d) != NVML_OK)
 			continue;
 		API(g)->uuid(d, uuid, sizeof(uuid));
-		if (!js_gpu_selected(sel, i, uuid))
+		/* the N of /dev/nvidiaN: NVML's own order is the PCI bus id's */
+		minor = API(g)->minor && API(g)->minor(d, &m) == NVML_OK && m <= 0xffff ? (int)m : -1;
+		if (!js_gpu_selected(sel, by_minor ? minor : (long)i, uuid))
 			continue;
 		g->dev[g->n] = d;
-		describe(g, g->n, i);
+		describe(g, g->n, i, minor);
 		g->n++;
 	}
 	if (!g->n) {
-		js_fmt(why, whylen, "no %sGPU (NVML sees %u)", sel && strcmp(sel, "all") ? "selected " : "", count);
+		const char *what = !sel || !strcmp(sel, "all") ? "GPU"
+				   : by_minor ? "GPU whose device minor (/dev/nvidiaN) is selected"
+					      : "selected GPU";
+
+		js_fmt(why, whylen, "no %s (NVML sees %u)", what, count);
 		API(g)->shutdown();
 		return -ENODEV;
 	}

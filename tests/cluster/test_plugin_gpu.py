@@ -457,3 +457,61 @@ sleep 0.2
     assert r["provenance"]["errors"] == [], r["provenance"]["errors"]
     assert r["phases"][0]["gpu_clock_mhz"] == 800
     assert gpu_journal(gpu) == []
+
+
+def test_slurm_gpu_numbers_are_mapped_by_device_minor_not_the_library_index(gpu):
+    """A node whose NVML order (PCI bus id) is not its /dev/nvidiaN order: NVML's GPU 0
+    is /dev/nvidia1 and its GPU 1 is /dev/nvidia0. Slurm gives the job its GPU 0 (the
+    N of /dev/nvidiaN), so the plugin must measure and lock NVML's GPU 1 (device minor
+    0) and leave NVML's GPU 0 alone; another live job holding Slurm's GPU 1 does not
+    make this job's GPU look shared."""
+    d0, d1 = fakegpu.gpu_dir(gpu.gpu_root, 0), fakegpu.gpu_dir(gpu.gpu_root, 1)
+    jobs = gpu.state / "jobs"
+    for d in (gpu.state, jobs):
+        d.mkdir(mode=0o700, exist_ok=True)
+    other = jobs / "999991"
+    other.write_text(json.dumps({"account": "", "cluster": "jstest", "first_seen_ns": 1,
+                                 "gpus": "1", "job_id": 999991, "partition": "",
+                                 "uid": 0}, separators=(",", ":")))
+    os.chmod(other, 0o600)
+    (d0 / "minor").write_text("1\n")
+    (d1 / "minor").write_text("0\n")
+    (d1 / "mig").write_text("0\n")
+    gpu.configure(gpu_io_mhz=800)
+    t0 = time.monotonic_ns()
+    script = f"""#!/bin/sh
+#SBATCH -n1 --gres=gpu:1 --energy-policy=monitor+gpu-io
+echo "JOBGPUS $SLURM_JOB_GPUS"
+{gpu.gpu_cmd("load", 0, 0.9)}
+{gpu.gpu_cmd("load", 1, 0.5)}
+{gpu.phase("begin", "checkpoint")}
+sleep 0.5
+{gpu.phase("end")}
+{gpu.gpu_cmd("load", 0, 0)}
+{gpu.gpu_cmd("load", 1, 0)}
+"""
+    try:
+        job, out = gpu.c.run_job(script, user=USER)
+    finally:
+        other.unlink()
+        (d0 / "minor").unlink()
+        (d1 / "minor").unlink()
+        (d1 / "mig").write_text("1\n")
+    assert "JOBGPUS 0" in out, out
+    r = spool.wait_records(gpu.spool, job, ["batch"], gpu.c.logs)["batch"]
+    off = mono_offset_ns()
+    uuid1 = (d1 / "uuid").read_text().strip()
+    assert r["provenance"]["errors"] == [], r["provenance"]["errors"]
+    assert [(g["index"], g["uuid"]) for g in r["gpus"]] == [(1, uuid1)], r["gpus"]
+    g = r["gpus"][0]
+    assert g["reason"] is None, g
+    st = r["step"]
+    truth = fakegpu.energy_mj(gpu.gpu_root, 1, st["start_ns"] - off, st["end_ns"] - off) * 1000
+    assert close(g["energy_uj"], truth)
+    p = r["phases"][0]
+    truth = fakegpu.energy_mj(gpu.gpu_root, 1, p["start_ns"] - off, p["end_ns"] - off) * 1000
+    assert close(p["gpus"][0]["energy_uj"], truth)
+    assert p["gpu_clock_mhz"] == 800
+    lo = float((d1 / "min_mhz").read_text())
+    assert [(a, b) for t, a, b in fakegpu.locks(gpu.gpu_root, 1) if t >= t0] == [(lo, 800), (0, 0)]
+    assert locks_since(gpu, t0) == []  # NVML's GPU 0 (/dev/nvidia1) untouched

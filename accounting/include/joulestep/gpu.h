@@ -31,6 +31,10 @@ struct js_gpu_info {
 	bool mig;                        /* split by MIG: no per-job counter      */
 	uint32_t max_power_mw;           /* plausibility bound for the counter    */
 	uint32_t max_sm_mhz, min_sm_mhz; /* supported graphics clock range (0: ?) */
+	int minor;                       /* device minor: the N of /dev/nvidiaN
+	                                    (AMD: of /dev/dri/renderD<128+N>), the
+	                                    number Slurm's gres.conf names; -1: the
+	                                    library cannot say                     */
 };
 
 /* One reading of one GPU. */
@@ -51,6 +55,11 @@ struct js_gpu_opts {
 	                                    libnvidia-ml.so.1, libamd_smi.so        */
 	const char *select;              /* NULL/"all", or a comma list of indices
 	                                    and UUIDs                              */
+	bool select_minor;               /* the numbers in select are device minors
+	                                    (js_gpu_info.minor: Slurm's GPU numbers),
+	                                    not the library's indices, whose order
+	                                    may differ; a GPU whose minor cannot be
+	                                    read is not selected by number         */
 };
 
 /* Open the library and the selected devices. -ENOENT when the library is

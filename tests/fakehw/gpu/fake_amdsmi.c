@@ -89,6 +89,18 @@ int amdsmi_get_processor_handles(void *socket, uint32_t *count, void **handles)
 	return OK;
 }
 
+/* The DRM render node's minor (renderD<128+N>): 128 + the GPU's `minor`
+ * (default: its directory's number). */
+int amdsmi_get_gpu_drm_render_minor(void *h, uint32_t *minor)
+{
+	int g = dev_of(h);
+
+	if (g < 0)
+		return -g;
+	*minor = 128u + (uint32_t)fm_num(g, "minor", g);
+	return OK;
+}
+
 int amdsmi_get_gpu_device_uuid(void *h, unsigned *len, char *uuid)
 {
 	char b[128];

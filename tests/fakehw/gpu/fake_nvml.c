@@ -177,6 +177,18 @@ int nvmlDeviceGetSupportedGraphicsClocks(void *h, unsigned mem, unsigned *count,
 	return OK;
 }
 
+/* The N of /dev/nvidiaN: the GPU's `minor` (default: its directory's number,
+ * so index and minor agree unless a test says otherwise). */
+int nvmlDeviceGetMinorNumber(void *h, unsigned *minor)
+{
+	int g = dev_of(h);
+
+	if (g < 0)
+		return -g;
+	*minor = (unsigned)fm_num(g, "minor", g);
+	return OK;
+}
+
 int nvmlDeviceGetMigMode(void *h, unsigned *cur, unsigned *pend)
 {
 	int g = dev_of(h);
