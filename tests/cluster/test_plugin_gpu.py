@@ -515,3 +515,40 @@ sleep 0.5
     lo = float((d1 / "min_mhz").read_text())
     assert [(a, b) for t, a, b in fakegpu.locks(gpu.gpu_root, 1) if t >= t0] == [(lo, 800), (0, 0)]
     assert locks_since(gpu, t0) == []  # NVML's GPU 0 (/dev/nvidia1) untouched
+
+
+def test_amd_gpus_are_mapped_by_render_minor(gpu, build_dir):
+    """The same on AMD SMI: the node's two GPUs shown by the AMD stand-in, whose GPU 0
+    is /dev/dri/renderD129 and GPU 1 renderD128. Slurm's GPU 0 is AMD SMI's GPU 1."""
+    d0, d1 = fakegpu.gpu_dir(gpu.gpu_root, 0), fakegpu.gpu_dir(gpu.gpu_root, 1)
+    lib = gpu.workdir / "lib" / "libamd_smi.so"
+    shutil.copy2(build_dir / "tests" / "fakehw" / "libamd_smi.so", lib)
+    lib.with_name(lib.name + ".root").write_text(f"{gpu.gpu_root}\n")
+    saved = {p: p.read_text() for p in (d0 / "vendor", d1 / "vendor", d1 / "mig")}
+    for d, minor in ((d0, 1), (d1, 0)):
+        (d / "vendor").write_text("amd\n")
+        (d / "minor").write_text(f"{minor}\n")
+    (d1 / "mig").write_text("0\n")
+    gpu.configure(gpu_lib=lib, gpu_backend="amdsmi")
+    script = f"""#!/bin/sh
+#SBATCH -n1 --gres=gpu:1
+echo "JOBGPUS $SLURM_JOB_GPUS"
+{gpu.gpu_cmd("load", 1, 0.5)}
+sleep 0.5
+{gpu.gpu_cmd("load", 1, 0)}
+"""
+    try:
+        job, out = gpu.c.run_job(script, user=USER)
+    finally:
+        for p, text in saved.items():
+            p.write_text(text)
+        (d0 / "minor").unlink()
+        (d1 / "minor").unlink()
+    assert "JOBGPUS 0" in out, out
+    r = spool.wait_records(gpu.spool, job, ["batch"], gpu.c.logs)["batch"]
+    off = mono_offset_ns()
+    assert r["provenance"]["gpu_backend"] == "amdsmi", r["provenance"]
+    assert [(g["index"], g["uuid"]) for g in r["gpus"]] == [(1, (d1 / "uuid").read_text().strip())]
+    st = r["step"]
+    truth = fakegpu.energy_mj(gpu.gpu_root, 1, st["start_ns"] - off, st["end_ns"] - off) * 1000
+    assert close(r["gpus"][0]["energy_uj"], truth)
