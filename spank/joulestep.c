@@ -1234,9 +1234,38 @@ int slurm_spank_local_user_init(spank_t sp, int ac, char **av)
 
 #define REPORT_PHASES 32 /* phase lines srun prints per node */
 
+/* The summary's GPUs, one line each: energy, or why there is none. */
+static void print_gpus(json_t *r)
+{
+	json_t *g;
+	size_t i;
+	json_array_foreach(json_object_get(r, "gpus"), i, g) {
+		json_t *e = json_object_get(g, "energy_uj");
+		const char *why = json_string_value(json_object_get(g, "reason"));
+		if (json_is_integer(e))
+			fprintf(stderr, "joulestep:   GPU %s: %.3f J\n",
+				json_string_value(json_object_get(g, "uuid")), json_number_value(e) / 1e6);
+		else
+			fprintf(stderr, "joulestep:   GPU %s: energy not shown (%s)\n",
+				json_string_value(json_object_get(g, "uuid")), why ? why : "not measured");
+	}
+}
+
+/* ", GPU x J" when the total includes the GPUs, ", GPUs not in the total"
+ * when a GPU of the step has no figure, else "". */
+static const char *gpu_note(json_t *r, char *buf, size_t len)
+{
+	json_t *eg = json_object_get(r, "energy_gpu_uj");
+	if (json_is_integer(eg))
+		snprintf(buf, len, ", GPU %.3f J", json_number_value(eg) / 1e6);
+	else
+		snprintf(buf, len, "%s", json_array_size(json_object_get(r, "gpus")) ? ", GPUs not in the total" : "");
+	return buf;
+}
+
 /* One user summary (js_record.c, build_user) on srun's stderr: the step,
- * then its first phases. An energy the user may not see is printed as
- * "not shown" with the reason. */
+ * then its GPUs and its first phases. An energy the user may not see is
+ * printed as "not shown" with the reason. */
 static void print_summary(const char *path, uint32_t jobid, const char *step)
 {
 	json_error_t je;
@@ -1249,17 +1278,18 @@ static void print_summary(const char *path, uint32_t jobid, const char *step)
 	double dur = json_number_value(json_object_get(r, "duration_ns")) / 1e9;
 	json_t *ecpu = json_object_get(r, "energy_cpu_uj");
 	json_t *phases = json_object_get(r, "phases");
-	char what[200];
+	char what[260], gn[80];
 	if (json_is_integer(ecpu)) {
 		double c = json_number_value(ecpu) / 1e6;
 		json_t *ed = json_object_get(r, "energy_dram_uj");
 		double d = json_number_value(ed) / 1e6;
+		double t = json_number_value(json_object_get(r, "energy_total_uj")) / 1e6;
 		if (json_is_integer(ed))
-			snprintf(what, sizeof(what), "CPU %.3f J, DRAM %.3f J, total %.3f J (%.2f W)", c, d,
-				 c + d, dur > 0 ? (c + d) / dur : 0.0);
+			snprintf(what, sizeof(what), "CPU %.3f J, DRAM %.3f J%s, total %.3f J (%.2f W)", c, d,
+				 gpu_note(r, gn, sizeof(gn)), t, dur > 0 ? t / dur : 0.0);
 		else /* no dram zone (AMD): never a 0 J DRAM */
-			snprintf(what, sizeof(what), "CPU %.3f J (%.2f W), DRAM not measured", c,
-				 dur > 0 ? c / dur : 0.0);
+			snprintf(what, sizeof(what), "CPU %.3f J, DRAM not measured%s, total %.3f J (%.2f W)", c,
+				 gpu_note(r, gn, sizeof(gn)), t, dur > 0 ? t / dur : 0.0);
 	} else if (json_is_string(json_object_get(r, "energy_hidden"))) {
 		snprintf(what, sizeof(what), "energy not shown (shorter than %g ms)", ms);
 	} else if (json_is_true(json_object_get(r, "uncertain"))) { /* never a 0 J */
@@ -1272,6 +1302,7 @@ static void print_summary(const char *path, uint32_t jobid, const char *step)
 		jobid, step, json_string_value(json_object_get(r, "node")), dur, what,
 		json_string_value(json_object_get(r, "policy")), total,
 		json_integer_value(json_object_get(r, "errors_total")) ? " [errors: see the record]" : "");
+	print_gpus(r);
 	size_t n = json_array_size(phases);
 	for (size_t i = 0; i < n && i < REPORT_PHASES; i++) {
 		json_t *p = json_array_get(phases, i);
@@ -1289,6 +1320,10 @@ static void print_summary(const char *path, uint32_t jobid, const char *step)
 			snprintf(what, sizeof(what), "energy unknown");
 		else
 			snprintf(what, sizeof(what), "energy not measured");
+		json_t *pg = json_object_get(p, "energy_gpu_uj");
+		if (json_is_integer(pg))
+			snprintf(what + strlen(what), sizeof(what) - strlen(what), ", GPU %.3f J",
+				 json_number_value(pg) / 1e6);
 		fprintf(stderr, "joulestep:   phase %lld %*s%s%s%s: %.3f s, %s\n",
 			(long long)json_integer_value(json_object_get(p, "seq")),
 			(int)(2 * json_integer_value(json_object_get(p, "depth"))), "",

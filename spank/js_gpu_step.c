@@ -20,6 +20,7 @@
 #include <slurm/spank.h>
 
 #include "js_jobcache.h"
+#include "js_sidechan.h"
 #include "js_step.h"
 
 #define GPU_SAMPLE_MS_MAX 50 /* power integral of GPUs without a counter */
@@ -253,6 +254,51 @@ json_t *js_gpu_phase_json(const struct js_step *s, const struct js_sphase *p, ui
 			*all_ok = false;
 	}
 	return a;
+}
+
+/* ---- the user's summary (js_record.c, build_user) ----------------------
+ * The job's own whole GPUs (a shared or MIG GPU has no figure at all), so
+ * the RAPL side-channel rounding is not needed; figures are rounded to the
+ * counter's unit and follow min_phase_ms like the CPU's. */
+
+json_t *js_gpu_user_json(const struct js_step *s, bool shown, uint64_t *sum_uj, bool *all_ok)
+{
+	json_t *rec = js_gpu_step_json(s, sum_uj, all_ok), *out = json_array(), *g;
+	size_t i;
+	*sum_uj = 0;
+	json_array_foreach(rec, i, g) {
+		json_t *e = json_object_get(g, "energy_uj"), *o = json_object();
+		json_object_set(o, "uuid", json_object_get(g, "uuid"));
+		if (json_is_integer(e) && shown) {
+			uint64_t v = js_round_uj((uint64_t)json_integer_value(e), JS_GPU_USER_RES_UJ);
+			json_object_set_new(o, "energy_uj", json_integer((json_int_t)v));
+			json_object_set(o, "reason", json_null());
+			*sum_uj += v;
+		} else {
+			json_object_set_new(o, "energy_uj", json_null());
+			if (json_is_integer(e))
+				json_object_set_new(o, "reason", json_string("shorter than min_phase_ms"));
+			else
+				json_object_set(o, "reason", json_object_get(g, "reason"));
+		}
+		json_array_append_new(out, o);
+	}
+	*all_ok = *all_ok && shown;
+	json_decref(rec);
+	return out;
+}
+
+bool js_gpu_user_phase(const struct js_step *s, const struct js_sphase *p, bool shown, uint64_t *uj)
+{
+	bool ok = false;
+	json_t *a = js_gpu_phase_json(s, p, uj, &ok), *g;
+	size_t i;
+	*uj = 0;
+	json_array_foreach(a, i, g)
+		*uj += js_round_uj((uint64_t)json_integer_value(json_object_get(g, "energy_uj")),
+				   JS_GPU_USER_RES_UJ);
+	json_decref(a);
+	return ok && shown;
 }
 
 /* ---- GPU clocks in I/O phases (+gpu-io; docs/design.md, "GPU clocks in

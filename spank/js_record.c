@@ -391,7 +391,16 @@ static json_t *build_user(struct js_step *s)
 	json_object_set_new(root, "energy_cpu_uj", shown ? json_integer((json_int_t)cpu) : json_null());
 	json_object_set_new(root, "energy_dram_uj", shown && dram_m ? json_integer((json_int_t)dram) : json_null());
 	json_object_set_new(root, "dram_not_measured", have_e && !dram_m ? json_string(dwhy) : json_null());
-	json_object_set_new(root, "energy_total_uj", shown ? json_integer((json_int_t)(cpu + dram)) : json_null());
+	/* the GPUs as the record has them (the total includes them only when
+	 * every one has its figure), rounded (js_gpu_user_json) */
+	uint64_t gpu = 0;
+	bool gpu_ok = false;
+	if (s->gpus) {
+		json_object_set_new(root, "gpus", js_gpu_user_json(s, js_user_may_see(dur, minp), &gpu, &gpu_ok));
+		json_object_set_new(root, "energy_gpu_uj", gpu_ok ? json_integer((json_int_t)gpu) : json_null());
+	}
+	json_object_set_new(root, "energy_total_uj", shown ? json_integer((json_int_t)(cpu + dram + (gpu_ok ? gpu : 0))) : json_null());
+	json_object_set_new(root, "total_includes", json_string(dram_m || !have_e ? (gpu_ok ? "cpu+dram+gpu" : "cpu+dram") : (gpu_ok ? "cpu+gpu" : "cpu")));
 	json_object_set_new(root, "energy_hidden", have_e && !unc && !shown ? json_string("shorter than min_phase_ms") : json_null());
 	json_t *phases = json_array();
 	size_t np = s->phases ? js_phases_count(s->phases) : 0, hidden = 0;
@@ -414,6 +423,9 @@ static json_t *build_user(struct js_step *s)
 		json_object_set_new(o, "energy_dram_uj", juser_uj(p->e_dram1_uj - p->e_dram0_uj, ps && dram_m, res));
 		json_object_set_new(o, "energy_hidden", have_e && !seen ? json_string("shorter than min_phase_ms") : json_null());
 		json_object_set_new(o, "uncertain", json_boolean(p->uncertain));
+		uint64_t pg = 0;
+		if (s->gpus)
+			json_object_set_new(o, "energy_gpu_uj", js_gpu_user_phase(s, p, seen, &pg) ? json_integer((json_int_t)pg) : json_null());
 		json_array_append_new(phases, o);
 	}
 	json_object_set_new(root, "phases", phases);

@@ -172,6 +172,13 @@ typedef struct json_t json_t;
 json_t *js_gpu_step_json(const struct js_step *s, uint64_t *sum_uj, bool *all_ok);
 json_t *js_gpu_phase_json(const struct js_step *s, const struct js_sphase *p, uint64_t *sum_uj,
 			  bool *all_ok);
+/* The user's summary (js_record.c): the step's GPUs (uuid, energy_uj
+ * rounded to JS_GPU_USER_RES_UJ or null, reason), none shown when !shown
+ * (shorter than min_phase_ms); *sum_uj and *all_ok as above. A phase's
+ * sum: true when every GPU has a figure. */
+#define JS_GPU_USER_RES_UJ 1000ULL /* 1 mJ: NVML's counter unit */
+json_t *js_gpu_user_json(const struct js_step *s, bool shown, uint64_t *sum_uj, bool *all_ok);
+bool js_gpu_user_phase(const struct js_step *s, const struct js_sphase *p, bool shown, uint64_t *uj);
 
 /* Record a failure in provenance.errors (the first JS_MAX_ERRORS; all are
  * counted in errors_total) and log it with slurm_error (the first

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import re
 import shutil
 import signal
 import subprocess
@@ -552,3 +553,53 @@ sleep 0.5
     st = r["step"]
     truth = fakegpu.energy_mj(gpu.gpu_root, 1, st["start_ns"] - off, st["end_ns"] - off) * 1000
     assert close(r["gpus"][0]["energy_uj"], truth)
+
+
+def _report(gpu, gres, body):
+    """srun --energy-report on the node's GPUs: (job, stderr, the step's record)."""
+    res = gpu.c.srun(["-n1", f"--gres=gpu:{gres}", "--energy-report", "sh", "-c", body],
+                     user=USER, timeout=120)
+    assert res.returncode == 0, res.stderr
+    m = re.search(r"joulestep: step (\d+)\.0 on ", res.stderr)
+    assert m, res.stderr
+    job = int(m.group(1))
+    return job, res.stderr, spool.wait_records(gpu.spool, job, ["0"], gpu.c.logs)["0"]
+
+
+def test_energy_report_shows_the_steps_gpus(gpu):
+    """srun --energy-report: the step line adds the GPU's energy to the total, a line
+    per GPU, the phase line its GPU energy; a MIG GPU is listed with its reason and
+    the total says the GPUs are not in it."""
+    uuid0 = (fakegpu.gpu_dir(gpu.gpu_root, 0) / "uuid").read_text().strip()
+    uuid1 = (fakegpu.gpu_dir(gpu.gpu_root, 1) / "uuid").read_text().strip()
+    body = (f'{gpu.gpu_cmd("load", 0, 0.8)}; {gpu.phase("begin", "compute")}; sleep 0.5; '
+            f'{gpu.phase("end")}; {gpu.gpu_cmd("load", 0, 0)}')
+    job, err, r = _report(gpu, 1, body)
+    off = mono_offset_ns()
+    st, p = r["step"], r["phases"][0]
+    truth_j = fakegpu.energy_mj(gpu.gpu_root, 0, st["start_ns"] - off, st["end_ns"] - off) / 1e3
+    ptruth_j = fakegpu.energy_mj(gpu.gpu_root, 0, p["start_ns"] - off, p["end_ns"] - off) / 1e3
+    m = re.search(rf"step {job}\.0 on \S+: [\d.]+ s, CPU ([\d.]+) J, DRAM ([\d.]+) J, "
+                  r"GPU ([\d.]+) J, total ([\d.]+) J", err)
+    assert m, err
+    cpu, dram, g, total = map(float, m.groups())
+    assert close(g, truth_j), err
+    assert abs(total - (cpu + dram + g)) <= 0.002, err
+    m = re.search(rf"joulestep:   GPU {uuid0}: ([\d.]+) J\n", err)
+    assert m and close(float(m.group(1)), truth_j), err
+    m = re.search(r"phase 0 compute: [\d.]+ s, CPU [\d.]+ J, DRAM [\d.]+ J, GPU ([\d.]+) J", err)
+    assert m and close(float(m.group(1)), ptruth_j), err
+    assert uuid1 not in err
+
+    job, err, r = _report(gpu, 2, "sleep 0.3")
+    m = re.search(rf"step {job}\.0 on \S+: [\d.]+ s, CPU ([\d.]+) J, DRAM ([\d.]+) J, "
+                  r"GPUs not in the total, total ([\d.]+) J", err)
+    assert m, err
+    cpu, dram, total = map(float, m.groups())
+    assert abs(total - (cpu + dram)) <= 0.002, err
+    st = r["step"]
+    off = mono_offset_ns()
+    truth_j = fakegpu.energy_mj(gpu.gpu_root, 0, st["start_ns"] - off, st["end_ns"] - off) / 1e3
+    m = re.search(rf"joulestep:   GPU {uuid0}: ([\d.]+) J\n", err)
+    assert m and close(float(m.group(1)), truth_j), err
+    assert re.search(rf"joulestep:   GPU {uuid1}: energy not shown \(split by MIG[^)]*\)", err), err
