@@ -90,15 +90,18 @@ def attach_tags(jobs: pd.DataFrame, df: pd.DataFrame, on: Optional[Sequence[str]
 
 def derived(df: pd.DataFrame) -> pd.DataFrame:
     """Add unit-converted and derived columns to a copy of steps or phases:
-    energy_cpu_j, energy_dram_j (NULL DRAM -> 0), energy_j, duration_s,
-    power_w = energy_j/duration_s; when `bytes` exists: gib, throughput_gibs
-    = gib/duration_s, j_per_gib = energy_j/gib (NaN without bytes)."""
+    energy_cpu_j, energy_dram_j (NULL DRAM -> 0), energy_j (CPU + DRAM),
+    duration_s, power_w = energy_j/duration_s; when `bytes` exists: gib,
+    throughput_gibs = gib/duration_s, j_per_gib = energy_j/gib (NaN without
+    bytes); when energy_gpu_uj exists: gpu_j (_gpu_j)."""
     _need(df, ["energy_cpu_uj", "duration_ns"], "energy")
     d = df.copy()
     d["energy_cpu_j"] = d["energy_cpu_uj"].astype(float) / 1e6
     d["energy_dram_j"] = (d["energy_dram_uj"].astype(float).fillna(0.0) / 1e6
                           if "energy_dram_uj" in d.columns else 0.0)
     d["energy_j"] = d["energy_cpu_j"] + d["energy_dram_j"]
+    if "energy_gpu_uj" in d.columns:
+        d["gpu_j"] = _gpu_j(d)
     d["duration_s"] = d["duration_ns"].astype(float) / 1e9
     with np.errstate(divide="ignore", invalid="ignore"):
         d["power_w"] = d["energy_j"] / d["duration_s"].where(d["duration_s"] > 0)
@@ -107,6 +110,32 @@ def derived(df: pd.DataFrame) -> pd.DataFrame:
             d["throughput_gibs"] = d["gib"] / d["duration_s"].where(d["duration_s"] > 0)
             d["j_per_gib"] = d["energy_j"] / d["gib"].where(d["gib"] > 0)
     return d
+
+
+def _gpu_j(d: pd.DataFrame) -> pd.Series:
+    """The GPUs' energy (J) of each row: NaN where its step had GPUs without
+    a figure (MIG, shared, uncertain, not measured: never summed as 0), 0
+    where its step had none."""
+    e = pd.to_numeric(d["energy_gpu_uj"], errors="coerce").astype(float) / 1e6
+    had = pd.Series(False, index=d.index)
+    for c in ("gpu_backend", "gpus_unmeasured"):
+        if c in d.columns:
+            had |= d[c].notna()
+    return e.where(e.notna() | had, 0.0)
+
+
+def with_gpus(d: pd.DataFrame) -> bool:
+    """Do the rows (derived) hold any GPU: a GPU figure or a GPU without one?"""
+    return "gpu_j" in d.columns and bool((d["gpu_j"].isna() | (d["gpu_j"] != 0)).any())
+
+
+def _nan_sum(s: pd.Series) -> float:
+    """Sum, NaN when a part is NaN (a GPU without a figure is not 0 J)."""
+    return float(s.sum()) if s.notna().all() else np.nan
+
+
+def _nan_mean(s: pd.Series) -> float:
+    return float(s.mean()) if s.notna().all() else np.nan
 
 
 def _run_col(df: pd.DataFrame, run: Optional[str]) -> str:
@@ -138,13 +167,22 @@ def _uj(v):
 
 
 def _count_record(g: pd.DataFrame, kinds) -> dict:
-    """index -> (cpu, dram, total, duration, outer seq) for one record."""
+    """index -> (cpu, dram, total, duration, outer seq[, gpu]) for one
+    record; gpu (with an energy_gpu_uj column): the same rule on the GPUs'
+    figure alone, so a phase inside another counts its GPU energy once."""
     dram = g["energy_dram_uj"] if "energy_dram_uj" in g.columns else [None] * len(g)
     ph = [nesting.Phase(i, _uj(q), _uj(par), k, int(d), _uj(c), _uj(m))
           for i, q, par, k, d, c, m in zip(g.index, g["seq"], g["parent_seq"], g["kind"],
                                            g["duration_ns"], g["energy_cpu_uj"], dram)]
-    return {i: (c.cpu_uj, c.dram_uj, c.total_uj, c.duration_ns, o)
-            for i, (c, o) in nesting.count_phases(ph, kinds).items()}
+    out = {i: (c.cpu_uj, c.dram_uj, c.total_uj, c.duration_ns, o)
+           for i, (c, o) in nesting.count_phases(ph, kinds).items()}
+    if "energy_gpu_uj" not in g.columns:
+        return out
+    gp = [nesting.Phase(i, _uj(q), _uj(par), k, int(d), _uj(e), None)
+          for i, q, par, k, d, e in zip(g.index, g["seq"], g["parent_seq"], g["kind"],
+                                        g["duration_ns"], g["energy_gpu_uj"])]
+    gpu = {i: c.cpu_uj for i, (c, _o) in nesting.count_phases(gp, kinds).items()}
+    return {i: v + (gpu.get(i),) for i, v in out.items()}
 
 
 def counted_phases(phases: pd.DataFrame, kinds: Optional[Iterable[str]] = None
@@ -170,7 +208,8 @@ def counted_phases(phases: pd.DataFrame, kinds: Optional[Iterable[str]] = None
     res: dict = {}
     for g in _nested_records(phases):
         res.update(_count_record(g, kinds))
-    cols = list(COUNTED) + ["_outer_seq"]
+    cols = list(COUNTED) + ["_outer_seq"] + (
+        ["counted_gpu_uj"] if "energy_gpu_uj" in phases.columns else [])
     upd = pd.DataFrame.from_dict(res, orient="index", columns=cols)
     for c in cols:
         d.loc[upd.index, c] = upd[c].astype("Int64")
@@ -186,6 +225,8 @@ def _own_counted(p: pd.DataFrame) -> pd.DataFrame:
     d["counted_cpu_uj"], d["counted_dram_uj"] = cpu, dram
     d["counted_total_uj"] = cpu + dram.fillna(0)
     d["counted_duration_ns"] = d["duration_ns"].astype("Int64")
+    if "energy_gpu_uj" in d.columns:
+        d["counted_gpu_uj"] = d["energy_gpu_uj"].astype("Int64")
     d["_outer_seq"] = d["seq"].astype("Int64") if "seq" in d.columns else pd.NA
     return d
 
@@ -206,9 +247,12 @@ def _nested_records(phases: pd.DataFrame):
 
 def _as_counted(d: pd.DataFrame) -> pd.DataFrame:
     """Counted figures in place of the measured ones (for sums)."""
+    if "counted_gpu_uj" in d.columns:
+        d = d.drop(columns=["energy_gpu_uj"], errors="ignore")
     d = d.drop(columns=["energy_cpu_uj", "energy_dram_uj", "duration_ns"], errors="ignore")
     return d.rename(columns={"counted_cpu_uj": "energy_cpu_uj",
                              "counted_dram_uj": "energy_dram_uj",
+                             "counted_gpu_uj": "energy_gpu_uj",
                              "counted_duration_ns": "duration_ns"})
 
 
@@ -237,7 +281,9 @@ def checkpoint_runs(phases: pd.DataFrame, by: str = "tag:strategy", run: Optiona
     node; summed over instances) when start_ns/end_ns are given, else the
     parts' durations add.  An instance is a label, else the outermost
     checkpoint/flush phase enclosing the phase.
-    Columns: by, run, part, nranks, energy_cpu_j, energy_dram_j, energy_j,
+    Columns: by, run, part, nranks, energy_cpu_j, energy_dram_j, energy_j
+    (CPU + DRAM), gpu_j (only when a phase's step had GPUs: the GPUs'
+    energy, counted once like the rest; NaN when a GPU had no figure),
     duration_s, gib, throughput_gibs, j_per_gib, gib_per_rank."""
     run = _run_col(phases, run)
     _need(phases, [by, run, "kind", "energy_cpu_uj", "duration_ns", "bytes", "nranks"],
@@ -246,19 +292,20 @@ def checkpoint_runs(phases: pd.DataFrame, by: str = "tag:strategy", run: Optiona
         raise ValueError(f"no phase of kind {local_kind!r} or {flush_kind!r}")
     p = derived(_as_counted(counted_phases(phases, (local_kind, flush_kind))))
     p["_inst"] = _instances(p)
+    gpu = {"gpu_j": ("gpu_j", _nan_sum)} if with_gpus(p) else {}
     per_inst = p.groupby([by, run, "kind", "_inst"], dropna=False).agg(
         energy_cpu_j=("energy_cpu_j", "sum"), energy_dram_j=("energy_dram_j", "sum"),
         duration_s=("duration_s", "max"), gib=("gib", lambda s: s.sum(min_count=1)),
-        nranks=("nranks", "sum")).reset_index()
+        nranks=("nranks", "sum"), **gpu).reset_index()
     per_kind = per_inst.groupby([by, run, "kind"], dropna=False).agg(
         energy_cpu_j=("energy_cpu_j", "sum"), energy_dram_j=("energy_dram_j", "sum"),
         duration_s=("duration_s", "sum"), gib=("gib", lambda s: s.sum(min_count=1)),
-        nranks=("nranks", "max")).reset_index()
+        nranks=("nranks", "max"), **gpu).reset_index()
     per_kind["part"] = per_kind["kind"].map({local_kind: "local", flush_kind: "flush"})
     tot = per_kind.groupby([by, run], dropna=False).agg(
         energy_cpu_j=("energy_cpu_j", "sum"), energy_dram_j=("energy_dram_j", "sum"),
         duration_s=("duration_s", "sum"), gib=("gib", "max"),
-        nranks=("nranks", "max")).reset_index()
+        nranks=("nranks", "max"), **gpu).reset_index()
     span = _span_s(p, by, run)
     if span is not None:
         tot = tot.drop(columns="duration_s").merge(span, on=[by, run], how="left")
@@ -270,7 +317,7 @@ def checkpoint_runs(phases: pd.DataFrame, by: str = "tag:strategy", run: Optiona
         out["j_per_gib"] = out["energy_j"] / out["gib"].where(out["gib"] > 0)
         out["gib_per_rank"] = out["gib"] / out["nranks"].where(out["nranks"] > 0)
     cols = [by, run, "part", "nranks", "energy_cpu_j", "energy_dram_j", "energy_j",
-            "duration_s", "gib", "throughput_gibs", "j_per_gib", "gib_per_rank"]
+            *gpu, "duration_s", "gib", "throughput_gibs", "j_per_gib", "gib_per_rank"]
     order = {"local": 0, "flush": 1, "total": 2}
     out = out[cols].sort_values([by, run, "part"], key=lambda s: s.map(order) if s.name == "part"
                                 else s).reset_index(drop=True)
@@ -313,8 +360,10 @@ def compare_checkpointing(phases: pd.DataFrame, by: str = "tag:strategy",
     scaling='strong': by (by, part, total_gib, nranks). Sizes are rounded
     to `size_decimals` GiB so repetitions group together. Columns: the
     group columns, runs, then for each of energy_cpu_j, energy_dram_j,
-    energy_j, duration_s, throughput_gibs, j_per_gib its mean and <m>_std.
-    Parts without bytes (NULL) show NaN throughput and J/GiB."""
+    energy_j, duration_s, throughput_gibs, j_per_gib its mean and <m>_std;
+    gpu_j (the GPUs' mean, NaN when a run's GPUs lack a figure) when the
+    phases' steps had GPUs. Parts without bytes (NULL) show NaN throughput
+    and J/GiB."""
     if scaling not in ("weak", "strong"):
         raise ValueError(f"scaling {scaling!r}: allowed 'weak', 'strong'")
     run = _run_col(phases, run)
@@ -327,7 +376,11 @@ def compare_checkpointing(phases: pd.DataFrame, by: str = "tag:strategy",
     r["gib_per_rank"] = r["gib_per_rank"].round(size_decimals)
     sizecol = "gib_per_rank" if scaling == "weak" else "total_gib"
     keys = [by, "part", sizecol, "nranks"]
-    out = _agg_mean_std(r.groupby(keys, dropna=False), CKPT_METRICS)
+    g = r.groupby(keys, dropna=False)
+    out = _agg_mean_std(g, CKPT_METRICS)
+    if "gpu_j" in r.columns:    # a group with a run whose GPUs have no figure: NaN
+        out.insert(out.columns.get_loc("energy_j_std") + 1, "gpu_j",
+                   g["gpu_j"].apply(_nan_mean).to_numpy())
     order = {"local": 0, "flush": 1, "total": 2}
     return out.sort_values(keys, key=lambda s: s.map(order) if s.name == "part" else s
                            ).reset_index(drop=True)
@@ -458,6 +511,8 @@ def compare_dumps(phases: pd.DataFrame, compressor: str = "tag:compressor",
     max_err (largest error any run achieved, from `maxerr:<e>` in the phase
     labels, as bench/dump writes them: `cr:<ratio>:maxerr:<e>`); both NaN
     where the phases do not say (no `bytes` / `label` column, or no value).
+    The energies are CPU + DRAM; gpu_j (when the phases' steps had GPUs) is
+    the GPUs' energy of compress + write, NaN when a GPU had no figure.
     Raw runs appear as compressor 'raw'."""
     run = _run_col(phases, run)
     _need(phases, [compressor, error_bound, run, "kind", "energy_cpu_uj", "duration_ns"],
@@ -478,11 +533,16 @@ def compare_dumps(phases: pd.DataFrame, compressor: str = "tag:compressor",
     r["total_j"] = r["compress_j"] + r["write_j"]
     r["duration_s"] = d
     r["ratio"], r["max_err"] = _dump_figures(p, keys, compress_kind, write_kind)
+    gpus = with_gpus(p)
+    if gpus:    # the GPUs' energy of compress + write, beside total_j (CPU + DRAM)
+        r["gpu_j"] = p.groupby(keys, dropna=False)["gpu_j"].agg(_nan_sum)
     r = r.reset_index()
     g = r.groupby(["_comp", "_eb"] + pol, dropna=False)
     out = g[["compress_j", "write_j", "total_j", "duration_s", "ratio"]].mean()
     out["max_err"] = g["max_err"].max()
     out["total_j_std"] = g["total_j"].std()
+    if gpus:
+        out["gpu_j"] = g["gpu_j"].apply(_nan_mean)
     out.insert(0, "runs", g.size())
     out = out.reset_index()
     raw = r[r["_comp"] == "raw"].groupby(pol, dropna=False)["write_j"].mean() if pol else \
@@ -495,7 +555,8 @@ def compare_dumps(phases: pd.DataFrame, compressor: str = "tag:compressor",
         out["total_vs_raw"] = out["total_j"] / out["raw_write_j"]
     out = out.rename(columns={"_comp": "compressor", "_eb": "error_bound"})
     cols = ["compressor", "error_bound"] + pol + ["runs", "compress_j", "write_j", "total_j",
-                                                  "total_j_std", "duration_s", "raw_write_j",
+                                                  "total_j_std", *(["gpu_j"] if gpus else []),
+                                                  "duration_s", "raw_write_j",
                                                   "total_vs_raw", "ratio", "max_err"]
     return out[cols].sort_values(["compressor", "error_bound"] + pol).reset_index(drop=True)
 
@@ -558,20 +619,24 @@ def compare_generic(df: pd.DataFrame, by: str,
     counted_dram_uj, counted_total_uj and counted_duration_ns columns
     (frames.steps; counted_phases) the totals add those: a step or phase
     inside another is counted once; means stay per row as measured (baseline default: the first value in
-    sorted order)."""
+    sorted order).  energy_j is CPU + DRAM; phases whose steps had GPUs
+    (counted_gpu_uj, frames.phases) add the metric gpu_j, the GPUs' energy
+    (NaN where a GPU had no figure, never 0)."""
     if "energy_cpu_uj" in df.columns and "duration_ns" in df.columns:
+        d = derived(df)
+        if "counted_gpu_uj" in df.columns and with_gpus(d) and "gpu_j" not in metrics:
+            metrics = [*metrics, "gpu_j"]
         if set(COUNTED) <= set(df.columns):
             c = derived(_as_counted(df))
-            df = derived(df).assign(**{f"counted_{m}": c[m] for m in metrics
-                                       if m in c.columns})
-        else:
-            df = derived(df)
+            d = d.assign(**{f"counted_{m}": c[m] for m in metrics if m in c.columns})
+        df = d
     _need(df, [by] + list(metrics), "comparison")
     g = df.groupby(by, dropna=False)
     out = pd.DataFrame({"n": g.size()})
     for m in metrics:
-        out[f"{m}_sum"] = g[f"counted_{m}" if f"counted_{m}" in df.columns else m].sum()
-        out[m] = g[m].mean()
+        col = g[f"counted_{m}" if f"counted_{m}" in df.columns else m]
+        out[f"{m}_sum"] = col.agg(_nan_sum) if m == "gpu_j" else col.sum()
+        out[m] = g[m].agg(_nan_mean) if m == "gpu_j" else g[m].mean()
         out[f"{m}_std"] = g[m].std()
     out = out.reset_index().sort_values(by).reset_index(drop=True)
     if baseline is None:

@@ -35,7 +35,8 @@ PHASE_COLS = (
     "p.seq, p.kind, p.label, p.depth, p.parent_seq, p.start_ns AS phase_start_ns,"
     " p.end_ns AS phase_end_ns, p.duration_ns AS phase_duration_ns, p.freq_khz, "
     "p.energy_cpu_uj AS phase_energy_cpu_uj, "
-    "p.energy_dram_uj AS phase_energy_dram_uj, p.bytes, p.nranks")
+    "p.energy_dram_uj AS phase_energy_dram_uj, p.bytes, p.nranks, "
+    "p.energy_gpu_uj AS phase_energy_gpu_uj")
 FROM = ("FROM steps s JOIN jobs j ON j.job_pk = s.job_pk "
         "JOIN nodes n ON n.node_pk = s.node_pk "
         "LEFT JOIN steps c ON c.step_pk = s.inside_step_pk")
@@ -82,10 +83,11 @@ def phases(conn, since_ns=None, until_ns=None,
            cluster=None) -> pd.DataFrame:
     """One row per phase, with its step's and job's columns.  The phase's
     own energy/duration/time columns replace the step's (energy_cpu_uj,
-    energy_dram_uj, duration_ns, start_ns, end_ns are the phase's), and
-    counted_cpu_uj, counted_dram_uj, counted_total_uj, counted_duration_ns
-    are what the phase adds to a sum over phases (analysis.counted_phases:
-    a phase inside another one is part of its measurement)."""
+    energy_dram_uj, energy_gpu_uj, duration_ns, start_ns, end_ns are the
+    phase's), and counted_cpu_uj, counted_dram_uj, counted_total_uj,
+    counted_duration_ns, counted_gpu_uj are what the phase adds to a sum
+    over phases (analysis.counted_phases: a phase inside another one is part
+    of its measurement)."""
     w, a = _where(since_ns, until_ns, cluster)
     df = read_frame(
         conn, f"SELECT {STEP_COLS}, {PHASE_COLS} {FROM} "
@@ -93,6 +95,7 @@ def phases(conn, since_ns=None, until_ns=None,
     df = df.drop(columns=_STEP_ONLY)
     df = df.rename(columns={"phase_energy_cpu_uj": "energy_cpu_uj",
                             "phase_energy_dram_uj": "energy_dram_uj",
+                            "phase_energy_gpu_uj": "energy_gpu_uj",
                             "phase_duration_ns": "duration_ns",
                             "phase_start_ns": "start_ns",
                             "phase_end_ns": "end_ns"})

@@ -60,20 +60,25 @@ def compare(c: Ctx, by, where, what, scaling, baseline, error_bound, since, unti
     col = r["table"].columns[0]
     pref = {
         "checkpoint": [col, "part", "gib_per_rank", "total_gib", "nranks",
-                       "energy_j", "throughput_gibs", "j_per_gib", "energy_j_std",
+                       "energy_j", "gpu_j", "throughput_gibs", "j_per_gib", "energy_j_std",
                        "runs", "throughput_gibs_std", "energy_cpu_j",
                        "energy_dram_j", "duration_s"],
         "io": [col, "runs", "energy_j", "energy_j_std", "gpu_j", "runtime_s", "avg_power_w",
                "node_mean_j", "node_min_j", "node_max_j", "node_std_j", "cpu_usage"],
-        "dump": ["compressor", "error_bound", "policy", "runs", "total_j",
+        "dump": ["compressor", "error_bound", "policy", "runs", "total_j", "gpu_j",
                  "compress_j", "write_j", "ratio", "max_err", "total_vs_raw",
                  "raw_write_j"],
     }.get(r["what"])
+    gpu = "gpu_j" in r["table"].columns or "gpu_j_sum" in r["table"].columns
+    if r["what"] == "phases" and gpu:
+        pref = [col, "n", "energy_j_sum", "gpu_j_sum", "energy_j", "gpu_j",
+                "duration_s", "energy_j_ratio", "gpu_j_ratio"] + list(r["table"].columns)
     head = f"{r['what']} comparison by {by}:"
-    if r["what"] == "io":       # what energy_j holds (docs/cli.md, compare)
-        head += (" energy_j is CPU + DRAM; gpu_j the GPUs' (nan: a run with GPUs "
-                 "not measured)" if "gpu_j" in r["table"].columns
-                 else " energy_j is CPU + DRAM")
+    if r["what"] == "io" or gpu:    # what the energies hold (docs/cli.md, compare)
+        part = {"dump": "compress_j, write_j and total_j are",
+                "phases": "energy_j (and its sum) is"}.get(r["what"], "energy_j is")
+        head += (f" {part} CPU + DRAM; gpu_j the GPUs' (nan: a run with GPUs not "
+                 "measured)" if gpu else " energy_j is CPU + DRAM")
     parts = [("table", r["table"], pref, head)]
     if r["ratios"] is not None:
         rp = ["part", "gib_per_rank", "total_gib", "nranks", r["ratios"].columns[3]
