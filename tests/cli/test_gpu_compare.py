@@ -127,3 +127,23 @@ def test_dump_comparison_shows_the_gpus_of_compress_and_write(run, tmp_path):
     assert nan(rows["zfp"]["gpu_j"])
     text = run("compare", "--by", "tag:compressor", "--what", "dump").stdout
     assert "total_j are CPU + DRAM; gpu_j the GPUs'" in " ".join(text.split()), text
+
+
+def test_steps_comparison_sums_the_gpus_once(run, tmp_path):
+    """test_gpu_sums's records: job 9's batch step measured its GPU (400 J)
+    with step 0 (100 J) inside it, so the sum counts 400 J, not 500 J."""
+    from test_gpu_sums import RECORDS
+    for r in RECORDS:
+        recgen.write(tmp_path / "spool", r)
+    run("ingest", tmp_path / "spool")
+    r = jrun(run, "compare", "--by", "tag:approach", "--what", "steps")
+    rows = {x["tag:approach"]: x for x in r["table"]}
+    gpu_j = {a: [(s["step"].get("energy_gpu_uj") or 0) / J for s in RECORDS
+                 if s["job"]["tags"]["approach"] == a] for a in "abcd"}
+    assert rows["b"]["gpu_j_sum"] == pytest.approx(max(gpu_j["b"]))     # the batch step's
+    assert rows["b"]["gpu_j"] == pytest.approx(sum(gpu_j["b"]) / 2)     # per step, measured
+    assert nan(rows["a"]["gpu_j_sum"])          # a GPU split by MIG: no figure
+    assert rows["c"]["gpu_j_sum"] == 0          # no GPUs
+    assert rows["d"]["gpu_j_sum"] == pytest.approx(sum(gpu_j["d"]))
+    text = run("compare", "--by", "tag:approach", "--what", "steps").stdout
+    assert "CPU + DRAM; gpu_j the GPUs'" in " ".join(text.split()), text

@@ -619,9 +619,10 @@ def compare_generic(df: pd.DataFrame, by: str,
     counted_dram_uj, counted_total_uj and counted_duration_ns columns
     (frames.steps; counted_phases) the totals add those: a step or phase
     inside another is counted once; means stay per row as measured (baseline default: the first value in
-    sorted order).  energy_j is CPU + DRAM; phases whose steps had GPUs
-    (counted_gpu_uj, frames.phases) add the metric gpu_j, the GPUs' energy
-    (NaN where a GPU had no figure, never 0)."""
+    sorted order).  energy_j is CPU + DRAM; with a counted_gpu_uj column
+    (frames.phases; steps: studies.counted_gpu_uj) rows that had GPUs add
+    the metric gpu_j, the GPUs' energy (NaN where a GPU had no figure,
+    never 0)."""
     if "energy_cpu_uj" in df.columns and "duration_ns" in df.columns:
         d = derived(df)
         if "counted_gpu_uj" in df.columns and with_gpus(d) and "gpu_j" not in metrics:

@@ -48,6 +48,16 @@ def _auto_what(ph: pd.DataFrame, by: str) -> str:
             "dump" if kinds & DUMP_KINDS else "io")
 
 
+def counted_gpu_uj(st: pd.DataFrame) -> pd.Series:
+    """Each step's counted GPU energy (gpus.counted_uj): its counted total
+    less its counted CPU and DRAM where its total includes its GPUs, else
+    NaN."""
+    has = st["total_includes"].fillna("").str.endswith("gpu")
+    gpu = (st["counted_total_uj"].astype(float) - st["counted_cpu_uj"].astype(float)
+           - st["counted_dram_uj"].astype(float).fillna(0.0))
+    return gpu.where(has)
+
+
 def counted_steps(st: pd.DataFrame) -> pd.DataFrame:
     """Steps for sums over steps (a run's energy): each step's counted_*
     figures (what it adds to totals, nesting.py) replace its own energies
@@ -58,9 +68,7 @@ def counted_steps(st: pd.DataFrame) -> pd.DataFrame:
     not measure)."""
     if "total_includes" in st.columns:      # the GPUs' part (gpus.counted_uj)
         has = st["total_includes"].fillna("").str.endswith("gpu")
-        gpu = (st["counted_total_uj"].astype(float) - st["counted_cpu_uj"].astype(float)
-               - st["counted_dram_uj"].astype(float).fillna(0.0))
-        st = st.assign(counted_gpu_uj=gpu.where(has), gpu_not_measured=(~has) & (
+        st = st.assign(counted_gpu_uj=counted_gpu_uj(st), gpu_not_measured=(~has) & (
             st["gpu_backend"].notna() | st["gpus_unmeasured"].notna()))
         st = st.drop(columns=["energy_gpu_uj"])
     st = st.drop(columns=["energy_cpu_uj", "energy_dram_uj", "energy_total_uj",
@@ -127,6 +135,8 @@ def compare(conn, by: str, where=(), what: str = "auto", scaling: str = "weak",
                 frames.steps(conn, since_ns, until_ns, cluster), where)
             if df.empty:
                 raise StudyError(f"no {what} match: nothing to compare")
+            if what == "steps" and "total_includes" in df.columns:
+                df = df.assign(counted_gpu_uj=counted_gpu_uj(df))
             col = _col(df, by)
             out["table"] = analysis.compare_generic(df, by=col, baseline=baseline)
     except ValueError as e:

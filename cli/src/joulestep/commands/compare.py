@@ -70,13 +70,14 @@ def compare(c: Ctx, by, where, what, scaling, baseline, error_bound, since, unti
                  "raw_write_j"],
     }.get(r["what"])
     gpu = "gpu_j" in r["table"].columns or "gpu_j_sum" in r["table"].columns
-    if r["what"] == "phases" and gpu:
+    if r["what"] in ("phases", "steps") and gpu:
         pref = [col, "n", "energy_j_sum", "gpu_j_sum", "energy_j", "gpu_j",
                 "duration_s", "energy_j_ratio", "gpu_j_ratio"] + list(r["table"].columns)
     head = f"{r['what']} comparison by {by}:"
     if r["what"] == "io" or gpu:    # what the energies hold (docs/cli.md, compare)
         part = {"dump": "compress_j, write_j and total_j are",
-                "phases": "energy_j (and its sum) is"}.get(r["what"], "energy_j is")
+                "phases": "energy_j (and its sum) is",
+                "steps": "energy_j (and its sum) is"}.get(r["what"], "energy_j is")
         head += (f" {part} CPU + DRAM; gpu_j the GPUs' (nan: a run with GPUs not "
                  "measured)" if gpu else " energy_j is CPU + DRAM")
     parts = [("table", r["table"], pref, head)]
