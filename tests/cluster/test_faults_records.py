@@ -288,6 +288,38 @@ def test_killed_slurmstepd_counts_its_step_lost(fenv, tmp_path):
     assert json.loads(rep.stdout)["totals"]["records_lost"] == 1
 
 
+def test_requeued_job_keeps_each_incarnations_records(fenv, tmp_path):
+    """Issue 23, defect 5: a job requeued (`scontrol requeue`) after its step 0 ended
+    runs step 0 again in its second incarnation. Each incarnation is its own set of
+    records: the spool holds both step-0 records, and ingest stores both steps of the
+    job (the truth: two incarnations, one step 0 each)."""
+    env = fenv
+    flag = env.c.user_dir(USER) / f"requeue.{time.monotonic_ns()}"
+    script = (f"#!/bin/sh\n#SBATCH -n1\nsrun -n1 true\n"
+              f"if [ ! -e {flag} ]; then touch {flag}; sleep 300; fi\n")
+    res, job = env.c.sbatch(script, user=USER, args=["--requeue"])
+    assert job, res.stderr
+    try:
+        wait_for(flag.exists, "the first incarnation past step 0", 60)
+        wait_for(lambda: "0" in env.records(job), "step 0's record", 30)
+        r = env.c.run(["scontrol", "requeue", job])
+        assert r.returncode == 0, r.stderr
+        assert env.c.wait_job(job, 180) == "COMPLETED", env.c.logs()
+    finally:
+        env.c.run(["scancel", job])
+        env.c.wait_idle()
+    files = sorted((env.spool / "jstest" / job).glob("*.json"))
+    steps0 = [f for f in files if json.loads(f.read_text())["step"]["step_id"] == "0"]
+    assert len(steps0) == 2, [f.name for f in files]
+    db = tmp_path / "js.db"
+    assert _cli("ingest", "--db", db, env.spool).returncode == 0
+    import sqlite3
+    with sqlite3.connect(db) as conn:
+        n = conn.execute("SELECT count(*) FROM steps s JOIN jobs j ON j.job_pk = s.job_pk "
+                         "WHERE j.job_id = ? AND s.step_id = '0'", (int(job),)).fetchone()[0]
+    assert n == 2, n
+
+
 # ------------------------------------------------------------------ slurmctld
 def test_slurmctld_hung_stopped_restarted_while_steps_run(fenv):
     env = fenv
