@@ -48,8 +48,8 @@ def _dram(step: dict, j) -> str:
 def _incarnation_lines(runs: list, utc: bool) -> list[str]:
     """A requeued job's runs (incarnations.py): one line each, never one
     figure for two runs without them."""
-    out = ["", f"Incarnations: the job was requeued and ran {len(runs)} times "
-           "(the energy above adds them; STEP#N is run N):"]
+    out = [""] + _wrap(f"Incarnations: the job was requeued and ran {len(runs)} "
+                       "times (the energy above adds them; STEP#N is run N):")
     rows = [[str(r["incarnation"]), local_time(r["start_time"], utc),
              local_time(r["end_time"], utc), str(r["steps_n"]),
              ",".join(r["nodes"]), num(r["energy_total_j"])

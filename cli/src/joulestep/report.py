@@ -345,6 +345,8 @@ def job_summary(conn, job_id: int, settings: Settings,
     if user_view:
         rows, phases_by_step, hidden = _user_rows(rows, phases_by_step)
     names = {r[0]: r[1] if not r[2] else f"{r[1]}+{r[2]}" for r in rows}
+    if len(set(run_of.values())) > 1:       # a requeued job: STEP#N, run N
+        names = {pk: f"{n}#{run_of[pk]}" for pk, n in names.items()}
     inner: dict = {}
     for r in rows:
         if r[20] is not None:
