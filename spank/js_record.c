@@ -518,7 +518,6 @@ void js_record_name(const struct js_step *s, char *name, size_t len)
 	js_record_name_of(s->job_id, s->step_id, s->het, s->first_seen_ns, s->node, name, len);
 }
 
-
 int js_record_write(struct js_step *s, int dfd)
 {
 	char dir[JS_PATH_MAX * 2];
