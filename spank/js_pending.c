@@ -82,8 +82,21 @@ int js_pending_keep(const char *state, const char *cluster, uint32_t job_id, con
 	return rc;
 }
 
+/* The record name: <job>.<step>.<het>-<incarnation>.<node>.json. The
+ * incarnation (docs/design.md, "A requeued job's incarnations") follows the
+ * het component, a number, so that a node name with dots stays unambiguous
+ * and names of older plugins (<job>.<step>.<het>.<node>.json) still parse
+ * (js_pending_lost_json). */
+void js_record_name_of(uint32_t job_id, const char *step_id, uint32_t het,
+		       uint64_t incarnation_ns, const char *node, char *name, size_t len)
+{
+	snprintf(name, len, "%u.%s.%u-%llu.%s.json", job_id, step_id, het,
+		 (unsigned long long)incarnation_ns, node);
+}
+
 /* Pure: the "joulestep-lost" document for a marker named <record>.lost
- * (record = <job>.<step>.<het>.<node>.json). NULL when the name is not one
+ * (record = <job>.<step>.<het>-<incarnation>.<node>.json, or an older
+ * plugin's <job>.<step>.<het>.<node>.json). NULL when the name is not one
  * the plugin writes. */
 char *js_pending_lost_json(const char *cluster, const char *record, uint64_t lost_at_ns,
 			   const char *reason, uint64_t start_ns, uint64_t first_reading_ns)
@@ -97,8 +110,22 @@ char *js_pending_lost_json(const char *cluster, const char *record, uint64_t los
 		return NULL;
 	memcpy(buf, record, n - 5);
 	buf[n - 5] = 0;
-	if (sscanf(buf, "%lu.%31[A-Za-z0-9_].%lu.%n", &job, step, &het, &used) != 3 || !used ||
-	    !buf[used] || !js_name_safe(buf + used))
+	if (sscanf(buf, "%lu.%31[A-Za-z0-9_].%lu%n", &job, step, &het, &used) != 3 || !used)
+		return NULL;
+	/* -<incarnation> (docs/design.md, "A requeued job's incarnations");
+	 * absent in names of older plugins */
+	unsigned long long inc = 0;
+	if (buf[used] == '-') {
+		char *end;
+		if (buf[used + 1] < '0' || buf[used + 1] > '9')
+			return NULL;
+		errno = 0;
+		inc = strtoull(buf + used + 1, &end, 10);
+		if (errno || inc > (unsigned long long)INT64_MAX)
+			return NULL;
+		used = (int)(end - buf);
+	}
+	if (buf[used] != '.' || !buf[++used] || !js_name_safe(buf + used))
 		return NULL;
 	json_t *o = json_object();
 	json_object_set_new(o, "format", json_string("joulestep-lost"));
@@ -108,6 +135,8 @@ char *js_pending_lost_json(const char *cluster, const char *record, uint64_t los
 	json_object_set_new(o, "step_id", json_string(step));
 	json_object_set_new(o, "het_component", json_integer((json_int_t)het));
 	json_object_set_new(o, "node", json_string(buf + used));
+	if (inc)
+		json_object_set_new(o, "incarnation_ns", json_integer((json_int_t)inc));
 	json_object_set_new(o, "lost_at_ns", json_integer((json_int_t)lost_at_ns));
 	json_object_set_new(o, "reason", reason && *reason ? json_string(reason)
 							  : json_string("spool and fallback not writable"));

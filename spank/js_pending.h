@@ -17,9 +17,15 @@ int js_pending_keep(const char *state, const char *cluster, uint32_t job_id, con
  * (what is left stays pending for the next try). */
 int js_pending_flush(const char *spool, const char *state, unsigned max, unsigned *moved,
 		     unsigned *lost);
+/* Pure: a step's record file name <job>.<step>.<het>-<incarnation>.<node>.json
+ * (incarnation: the job prolog's time on the node, first_seen_ns), so that
+ * each run of a requeued job has its own records. */
+void js_record_name_of(uint32_t job_id, const char *step_id, uint32_t het,
+		       uint64_t incarnation_ns, const char *node, char *name, size_t len);
 /* Pure: the "joulestep-lost" JSON (malloc'ed) for record name
- * <job>.<step>.<het>.<node>.json, or NULL for a name the plugin never
- * writes. */
+ * <job>.<step>.<het>-<incarnation>.<node>.json (incarnation_ns in the
+ * document) or an older plugin's <job>.<step>.<het>.<node>.json, or NULL
+ * for a name the plugin never writes. */
 char *js_pending_lost_json(const char *cluster, const char *record, uint64_t lost_at_ns,
 			   const char *reason, uint64_t start_ns, uint64_t first_reading_ns);
 /* Step-start markers (issue 23, defect 6): <state>/pending/<cluster>/<job>/

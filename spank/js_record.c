@@ -146,6 +146,9 @@ static json_t *build(struct js_step *s)
 	 * slurmctld nothing); the job is keyed by first_seen_ns at ingest. */
 	json_object_set_new(job, "submit_time_ns", json_null());
 	json_object_set_new(job, "first_seen_ns", json_integer((json_int_t)s->first_seen_ns));
+	/* which run of a requeued job (docs/design.md, "A requeued job's
+	 * incarnations"): the job prolog's time on this node, as first_seen_ns */
+	json_object_set_new(job, "incarnation_ns", json_integer((json_int_t)s->first_seen_ns));
 	json_object_set_new(job, "start_time_ns", json_integer((json_int_t)s->start_ns));
 	json_object_set_new(job, "name", jstr_or_null(s->job_name));
 	json_object_set_new(job, "user", jstr_or_null(s->user));
@@ -511,7 +514,9 @@ static void write_user_summary(struct js_step *s, int dfd, const char *dir)
 	char *text = u ? json_dumps(u, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENSURE_ASCII) : NULL;
 	json_decref(u);
 	char name[256];
-	snprintf(name, sizeof(name), "%u.%s.%u.%s.summary", s->job_id, s->step_id, s->het, s->node);
+	js_record_name(s, name, sizeof(name)); /* <record name without .json>.summary */
+	size_t nl = strlen(name);
+	snprintf(name + nl - 5, sizeof(name) - (nl - 5), ".summary");
 	int urc = text ? write_atomic_owned(dfd, name, text, strlen(text), 0400, s->uid, s->gid)
 		       : -ENOMEM;
 	if (urc)
@@ -522,7 +527,7 @@ static void write_user_summary(struct js_step *s, int dfd, const char *dir)
 
 void js_record_name(const struct js_step *s, char *name, size_t len)
 {
-	snprintf(name, len, "%u.%s.%u.%s.json", s->job_id, s->step_id, s->het, s->node);
+	js_record_name_of(s->job_id, s->step_id, s->het, s->first_seen_ns, s->node, name, len);
 }
 
 int js_record_write(struct js_step *s, int dfd)

@@ -209,7 +209,11 @@ void js_server_stop(struct js_step *s);     /* bounded drain, join, unlink */
 /* The record's directory <spool>/<cluster>/<job_id> (created; logged on
  * failure): a directory fd or -errno. */
 int js_record_dir(struct js_step *s);
-/* The record's file name <job>.<step>.<het>.<node>.json. */
+/* The record's file name <job>.<step>.<het>-<incarnation>.<node>.json:
+ * incarnation = first_seen_ns (the job prolog's time on this node), so that
+ * each run of a requeued job has its own records (docs/design.md, "A
+ * requeued job's incarnations"). js_record_name_of (js_pending.h) is the
+ * pure part. */
 void js_record_name(const struct js_step *s, char *name, size_t len);
 /* Write the record into dfd (from js_record_dir; closed here): tmp + fsync
  * + rename. When that fails (or dfd < 0), the record goes to the fallback

@@ -29,6 +29,16 @@ def doc_example() -> dict:
     return json.loads(re.search(r"```json\n(.*?)```", text, re.S).group(1))
 
 
+def gen_copy() -> dict:
+    """recgen's record of the example's step (job 42, step 0, node01) and
+    incarnation (job.incarnation_ns): the same step, other figures.  (With
+    another incarnation it would be another run of a requeued job, stored
+    beside it: tests/cli/test_incarnations.py.)"""
+    rec = recgen.record(42, "0", "node01")
+    rec["job"]["incarnation_ns"] = doc_example()["job"]["incarnation_ns"]
+    return rec
+
+
 def stored(db) -> list:
     conn = store.connect(db)
     try:
@@ -63,7 +73,7 @@ def test_docs_example_then_generated_copy_is_a_conflict(run, db, tmp_path):
     out = jrun(run, "ingest", a.parent.parent.parent)
     assert (out["steps_new"], out["steps_already_present"]) == (1, 0)
     job_before = jobs(db)
-    b = write_to(tmp_path, "b", recgen.record(42, "0", "node01"))
+    b = write_to(tmp_path, "b", gen_copy())
     r = run("ingest", tmp_path / "b", ok=False)     # a conflict is quarantined: exit 1
     # nor does it change the job: its window and attributes (the copy
     # starts earlier and names the job)
@@ -81,7 +91,7 @@ def test_docs_example_then_generated_copy_is_a_conflict(run, db, tmp_path):
 
 @pytest.mark.parametrize("first", ["doc", "gen"])
 def test_first_copy_wins_in_either_order(run, db, tmp_path, first):
-    recs = {"doc": doc_example(), "gen": recgen.record(42, "0", "node01")}
+    recs = {"doc": doc_example(), "gen": gen_copy()}
     second = "gen" if first == "doc" else "doc"
     write_to(tmp_path, "one", recs[first])
     run("ingest", tmp_path / "one")
@@ -111,7 +121,7 @@ def test_conflict_inside_one_batch(run, db, tmp_path):
     """Both copies in one ingest: the first in file order is stored."""
     sp = tmp_path / "sp"
     a = recgen.write(sp, doc_example(), name="demo/42/a.json")
-    recgen.write(sp, recgen.record(42, "0", "node01"), name="demo/42/b.json")
+    recgen.write(sp, gen_copy(), name="demo/42/b.json")
     out = json.loads(run("ingest", sp, "--format", "json", ok=False).stdout)
     assert (out["steps_new"], out["steps_conflicting"]) == (1, 1)
     assert [r[2] for r in stored(db)] == [DOC_UJ]
@@ -121,7 +131,7 @@ def test_conflict_inside_one_batch(run, db, tmp_path):
 def test_conflicts_reported_by_doctor_and_exporter(run, db, tmp_path):
     write_to(tmp_path, "one", doc_example())
     run("ingest", tmp_path / "one")
-    write_to(tmp_path, "two", recgen.record(42, "0", "node01"))
+    write_to(tmp_path, "two", gen_copy())
     run("ingest", tmp_path / "two", ok=False)
     hw = tmp_path / "hw"
     hw.mkdir()
@@ -136,7 +146,7 @@ def test_conflicts_reported_by_doctor_and_exporter(run, db, tmp_path):
 
 def test_ingest_records_counts_conflicts(tmp_path):
     conn = store.connect(tmp_path / "m.db")
-    a, b = doc_example(), recgen.record(42, "0", "node01")
+    a, b = doc_example(), gen_copy()
     res = store.ingest_records(conn, [a, a, b])
     assert (res.new_steps, res.duplicate_steps, res.conflicts) == (1, 1, 1)
     assert conn.execute("SELECT energy_total_uj FROM steps").fetchall() == [(DOC_UJ,)]

@@ -227,13 +227,16 @@ def test_step_source_record_first_is_the_same_job():
 
 
 def test_same_step_key_twice_keeps_the_first_stored_step():
-    """Two different records with one natural step key (only a recycled ID
-    inside G can do that): the first stored copy stays, both when the
-    second arrives in its job (insert) and when a record bridges their two
-    jobs (merge); the other is a conflict, counted and kept in
-    step_conflicts (issue 21; before, the earlier start replaced it)."""
+    """Two different records with one natural step key, incarnation
+    included (a copy that differs): the first stored copy stays, both when
+    the second arrives in its job (insert) and when a record bridges their
+    two jobs (merge); the other is a conflict, counted and kept in
+    step_conflicts (issue 21; before, the earlier start replaced it).  (With
+    two incarnations, a requeued job's runs, both are kept:
+    test_incarnations.py.)"""
     a = new(700, "0", "node01", 0, 1, 100, cpu_j=10)
     b = new(700, "0", "node01", 30 * H, 30 * H, 100, cpu_j=20)
+    b["job"]["incarnation_ns"] = a["job"]["first_seen_ns"]
     bridge = new(700, "batch", "node02", 0, 1, 31 * H)
     for order in itertools.permutations([a, b, bridge]):
         first = next(r for r in order if r is not bridge)

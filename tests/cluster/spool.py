@@ -17,7 +17,10 @@ def records(spool: pathlib.Path, job, by_node: bool = False) -> dict:
         step, node = r["step"]["step_id"], r["step"]["node"]
         key = (step, node) if by_node else step
         assert key not in out, f"two records for {key}"
-        assert f.name == f"{job}.{step}.{r['step']['het_component']}.{node}.json", f.name
+        # the incarnation (issue 23, defect 5): the record's job.incarnation_ns
+        inc = r["job"]["incarnation_ns"]
+        assert inc == r["job"]["first_seen_ns"], r["job"]
+        assert f.name == f"{job}.{step}.{r['step']['het_component']}-{inc}.{node}.json", f.name
         out[key] = r
     return out
 

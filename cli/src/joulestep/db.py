@@ -333,8 +333,10 @@ def pg_rebuild_fks(conn: PgConnection):
     """SQLite's table-rebuild procedure (create new, copy, DROP old, RENAME
     new) keeps other tables' foreign keys, which name the table.  In
     PostgreSQL they point at the dropped table itself: ``drop(table)`` saves
-    them and drops with CASCADE; they are re-created, by name, on exit."""
-    saved = []
+    them and drops with CASCADE; they are re-created, by name, on exit.
+    The rebuilt table's identity column starts past the rows copied into it
+    (its new sequence would otherwise hand out their keys again)."""
+    saved, dropped = [], []
 
     def drop(table: str) -> None:
         saved.extend(conn.execute(
@@ -342,6 +344,14 @@ def pg_rebuild_fks(conn: PgConnection):
             "FROM pg_constraint WHERE contype = 'f' AND confrelid = ?::regclass "
             "AND conrelid <> confrelid", (table,)).fetchall())
         conn.execute(f"DROP TABLE {table} CASCADE")
+        dropped.append(table)
     yield drop
     for rel, name, definition in saved:
         conn.execute(f"ALTER TABLE {rel} ADD CONSTRAINT {name} {definition}")
+    for table in dropped:
+        for (col,) in conn.execute(
+                "SELECT attname FROM pg_attribute WHERE attrelid = ?::regclass "
+                "AND attidentity <> ''", (table,)).fetchall():
+            conn.execute(f"SELECT setval(pg_get_serial_sequence(?, ?), "
+                         f"(SELECT coalesce(max({col}), 0) + 1 FROM {table}), false)",
+                         (table, col)).fetchone()

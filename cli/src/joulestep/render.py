@@ -45,6 +45,21 @@ def _dram(step: dict, j) -> str:
     return "n/m" if step.get("dram_not_measured") and j is None else num(j)
 
 
+def _incarnation_lines(runs: list, utc: bool) -> list[str]:
+    """A requeued job's runs (incarnations.py): one line each, never one
+    figure for two runs without them."""
+    out = [""] + _wrap(f"Incarnations: the job was requeued and ran {len(runs)} "
+                       "times (the energy above adds them; STEP#N is run N):")
+    rows = [[str(r["incarnation"]), local_time(r["start_time"], utc),
+             local_time(r["end_time"], utc), str(r["steps_n"]),
+             ",".join(r["nodes"]), num(r["energy_total_j"])
+             + (f" ({r['steps_unmeasured']} unmeasured)" if r["steps_unmeasured"] else "")]
+            for r in runs]
+    out.append(table(["RUN", "STARTED", "ENDED", "STEPS", "NODES", "TOTAL_J"], rows,
+                     right={0, 3, 5}))
+    return out
+
+
 def job_text(s: dict, utc: bool = False) -> str:
     j, site, t = s["job"], s["site"], s["totals"]
     cur = site["currency"]
@@ -81,11 +96,16 @@ def job_text(s: dict, utc: bool = False) -> str:
                                       if st.get("saving_note"))) or \
             "no fitted power model; see `joulestep model dvfs --save`"
         lines += _wrap(f"Saving vs original clock: not estimated ({why})")
+    runs = s.get("incarnations") or []
+    if len(runs) > 1:
+        lines += _incarnation_lines(runs, utc)
     lines.append("")
     rows = []
     for st in s["steps"]:
         name = st["step_id"] if not st["het_component"] else \
             f"{st['step_id']}+{st['het_component']}"
+        if len(runs) > 1:       # which run of the requeued job
+            name += f"#{st['incarnation']}"
         rows.append([name, st["node"], st["policy"] or "-",
                      num(st["duration_s"]), num(st["energy_cpu_j"]),
                      _dram(st, st["energy_dram_j"]), num(st["energy_total_j"]),

@@ -7,7 +7,7 @@ import re
 import time
 
 from . import gpus as gpumod
-from . import nesting, store, userview
+from . import incarnations, nesting, store, userview
 from .config import Settings
 
 GIB = float(1 << 30)
@@ -282,9 +282,11 @@ STEP_COLS = (
     "s.counted_total_uj, s.nominal_freq_khz, s.fixed_freq_khz, s.freq_control, "
     "s.freq_min_ratio, s.counted_duration_ns, s.min_phase_ns, s.energy_resolution_uj, "
     "s.dram_not_measured, s.energy_node_uj, s.node_meter_sources, "
-    "s.node_meter_integrated")
+    "s.node_meter_integrated, s.incarnation_ns")
 #: STEP_COLS position of steps.dram_not_measured (why DRAM is not measured)
 NO_DRAM_AT = 31
+#: STEP_COLS position of steps.incarnation_ns (a requeued job's run)
+INC_AT = 35
 STEPS_FROM = "steps s JOIN nodes n ON n.node_pk = s.node_pk"
 PHASE_COLS = (
     "p.step_pk, p.seq, p.kind, p.label, p.depth, p.parent_seq, "
@@ -334,13 +336,17 @@ def job_summary(conn, job_id: int, settings: Settings,
     not_est = 0
     no_dram: dict = {}        # why DRAM is not measured -> steps
     bases, refs = set(), set()
-    rows = sorted(conn.execute(f"SELECT {STEP_COLS} FROM {STEPS_FROM} WHERE "
-                               "s.job_pk = ?", (job_pk,)).fetchall(),
-                  key=lambda r: (r[2], _step_order(r[1]), r[3]))
+    rows = conn.execute(f"SELECT {STEP_COLS} FROM {STEPS_FROM} WHERE "
+                        "s.job_pk = ?", (job_pk,)).fetchall()
+    # a requeued job's runs (incarnations.py), each run's steps together
+    run_of = incarnations.runs((r[0], r[1], r[3], r[INC_AT], r[10], r[11]) for r in rows)
+    rows.sort(key=lambda r: (run_of[r[0]], r[2], _step_order(r[1]), r[3]))
     hidden: set = set()          # (step_pk, seq) of phases shown without energy
     if user_view:
         rows, phases_by_step, hidden = _user_rows(rows, phases_by_step)
     names = {r[0]: r[1] if not r[2] else f"{r[1]}+{r[2]}" for r in rows}
+    if len(set(run_of.values())) > 1:       # a requeued job: STEP#N, run N
+        names = {pk: f"{n}#{run_of[pk]}" for pk, n in names.items()}
     inner: dict = {}
     for r in rows:
         if r[20] is not None:
@@ -351,6 +357,7 @@ def job_summary(conn, job_id: int, settings: Settings,
          inside, ccpu, cdram, ctotal) = r[:24]
         cdur = r[28]
         d = {"step_id": step_id, "het_component": het, "node": node,
+             "incarnation": run_of[spk],
              "node_model": node_model, "policy": policy, "exclusive":
              None if excl is None else bool(excl), "ntasks": ntasks,
              "ncpus": ncpus, "start_time": _iso(st), "exit_code": exit_code,
@@ -468,6 +475,13 @@ def job_summary(conn, job_id: int, settings: Settings,
                                "estimated" if refs else "base clock")
     totals["saving_basis"] = "+".join(sorted(bases)) if bases else None
     totals["saving_vs"] = " / ".join(sorted(refs)) if refs else None
+    runs = incarnations.summary((run_of[r[0]], r[10], r[11], r[3], r[23]) for r in rows)
+    for run in runs:
+        run["start_time"], run["end_time"] = _iso(run["start_ns"]), _iso(run["end_ns"])
+    if len(runs) > 1:
+        caveats.append(f"job {job_id} was requeued: it ran {len(runs)} times "
+                       "under one job ID; the totals add every run, each run's "
+                       "own energy is under Incarnations")
     if others:
         caveats.append(f"job ID {job_id} was used {len(others)} more time(s) "
                        "(ID recycled); pick one with --first-seen "
@@ -478,6 +492,7 @@ def job_summary(conn, job_id: int, settings: Settings,
                                  "currency": settings.currency},
             "scope": settings.scope, "scope_note": settings.scope_note(),
             "totals": totals, "steps": steps, "other_submissions": others,
+            "incarnations": runs,
             "caveats": caveats,
             "what_if": what_if(steps, models, tuned, settings) if what_if else None}
 

@@ -31,15 +31,17 @@ _JOB_ROWS = (f"SELECT job_pk, {', '.join(_JOB_COLS[2:])}, cluster, job_id "
              "FROM jobs WHERE job_id IN ")
 _JOB_UPDATE = (f"UPDATE jobs SET {', '.join(c + ' = ?' for c in _JOB_COLS[2:])}"
                " WHERE job_pk = ?")
-# the natural keys of the steps of some jobs, and what tells copies apart
-_STEP_KEYS = ("SELECT job_pk, node_pk, step_id, het_component, step_pk, start_ns, "
-              "end_ns, record_digest, source FROM steps WHERE job_pk IN ")
+# the natural keys of the steps of some jobs (with the incarnation of a
+# requeued job, migration 012), and what tells copies apart
+_STEP_KEYS = ("SELECT job_pk, node_pk, step_id, het_component, incarnation_ns, step_pk, "
+              "start_ns, end_ns, record_digest, source FROM steps WHERE job_pk IN ")
 # steps of a merged job whose natural key the surviving job already has
 _STEP_TWINS = (
     "SELECT o.step_pk, o.record_digest, o.source, k.step_pk, k.record_digest, "
     "k.source, o.node_pk, k.start_ns, k.end_ns, o.start_ns, o.end_ns FROM steps o "
     "JOIN steps k ON k.job_pk = ? AND k.node_pk = o.node_pk AND k.step_id = "
-    "o.step_id AND k.het_component = o.het_component WHERE o.job_pk = ?")
+    "o.step_id AND k.het_component = o.het_component AND k.incarnation_ns = "
+    "o.incarnation_ns WHERE o.job_pk = ?")
 # a copy of a stored step that differs from it (migration 008)
 _CONFLICT_INSERT = (
     "INSERT INTO step_conflicts (cluster, job_id, step_id, het_component, node, "
@@ -47,8 +49,8 @@ _CONFLICT_INSERT = (
     "(?,?,?,?,?,?,?,?,?,?) ON CONFLICT (cluster, job_id, step_id, het_component,"
     " node, record_digest) DO NOTHING")
 # where the Ingester finds a step's figures in Parsed.step
-_ID, _HET, _START, _END = (STEP_AT[c] for c in ("step_id", "het_component",
-                                                 "start_ns", "end_ns"))
+_ID, _HET, _START, _END, _INC = (STEP_AT[c] for c in (
+    "step_id", "het_component", "start_ns", "end_ns", "incarnation_ns"))
 #: (table, columns) of the rows Ingester writes with db insert_many, in
 #: the order they are written (parents first); a steps row ends with the
 #: file it came from and its record's digest (records.digest)
@@ -174,7 +176,8 @@ class Ingester:
         self.jobs: dict = {}        # (cluster, job_id) -> [[job_pk, first, ...]]
         self.jobs_dirty: dict = {}  # job_pk -> its cached row, to write back
         self.new_jobs: dict = {}    # job_pk -> (cached row, cluster, job_id)
-        # (job_pk, node_pk, step_id, het) -> [pk, start, end, digest, source]
+        # (job_pk, node_pk, step_id, het, incarnation) -> [pk, start, end,
+        # digest, source]
         self.step_keys: dict = {}
         self.conflicts: list = []   # step_conflicts rows to write
         self.steps: list = []       # steps rows to write
@@ -266,7 +269,7 @@ class Ingester:
 
     def _load_steps(self, job_pks) -> None:
         for r in _in_rows(self.conn, _STEP_KEYS, list(job_pks)):
-            self.step_keys[r[:4]] = list(r[4:])
+            self.step_keys[r[:5]] = list(r[5:])
             g = r[:2]
             self.group_n[g] = self.group_n.get(g, 0) + 1
 
@@ -378,11 +381,14 @@ class Ingester:
         node_pk = self.nodes.get((p.cluster, p.node)) or self._node(p.cluster, p.node)
         step = p.step
         for h in hits:      # a stored copy, in any job the record would join
-            old = self.step_keys.get((h[0], node_pk, step[_ID], step[_HET]))
+            # of this incarnation; or stored before migration 012, whose
+            # incarnation is unknown (0): a copy, as it was before
+            k = (h[0], node_pk, step[_ID], step[_HET])
+            old = self.step_keys.get(k + (step[_INC],)) or self.step_keys.get(k + (0,))
             if old is not None:
                 return self._copy(p, old, source)
         job_pk, job_row = self._join(p, rows, hits)
-        key = (job_pk, node_pk, step[_ID], step[_HET])
+        key = (job_pk, node_pk, step[_ID], step[_HET], step[_INC])
         if job_row is not None:
             self._widen(job_row, p.job[2:])
         spk = self._id("steps", "step_pk")

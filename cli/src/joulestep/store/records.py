@@ -82,6 +82,9 @@ SCHEMA = (
       doc="older plugins; the window's start when first_seen_ns is absent"),
     F("job.first_seen_ns", "int", "ns", 0, null=False, default=DERIVED,
       doc="job prolog on this node (else the step start); window start"),
+    F("job.incarnation_ns", "int", "ns", 0, null=False, default=DERIVED,
+      doc="which run of a requeued job: the job prolog's time on this node; "
+          "default first_seen_ns; stored as steps.incarnation_ns, in the step's key"),
     F("job.start_time_ns", "int", "ns", column="start_time_ns"),
     F("job.name", "str", column="name"),
     F("job.user", "str", column="user_name"),
@@ -225,6 +228,8 @@ LOST_SCHEMA = (
       doc="a killed slurmstepd's step (its step-start marker): when it started"),
     F("first_reading_ns", "int", "ns", 0, column="first_reading_ns",
       doc="a killed slurmstepd's step: when its first energy reading was taken"),
+    F("incarnation_ns", "int", "ns", 0, null=False, default=0, column="incarnation_ns",
+      doc="which run of a requeued job (the record name's); 0: unknown"),
 )
 del F
 
@@ -438,7 +443,8 @@ def _at(sec: str, name: str) -> int:
 
 
 # positions in the value lists (cross-field rules)
-(_J_SUBMIT, _J_FIRST) = _at("job", "submit_time_ns"), _at("job", "first_seen_ns")
+(_J_SUBMIT, _J_FIRST, _J_INC) = (_at("job", n) for n in (
+    "submit_time_ns", "first_seen_ns", "incarnation_ns"))
 _J_TAGS = _at("job", "tags")
 (_S_NODE, _S_START, _S_END, _S_DUR, _S_CPU, _S_DRAM, _S_TOTAL, _S_POLICY,
  _S_NODRAM) = (
@@ -456,7 +462,7 @@ JOB_COLUMNS = ("cluster", "job_id", "first_seen_ns", "last_seen_ns") + \
     columns("job")[1:]
 STEP_COLUMNS = columns("step") + columns("provenance") + (
     "policy_active", "counted_cpu_uj", "counted_dram_uj", "counted_total_uj",
-    "counted_duration_ns")
+    "counted_duration_ns", "incarnation_ns")
 ZONE_COLUMNS = columns("zones[]")
 PHASE_COLUMNS = columns("phases[]")
 RANK_COLUMNS = ("seq",) + columns("phases[].ranks[]")
@@ -464,7 +470,7 @@ GPU_COLUMNS = columns("gpus[]")
 PHASE_GPU_COLUMNS = ("seq",) + columns("phases[].gpus[]")
 #: where the ingest finds a step row's figures
 STEP_AT = {c: i for i, c in enumerate(STEP_COLUMNS)}
-_OWN = len(STEP_COLUMNS) - 5        # the record's own columns end here
+_OWN = len(STEP_COLUMNS) - 6        # the record's own columns end here
 
 
 # ------------------------------------------------------------------ records
@@ -634,7 +640,10 @@ def parse_record(rec) -> Parsed:
     policy = sv[_S_POLICY]
     step = _STEP_KEEP(sv + pv) + (
         int(policy is not None and policy not in INACTIVE_POLICIES),
-        cpu, sv[_S_DRAM], sv[_S_TOTAL], sv[_S_DUR])
+        cpu, sv[_S_DRAM], sv[_S_TOTAL], sv[_S_DUR],
+        # the incarnation (docs/design.md, "A requeued job's incarnations"):
+        # not in the digest, which stays that of older ingests
+        jv[_J_FIRST] if jv[_J_INC] is None else jv[_J_INC])
     phases, ranks, pgpus = _phases(_list(rec.get("phases"), "phases"))
     p = Parsed(cluster, job, jv[_J_TAGS], sv[_S_NODE], step,
                _zones(_list(rec.get("zones"), "zones")), phases, ranks,

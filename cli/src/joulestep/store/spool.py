@@ -263,15 +263,15 @@ def _ingest_loop(it, known, res, pending, bad, commit, batch, lost_rows):
 # When neither the spool nor the node's fallback ``<state>/pending`` could
 # take a step's record, the plugin keeps an empty marker; the node's next
 # job prolog or epilog turns it into
-# ``<spool>/<cluster>/lost/<job>.<step>.<het>.<node>.json`` (checked by
+# ``<spool>/<cluster>/lost/<job>.<step>.<het>-<incarnation>.<node>.json`` (checked by
 # records.parse_lost).  Ingest stores each once (ON CONFLICT DO NOTHING:
 # ingesting again changes nothing); lost.py counts them.
 
 _LOST_INSERT = ("INSERT INTO lost_records (cluster, job_id, step_id, het_component, "
-                "node, lost_at_ns, reason, step_start_ns, first_reading_ns) "
-                "VALUES (?,?,?,?,?,?,?,?,?) "
-                "ON CONFLICT (cluster, job_id, step_id, het_component, node) "
-                "DO NOTHING")
+                "node, lost_at_ns, reason, step_start_ns, first_reading_ns, "
+                "incarnation_ns) VALUES (?,?,?,?,?,?,?,?,?,?) "
+                "ON CONFLICT (cluster, job_id, step_id, het_component, node, "
+                "incarnation_ns) DO NOTHING")
 
 
 def insert_lost(conn, rows: list) -> int:
@@ -280,8 +280,10 @@ def insert_lost(conn, rows: list) -> int:
     try:
         n = 0
         for r in rows:
-            # a row without the step-start fields (migration 011): NULL
-            n += conn.execute(_LOST_INSERT, tuple(r) + (None,) * (9 - len(r))).rowcount
+            # a row without the step-start fields (migration 011): NULL;
+            # without the incarnation (migration 012): 0, unknown
+            r = tuple(r) + (None,) * (9 - len(r))
+            n += conn.execute(_LOST_INSERT, r + (0,) * (10 - len(r))).rowcount
         conn.execute("COMMIT")
     except BaseException:
         conn.execute("ROLLBACK")
