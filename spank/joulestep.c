@@ -477,15 +477,32 @@ static void node_model(struct js_step *s)
 			 non, s->fmax_khz);
 }
 
+/* SMT (docs/design.md, "SMT"): a core whose threads are not all the step's
+ * keeps its clock; said once in the log and kept in the record. */
+static void smt_aside(struct js_step *s, const struct js_cpu_topo *topo)
+{
+	struct js_cpuset whole;
+	js_cpu_topo_smt_split(topo, &s->cpus, &whole, &s->smt_aside);
+	if (!js_cpuset_count(&s->smt_aside))
+		return;
+	char list[256];
+	if (js_cpuset_format(&s->smt_aside, list, sizeof(list)) < 0)
+		snprintf(list, sizeof(list), "%d CPUs", js_cpuset_count(&s->smt_aside));
+	slurm_info("joulestep: job %u step %s: SMT: cpu %s share a core with threads that are not the step's; their clocks are left alone",
+		   s->job_id, s->step_id, list);
+}
+
 /* The step's Linux CPUs. Slurm gives the step's cores (S_STEP_ALLOC_CORES,
- * batch: S_JOB_ALLOC_CORES) in its abstract numbering; they are translated
- * as Slurm's task plugins do (xcpuinfo_abs_to_mac), with the node's
- * topology under the sysfs root, every SMT sibling included. */
+ * batch: S_JOB_ALLOC_CORES: from the job credential, signed by slurmctld) in
+ * its abstract numbering; they are translated as Slurm's task plugins do
+ * (xcpuinfo_abs_to_mac), with the node's topology under the sysfs root and
+ * Slurm's ThreadsPerCore (threads_per_core=; auto: every SMT sibling). */
 static void parse_cpus(spank_t sp, struct js_step *s)
 {
 	char *cores = NULL;
 	struct js_cpuset abs;
 	js_cpuset_zero(&s->cpus);
+	js_cpuset_zero(&s->smt_aside);
 	if (spank_get_item(sp, S_STEP_ALLOC_CORES, &cores) != ESPANK_SUCCESS || !cores || !*cores)
 		if (spank_get_item(sp, S_JOB_ALLOC_CORES, &cores) != ESPANK_SUCCESS)
 			cores = NULL;
@@ -497,7 +514,9 @@ static void parse_cpus(spank_t sp, struct js_step *s)
 	struct js_cpu_topo *topo = calloc(1, sizeof(*topo));
 	int rc = topo ? js_cpu_topo_read(s->conf.sysfs, topo) : -ENOMEM;
 	if (rc == 0)
-		rc = js_cpu_topo_cores_to_cpus(topo, &abs, &s->cpus);
+		rc = js_cpu_topo_abs_to_cpus(topo, &abs, s->conf.threads_per_core, &s->cpus);
+	if (rc == 0)
+		smt_aside(s, topo);
 	free(topo);
 	if (rc < 0) {
 		const char *why = rc == -ERANGE ? "fewer cores than slurm.conf's node layout"
@@ -505,6 +524,7 @@ static void parse_cpus(spank_t sp, struct js_step *s)
 		js_step_error(s, "cpus: cannot map Slurm's cores %s to this node's CPUs (%s/devices/system/cpu/cpuN/topology: %s); no frequency control",
 			      cores, s->conf.sysfs, why);
 		js_cpuset_zero(&s->cpus);
+		js_cpuset_zero(&s->smt_aside);
 	}
 }
 
@@ -640,14 +660,19 @@ static void setup_freq(spank_t sp, struct js_step *s)
 	}
 	struct js_cpuset seen; /* policies handled (by policy number) */
 	js_cpuset_zero(&seen);
+	struct js_cpuset mine = s->cpus; /* less the SMT cores not wholly the step's */
+	for (int w = 0; w < JS_MAX_CPUS / 64; w++)
+		mine.bits[w] &= ~s->smt_aside.bits[w];
 	uint32_t base_khz = 0;
 	for (int i = 0; i < s->ncpus; i++) {
 		const struct js_cpufreq *f = &s->cf[i];
 		int pol = f->policy >= 0 ? f->policy : f->cpu;
+		if (js_cpuset_isset(&s->smt_aside, s->cpu_list[i]))
+			continue; /* smt_aside: logged and recorded */
 		if (js_cpuset_isset(&seen, pol))
 			continue; /* one handle per policy: its CPUs share the files */
 		js_cpuset_set(&seen, pol);
-		if (js_freq_policy_shared(f, &s->cpus)) {
+		if (js_freq_policy_shared(f, &mine)) {
 			js_step_error(s, "freq: policy %d shared with CPUs outside the step", pol);
 			continue;
 		}

@@ -329,12 +329,19 @@ int js_conf_parse(int ac, char **av, struct js_conf *c, char *err, size_t errlen
 			if (parse_uint(v, 100000, &u))
 				return fail(err, errlen, "gpu_io_mhz=: an integer in [0, 100000] (MHz; 0 = +gpu-io not allowed)");
 			c->gpu_io_mhz = (unsigned)u;
+		} else if (KEY("threads_per_core")) {
+			if (!strcmp(v, "auto"))
+				c->threads_per_core = 0;
+			else if (parse_uint(v, 256, &u) || u < 1)
+				return fail(err, errlen, "threads_per_core=: auto (the hardware's) or an integer in [1, 256] (slurm.conf's ThreadsPerCore for the node; 1 where the node is given as CPUs= only)");
+			else
+				c->threads_per_core = (unsigned)u;
 		} else if (KEY("gpu_lib")) {
 			if (set_path(c->gpu_lib, "gpu_lib", v, false, err, errlen))
 				return -EINVAL;
 		} else {
 			return fail(err, errlen,
-				    "unknown key '%.*s' (allowed: spool state sysfs socket_dir cluster policies default_policy min_ratio sample_ms max_phases max_depth max_markers_per_s max_markers_per_step min_phase_ms backend node_energy job_cache_hours tuned hooks_dir gpu_backend gpu_io_mhz gpu_lib)",
+				    "unknown key '%.*s' (allowed: spool state sysfs socket_dir cluster policies default_policy min_ratio sample_ms max_phases max_depth max_markers_per_s max_markers_per_step min_phase_ms backend node_energy job_cache_hours tuned hooks_dir threads_per_core gpu_backend gpu_io_mhz gpu_lib)",
 				    (int)(kl > 40 ? 40 : kl), a);
 		}
 #undef KEY

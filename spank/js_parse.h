@@ -63,6 +63,9 @@ struct js_conf {
 	 * (nvml, amdsmi), "off" = none; gpu_lib "" = the backend's own soname */
 	char gpu_backend[16];
 	char gpu_lib[JS_PATH_MAX];
+	unsigned threads_per_core;  /* Slurm's ThreadsPerCore for the node, as
+				     * slurm.conf gives it; 0 (auto) = the
+				     * hardware's (docs/design.md, "SMT") */
 	unsigned gpu_io_mhz;        /* +gpu-io: the GPUs' graphics clock is locked
 				     * to at most this in checkpoint, flush and
 				     * write phases; 0 = not allowed (default:

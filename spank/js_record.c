@@ -175,6 +175,11 @@ static json_t *build(struct js_step *s)
 	json_object_set_new(step, "cpus", json_string(cpus));
 	json_object_set_new(step, "ncpus", json_integer(s->ncpus));
 	json_object_set_new(step, "exclusive", json_boolean(s->exclusive));
+	if (js_cpuset_count(&s->smt_aside)) {
+		char aside[1024] = "";
+		js_cpuset_format(&s->smt_aside, aside, sizeof(aside));
+		json_object_set_new(step, "smt_aside_cpus", json_string(aside));
+	}
 	json_object_set_new(step, "policy", json_string(pol));
 	if (s->policy.type == JS_POL_TUNED) { /* the map applied, after the admin bounds */
 		json_t *map = json_object();

@@ -66,6 +66,8 @@ struct js_step {
 	struct js_tags tags;
 	/* cpus */
 	struct js_cpuset cpus;
+	struct js_cpuset smt_aside; /* step CPUs whose core has a thread outside
+				     * the step: their clocks are left alone */
 	int ncpus;
 	bool exclusive;
 	int cpu_list[JS_MAX_STEP_CPUS];

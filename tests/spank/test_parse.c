@@ -145,6 +145,27 @@ static void policy_gpu_io(void **st)
 		assert_int_equal(js_conf_parse(1, badc[i], &c, err, sizeof(err)), -EINVAL);
 }
 
+/* threads_per_core=: auto (0, the hardware's) or Slurm's ThreadsPerCore */
+static void conf_threads_per_core(void **st)
+{
+	(void)st;
+	struct js_conf c;
+	char err[400];
+	js_conf_defaults(&c);
+	assert_int_equal(c.threads_per_core, 0);
+	char *one[] = {"threads_per_core=1"}, *aut[] = {"threads_per_core=auto"};
+	assert_int_equal(js_conf_parse(1, one, &c, err, sizeof(err)), 0);
+	assert_int_equal(c.threads_per_core, 1);
+	assert_int_equal(js_conf_parse(1, aut, &c, err, sizeof(err)), 0);
+	assert_int_equal(c.threads_per_core, 0);
+	char *bad[][1] = {{"threads_per_core=0"}, {"threads_per_core=257"}, {"threads_per_core=x"},
+			  {"threads_per_core="}};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		assert_int_equal(js_conf_parse(1, bad[i], &c, err, sizeof(err)), -EINVAL);
+		assert_non_null(strstr(err, "threads_per_core"));
+	}
+}
+
 struct gfake {
 	uint64_t now;
 	int n;
@@ -1125,6 +1146,7 @@ int main(void)
 		cmocka_unit_test(conf_gpu_keys),
 		cmocka_unit_test(jobcache_gpus),
 		cmocka_unit_test(policy_gpu_io),
+		cmocka_unit_test(conf_threads_per_core),
 		cmocka_unit_test(phases_gpu_io_levels),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

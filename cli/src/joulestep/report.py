@@ -282,7 +282,7 @@ STEP_COLS = (
     "s.counted_total_uj, s.nominal_freq_khz, s.fixed_freq_khz, s.freq_control, "
     "s.freq_min_ratio, s.counted_duration_ns, s.min_phase_ns, s.energy_resolution_uj, "
     "s.dram_not_measured, s.energy_node_uj, s.node_meter_sources, "
-    "s.node_meter_integrated")
+    "s.node_meter_integrated, s.smt_aside_cpus")
 #: STEP_COLS position of steps.dram_not_measured (why DRAM is not measured)
 NO_DRAM_AT = 31
 STEPS_FROM = "steps s JOIN nodes n ON n.node_pk = s.node_pk"
@@ -376,6 +376,8 @@ def job_summary(conn, job_id: int, settings: Settings,
         d["energy_node_j"] = None if r[NO_DRAM_AT + 1] is None else r[NO_DRAM_AT + 1] / 1e6
         d["node_meter_sources"] = r[NO_DRAM_AT + 2]
         d["node_meter_integrated"] = None if r[NO_DRAM_AT + 3] is None else bool(r[NO_DRAM_AT + 3])
+        # SMT cores the step had only some threads of: clocks left alone
+        d["smt_aside_cpus"] = r[NO_DRAM_AT + 4]
         if r[NO_DRAM_AT] is not None and ccpu is not None:
             no_dram.setdefault(r[NO_DRAM_AT], []).append(names[spk] + " on " + node)
         d["inside_step"] = names.get(inside)

@@ -134,6 +134,9 @@ SCHEMA = (
       doc="the step's GPUs; null: none, or one has no energy (gpus[].reason)"),
     F("step.total_includes", "str", since=3, column="total_includes",
       doc="what energy_total_uj holds: cpu+dram, cpu+dram+gpu; cpu, cpu+gpu where DRAM is not measured"),
+    F("step.smt_aside_cpus", "str", since=3, column="smt_aside_cpus",
+      doc="step CPUs whose clock the policy left alone: their core has an SMT thread "
+          "that is not the step's (absent or null: none)"),
     F("provenance.backend", "str", column="backend"),
     F("provenance.wrap_uncertain", "bool", null=False, default=False,
       column="wrap_uncertain"),
