@@ -148,7 +148,8 @@ def slurm_cpu_ids(c, job) -> set[int]:
 
 def _jobs_on_one_node(c, hw, root, jobs):
     """Run jobs [(user, sbatch args, policy)] at once on the node; each, once
-    all have started, prints every CPU's scaling_max_freq. Returns per job:
+    all have started and the test has read Slurm's choice of CPUs, prints
+    every CPU's scaling_max_freq. Returns per job:
     (its machine CPUs by Slurm, what it saw, its record)."""
     sync = c.workdir / "sync"
     shutil.rmtree(sync, ignore_errors=True)
@@ -157,21 +158,24 @@ def _jobs_on_one_node(c, hw, root, jobs):
     show = "; ".join(f'echo "MAX {cpu} $(cat {hw}/devices/system/cpu/cpu{cpu}/cpufreq/scaling_max_freq)"'
                      for cpu in range(8))
     ids = []
+    wait = 'for t in $(seq 1200); do [ $(ls {d} | grep -c {what}) -ge {n} ] && echo "SYNC {what}" && break; sleep 0.1; done\n'
     for i, (user, args, pol) in enumerate(jobs):
+        # started: the clocks are set (at step start); go: the test has read
+        # Slurm's choice; shown: every job has looked (none restores early)
         script = (f"#!/bin/sh\ntouch {sync}/started.{i}\n"
-                  f"for t in $(seq 300); do [ $(ls {sync} | grep -c started) -ge {len(jobs)} ] && break; sleep 0.1; done\n"
-                  f"{show}\ntouch {sync}/shown.{i}\n"
-                  f"for t in $(seq 300); do [ $(ls {sync} | grep -c shown) -ge {len(jobs)} ] && break; sleep 0.1; done\n")
+                  + wait.format(d=sync, what="go", n=1) + f"{show}\ntouch {sync}/shown.{i}\n"
+                  + wait.format(d=sync, what="shown", n=len(jobs)))
         res, job = c.sbatch(script, user, [*args, f"--energy-policy={pol}"])
         assert job, res.stderr
         ids.append(job)
-    deadline = time.monotonic() + 60
-    while not all(c.job_state(j) == "RUNNING" for j in ids):
+    deadline = time.monotonic() + 120
+    while len(list(sync.glob("started.*"))) < len(jobs):
         assert time.monotonic() < deadline, c.logs()
         time.sleep(0.2)
     cpus = {j: slurm_cpu_ids(c, j) for j in ids}
+    (sync / "go").touch()
     for j in ids:
-        assert c.wait_job(j, 90) == "COMPLETED", c.logs()
+        assert c.wait_job(j, 180) == "COMPLETED", c.logs()
     bmap = slurm_block_map((c.workdir / "log" / "slurmd.log").read_text())
     assert len(bmap) == 8, bmap
     out = []
@@ -179,7 +183,7 @@ def _jobs_on_one_node(c, hw, root, jobs):
         text = c.job_output(j)
         seen = {int(m.group(1)): int(m.group(2))
                 for m in re.finditer(r"^MAX (\d+) (\d+)$", text, re.M)}
-        assert len(seen) == 8, text
+        assert len(seen) == 8 and "SYNC go" in text and "SYNC shown" in text, text
         rec = spool.wait_records(root / "spool", j, ["batch"], c.logs)["batch"]
         out.append(({bmap[a] for a in cpus[j]}, seen, rec))
     return out
