@@ -74,7 +74,7 @@ static int opt_cb(int val, const char *optarg, int remote);
 
 static struct spank_option g_options[] = {
 	{"energy-policy", "NAME",
-	 "joulestep frequency policy: monitor | io-dvfs | ckpt-dvfs | fixed:R | phase:KIND=R[,KIND=R...] (R = ratio of fmax) | tuned (the admin's tuned= file); any of them +gpu-io (GPU clocks lowered in checkpoint/flush/write phases, where allowed)",
+	 "joulestep frequency policy: monitor | io-dvfs | ckpt-dvfs | fixed:R | phase:KIND=R[,KIND=R...] (R = ratio of fmax) | tuned (the admin's tuned= file); any of them +gpu-io (GPU clocks lowered in checkpoint/flush/write phases) and/or +uncore-io (the uncore clock of whole packages lowered in flush/write phases), where allowed",
 	 1, OPT_POLICY, opt_cb},
 	{"energy-tag", "K=V[,K=V...]",
 	 "joulestep labels stored with the job's energy records ([A-Za-z0-9_.:+-], key<=32, value<=64, <=16 tags)",
@@ -422,6 +422,7 @@ int slurm_spank_job_prolog(spank_t sp, int ac, char **av)
 		return 0;
 	recover_all(&c, jobid, "prolog");
 	js_gpu_recover_node(&c, jobid, "prolog");
+	js_uncore_recover_node(&c, jobid, "prolog");
 	flush_pending(&c, jobid, "prolog");
 	if (!c.job_cache_hours)
 		return 0;
@@ -492,6 +493,24 @@ static void smt_aside(struct js_step *s, const struct js_cpu_topo *topo)
 		   s->job_id, s->step_id, list);
 }
 
+/* +uncore-io: the packages all of whose CPUs (those the topology lists:
+ * online) are the step's. */
+static void owned_packages(struct js_step *s, const struct js_cpu_topo *topo)
+{
+	struct js_cpuset seen, partial;
+	js_cpuset_zero(&seen);
+	js_cpuset_zero(&partial);
+	for (int c = 0; c < JS_MAX_CPUS; c++) {
+		if (!js_cpuset_isset(&topo->present, c) || topo->pkg[c] < 0)
+			continue;
+		js_cpuset_set(&seen, topo->pkg[c]);
+		if (!js_cpuset_isset(&s->cpus, c))
+			js_cpuset_set(&partial, topo->pkg[c]);
+	}
+	for (int w = 0; w < JS_MAX_CPUS / 64; w++)
+		s->pkgs_owned.bits[w] = seen.bits[w] & ~partial.bits[w];
+}
+
 /* The step's Linux CPUs. Slurm gives the step's cores (S_STEP_ALLOC_CORES,
  * batch: S_JOB_ALLOC_CORES: from the job credential, signed by slurmctld) in
  * its abstract numbering; they are translated as Slurm's task plugins do
@@ -503,6 +522,7 @@ static void parse_cpus(spank_t sp, struct js_step *s)
 	struct js_cpuset abs;
 	js_cpuset_zero(&s->cpus);
 	js_cpuset_zero(&s->smt_aside);
+	js_cpuset_zero(&s->pkgs_owned);
 	if (spank_get_item(sp, S_STEP_ALLOC_CORES, &cores) != ESPANK_SUCCESS || !cores || !*cores)
 		if (spank_get_item(sp, S_JOB_ALLOC_CORES, &cores) != ESPANK_SUCCESS)
 			cores = NULL;
@@ -515,8 +535,10 @@ static void parse_cpus(spank_t sp, struct js_step *s)
 	int rc = topo ? js_cpu_topo_read(s->conf.sysfs, topo) : -ENOMEM;
 	if (rc == 0)
 		rc = js_cpu_topo_abs_to_cpus(topo, &abs, s->conf.threads_per_core, &s->cpus);
-	if (rc == 0)
+	if (rc == 0) {
 		smt_aside(s, topo);
+		owned_packages(s, topo);
+	}
 	free(topo);
 	if (rc < 0) {
 		const char *why = rc == -ERANGE ? "fewer cores than slurm.conf's node layout"
@@ -1076,11 +1098,13 @@ static int remote_init(spank_t sp)
 	gpu_clock_setup(sp, s);
 
 	setup_freq(sp, s); /* fixed:R is set here, before the tasks */
+	js_uncore_step_setup(s); /* +uncore-io: journaled, descriptors opened */
 
 	struct js_phase_ops ops = {.ctx = s, .set_ratio = ph_set_ratio, .snap = ph_snap, .now_ns = ph_now,
 				   .snap_gpu = s->gmeter ? ph_snap_gpu : NULL,
 				   .set_gpu = s->gpu_clock_mode && !strcmp(s->gpu_clock_mode, "joulestep")
-						      ? js_gpu_step_set_clock : NULL};
+						      ? js_gpu_step_set_clock : NULL,
+				   .set_uncore = s->nuncore ? js_uncore_step_set : NULL};
 	s->phases = js_phases_new(s->conf.max_phases, s->conf.max_depth, &ops, s->start_mono_ns);
 	if (!s->phases)
 		js_step_error(s, "phases: out of memory; markers disabled");
@@ -1179,6 +1203,7 @@ static void remote_exit(struct js_step *s)
 	s->ctl = NULL;
 	s->nctl = 0;
 	js_gpu_step_clock_restore(s); /* +gpu-io: unlock, then the journal */
+	js_uncore_step_restore(s); /* +uncore-io: write back, then the journal */
 	for (int i = 0; i < s->ncpus; i++) {
 		if (!s->acquired[i])
 			continue;
@@ -1226,6 +1251,7 @@ int slurm_spank_job_epilog(spank_t sp, int ac, char **av)
 	 * node, which may be long in coming. */
 	recover_all(&c, jobid, "epilog");
 	js_gpu_recover_node(&c, jobid, "epilog");
+	js_uncore_recover_node(&c, jobid, "epilog");
 	int rc = js_record_sync_job(c.spool, c.cluster, jobid);
 	if (rc < 0 && rc != -ENOENT)
 		slurm_error("joulestep: job %u: epilog: fsync of the record directory under %s: %s",

@@ -277,6 +277,8 @@ static json_t *build(struct js_step *s)
 			json_object_set_new(o, "energy_gpu_uj", pok ? json_integer((json_int_t)pg) : json_null());
 			json_object_set_new(o, "gpu_clock_mhz", p->gpu_mhz ? json_integer(p->gpu_mhz) : json_null());
 		}
+		if (p->uncore_khz) /* +uncore-io: the cap this phase set */
+			json_object_set_new(o, "uncore_max_khz", json_integer(p->uncore_khz));
 		json_object_set_new(o, "bytes", jnum_or_null(p->bytes));
 		json_object_set_new(o, "nranks", json_integer((json_int_t)p->nranks));
 		json_object_set_new(o, "open_at_step_end", json_boolean(p->closed_by_step_end));

@@ -147,7 +147,7 @@ def test_migration_fills_the_totals_of_an_old_store(tmp_path):
         conn.execute(f"ALTER TABLE steps DROP COLUMN {col}")
     conn.execute("DROP TABLE phase_gpus")
     conn.execute("DROP TABLE step_gpus")
-    for col in ("energy_gpu_uj", "gpu_clock_mhz"):
+    for col in ("energy_gpu_uj", "gpu_clock_mhz", "uncore_max_khz"):
         conn.execute(f"ALTER TABLE phases DROP COLUMN {col}")
     for col in ("energy_gpu_uj", "total_includes", "gpu_backend", "gpus_unmeasured",
                 "gpu_clock_control"):

@@ -145,6 +145,47 @@ static void policy_gpu_io(void **st)
 		assert_int_equal(js_conf_parse(1, badc[i], &c, err, sizeof(err)), -EINVAL);
 }
 
+/* +uncore-io: like +gpu-io, with uncore_io_mhz; both terms in either order,
+ * each once; the canonical form lists +gpu-io first. */
+static void policy_uncore_io(void **st)
+{
+	(void)st;
+	struct js_conf c;
+	struct js_policy p;
+	char err[400], buf[200];
+	js_conf_defaults(&c);
+	assert_int_equal(c.uncore_io_mhz, 0);
+	assert_int_equal(js_policy_parse("io-dvfs+uncore-io", &p, err, sizeof(err)), 0);
+	assert_true(p.uncore_io && !p.gpu_io && p.type == JS_POL_IO_DVFS);
+	assert_int_equal(js_policy_check(&p, &c, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "uncore_io_mhz"));
+	assert_int_equal(js_policy_enforce(&p, &c, err, sizeof(err)), 1);
+	assert_false(p.uncore_io);
+	char *ok[] = {"uncore_io_mhz=1200"};
+	assert_int_equal(js_conf_parse(1, ok, &c, err, sizeof(err)), 0);
+	assert_int_equal(c.uncore_io_mhz, 1200);
+	const char *both[] = {"monitor+uncore-io+gpu-io", "monitor+gpu-io+uncore-io"};
+	for (size_t i = 0; i < 2; i++) {
+		assert_int_equal(js_policy_parse(both[i], &p, err, sizeof(err)), 0);
+		assert_true(p.uncore_io && p.gpu_io && p.type == JS_POL_MONITOR);
+		assert_int_equal(js_policy_format(&p, buf, sizeof(buf)), 0);
+		assert_string_equal(buf, "monitor+gpu-io+uncore-io");
+	}
+	assert_int_equal(js_policy_parse("phase:write=0.8+uncore-io", &p, err, sizeof(err)), 0);
+	assert_int_equal(js_policy_check(&p, &c, err, sizeof(err)), 0);
+	assert_int_equal(js_policy_enforce(&p, &c, err, sizeof(err)), 0);
+	assert_true(p.uncore_io && p.nmap == 1);
+	const char *bad[] = {"+uncore-io", "uncore-io", "io-dvfs+uncore-io+uncore-io",
+			     "io-dvfs+uncore"};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		assert_int_equal(js_policy_parse(bad[i], &p, err, sizeof(err)), -EINVAL);
+	char *badc[][1] = {{"uncore_io_mhz=-1"}, {"uncore_io_mhz=100001"}, {"uncore_io_mhz=x"}};
+	for (size_t i = 0; i < sizeof(badc) / sizeof(badc[0]); i++)
+		assert_int_equal(js_conf_parse(1, badc[i], &c, err, sizeof(err)), -EINVAL);
+	assert_true(js_uncore_io_kind("write") && js_uncore_io_kind("flush"));
+	assert_false(js_uncore_io_kind("checkpoint") || js_uncore_io_kind("compute"));
+}
+
 /* threads_per_core=: auto (0, the hardware's) or Slurm's ThreadsPerCore */
 static void conf_threads_per_core(void **st)
 {
@@ -1147,6 +1188,7 @@ int main(void)
 		cmocka_unit_test(jobcache_gpus),
 		cmocka_unit_test(policy_gpu_io),
 		cmocka_unit_test(conf_threads_per_core),
+		cmocka_unit_test(policy_uncore_io),
 		cmocka_unit_test(phases_gpu_io_levels),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

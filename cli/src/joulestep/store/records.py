@@ -200,6 +200,9 @@ SCHEMA = (
       doc="as step.energy_gpu_uj"),
     F("phases[].gpu_clock_mhz", "int", "MHz", 1, since=3, column="gpu_clock_mhz",
       doc="+gpu-io: the GPUs' clock cap the phase set; null: left alone"),
+    F("phases[].uncore_max_khz", "int", "kHz", 1, since=3, column="uncore_max_khz",
+      doc="+uncore-io: the uncore max clock the phase set on the step's whole "
+          "packages (absent or null: left alone)"),
     # phases[].gpus[] (phase_gpus rows, after the phase's seq)
     F("phases[].gpus[].uuid", "str", null=False, required=True, since=3,
       column="uuid", doc="a GPU of gpus[]"),
