@@ -102,11 +102,11 @@ struct js_phase_ops {
 	/* +gpu-io: lock (low) or unlock the step's GPUs' clock; *mhz: the
 	 * cap set. NULL: the GPUs' clocks are left alone. */
 	int (*set_gpu)(void *ctx, bool low, uint32_t *mhz);
+	/* The GPU meter as of at_ns (the boundary's now_ns); NULL: no GPUs. */
+	void (*snap_gpu)(void *ctx, uint64_t at_ns, struct js_gpu_mark *out);
 	/* +uncore-io: lower (low) or restore the uncore clock of the step's
 	 * packages; *khz: the cap set. NULL: the uncore is left alone. */
 	int (*set_uncore)(void *ctx, bool low, uint32_t *khz);
-	/* The GPU meter as of at_ns (the boundary's now_ns); NULL: no GPUs. */
-	void (*snap_gpu)(void *ctx, uint64_t at_ns, struct js_gpu_mark *out);
 };
 
 struct js_phases;

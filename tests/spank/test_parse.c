@@ -274,6 +274,46 @@ static void phases_gpu_io_levels(void **st)
 	js_phases_free(ps);
 }
 
+static int g_unc(void *ctx, bool low, uint32_t *khz)
+{
+	struct gfake *f = ctx;
+	f->low[f->n++] = low;
+	*khz = low ? 1200000 : 0;
+	return 0;
+}
+
+/* +uncore-io: lowered exactly while the innermost open phase is, or is
+ * inside, a flush or write phase (not a checkpoint); the phase records
+ * the cap. */
+static void phases_uncore_io_levels(void **st)
+{
+	(void)st;
+	struct gfake f = {.now = 10};
+	struct js_phase_ops ops = {.ctx = &f, .set_ratio = g_set, .snap = g_snap, .now_ns = g_now,
+				   .set_uncore = g_unc};
+	struct js_phases *ps = js_phases_new(100, 4, &ops, 0);
+	uint32_t seq, khz;
+	assert_int_equal(js_phases_begin(ps, 0, "checkpoint", NULL, JS_RATIO_INHERIT, 0, &seq, &khz), 0);
+	assert_int_equal(f.n, 0);
+	assert_int_equal(js_phases_get(ps, seq)->uncore_khz, 0);
+	assert_int_equal(js_phases_begin(ps, 0, "flush", NULL, JS_RATIO_INHERIT, 0, &seq, &khz), 0);
+	assert_int_equal(f.n, 1);
+	assert_true(f.low[0]);
+	assert_int_equal(js_phases_get(ps, seq)->uncore_khz, 1200000);
+	assert_int_equal(js_phases_begin(ps, 0, "compress", NULL, JS_RATIO_INHERIT, 0, &seq, &khz), 0);
+	assert_int_equal(f.n, 1);                     /* inside the flush: still low */
+	assert_int_equal(js_phases_end(ps, 0, -1, 0, &seq), 0);
+	assert_int_equal(js_phases_end(ps, 0, -1, 0, &seq), 0);
+	assert_int_equal(f.n, 2);                     /* back in the checkpoint */
+	assert_false(f.low[1]);
+	assert_int_equal(js_phases_begin(ps, 0, "write", NULL, JS_RATIO_INHERIT, 0, &seq, &khz), 0);
+	assert_int_equal(f.n, 3);
+	assert_true(f.low[2]);
+	js_phases_close_all(ps, 20);                  /* the caller restores */
+	assert_int_equal(f.n, 3);
+	js_phases_free(ps);
+}
+
 /* max_phases is bounded so that a record stays within its documented size
  * (docs/record-format.md, "Size": 128 KiB + 1.5 KiB x phases + 160 B x
  * 4096 rank entries): at most 100000 phases; the error says the bound and
@@ -788,7 +828,7 @@ static void phases_collective_and_nesting(void **st)
 {
 	(void)st;
 	struct fake f = {.now = 1000};
-	struct js_phase_ops ops = {&f, f_set, f_snap, f_now, NULL, NULL};
+	struct js_phase_ops ops = {&f, f_set, f_snap, f_now, NULL, NULL, NULL};
 	struct js_conf c;
 	struct js_policy p;
 	char err[100];
@@ -878,7 +918,7 @@ static void phases_many_keep_their_rules(void **st)
 {
 	(void)st;
 	struct fake f = {.now = 10};
-	struct js_phase_ops ops = {&f, f_set_quiet, f_snap, f_now, NULL, NULL};
+	struct js_phase_ops ops = {&f, f_set_quiet, f_snap, f_now, NULL, NULL, NULL};
 	uint32_t seq, khz;
 	enum { NP = 20000, NR = 3 };
 	struct js_phases *ps = js_phases_new(JS_MAX_PHASES_LIMIT, 4, &ops, 5);
@@ -947,7 +987,7 @@ static void phases_ckpt_and_limits(void **st)
 {
 	(void)st;
 	struct fake f = {.now = 10};
-	struct js_phase_ops ops = {&f, f_set, f_snap, f_now, NULL, NULL};
+	struct js_phase_ops ops = {&f, f_set, f_snap, f_now, NULL, NULL, NULL};
 	struct js_conf c;
 	struct js_policy p;
 	char err[100];
@@ -978,7 +1018,7 @@ static void phases_hostile_bounds(void **st)
 {
 	(void)st;
 	struct fake f = {.now = 10};
-	struct js_phase_ops ops = {&f, f_set, f_snap, f_now, NULL, NULL};
+	struct js_phase_ops ops = {&f, f_set, f_snap, f_now, NULL, NULL, NULL};
 	uint32_t seq, khz;
 	/* bytes= up to INT64_MAX from every rank: the sum saturates */
 	struct js_phases *ps = js_phases_new(10, 4, &ops, 5);
@@ -1035,7 +1075,7 @@ static void phases_skipped_begin_keeps_nesting(void **st)
 {
 	(void)st;
 	struct fake f = {.now = 100};
-	struct js_phase_ops ops = {&f, f_set, f_snap, f_now, NULL, NULL};
+	struct js_phase_ops ops = {&f, f_set, f_snap, f_now, NULL, NULL, NULL};
 	struct js_conf c;
 	struct js_policy p;
 	char err[100];
@@ -1080,7 +1120,7 @@ static void phases_hold_clock(void **st)
 {
 	(void)st;
 	struct fake f = {.now = 100};
-	struct js_phase_ops ops = {&f, f_set, f_snap, f_now, NULL, NULL};
+	struct js_phase_ops ops = {&f, f_set, f_snap, f_now, NULL, NULL, NULL};
 	struct js_conf c;
 	struct js_policy p;
 	char err[100];
@@ -1103,7 +1143,7 @@ static void phases_energy_interval(void **st)
 {
 	(void)st;
 	struct fake f = {.now = 500, .cpu = 1000};
-	struct js_phase_ops ops = {&f, f_set, f_snap, f_now, NULL, NULL};
+	struct js_phase_ops ops = {&f, f_set, f_snap, f_now, NULL, NULL, NULL};
 	uint32_t seq, khz;
 	struct js_phases *ps = js_phases_new(100, 4, &ops, 0);
 	assert_int_equal(js_phases_begin(ps, 0, "write", NULL, JS_RATIO_INHERIT, 100, &seq, &khz), 0);
@@ -1128,7 +1168,7 @@ static void phases_rank_detail_cap(void **st)
 {
 	(void)st;
 	struct fake f = {.now = 1000000};
-	struct js_phase_ops ops = {&f, f_set, f_snap, f_now, NULL, NULL};
+	struct js_phase_ops ops = {&f, f_set, f_snap, f_now, NULL, NULL, NULL};
 	uint32_t seq, khz;
 	enum { NR = 64, NP = JS_RANK_DETAIL_MAX / NR + 3 };
 	struct js_phases *ps = js_phases_new(NP + 1, 4, &ops, 0);
@@ -1189,6 +1229,7 @@ int main(void)
 		cmocka_unit_test(policy_gpu_io),
 		cmocka_unit_test(conf_threads_per_core),
 		cmocka_unit_test(policy_uncore_io),
+		cmocka_unit_test(phases_uncore_io_levels),
 		cmocka_unit_test(phases_gpu_io_levels),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
