@@ -517,3 +517,43 @@ def test_uncore_not_allowed_without_the_admin_bound(fe):
     res, job = fe.c.sbatch("#!/bin/sh\ntrue\n", USER, ["--energy-policy=io-dvfs+uncore-io"])
     assert res.returncode != 0 and job is None
     assert "uncore_io_mhz" in res.stderr
+
+
+def test_killed_slurmstepd_uncore_restored_by_the_job_epilog(fe):
+    """As for the cores: slurmstepd is SIGKILLed inside a write phase that
+    holds the package's uncore down; the job epilog restores it from the
+    journal and removes the entry."""
+    fe.n += 1
+    hw = fe.root / f"hw{fe.n}"
+    fakehw.create(str(hw), packages=1, cpus_per_package=fe.c.cpus, fmax_khz=FMAX,
+                  fmin_khz=FMIN, uncore="tpmi", uncore_min_khz=UNC_MIN, uncore_max_khz=UNC_MAX)
+    fe.use(hw, uncore_io_mhz=UNC_IO_MHZ)
+    f = hw / "devices/system/cpu/intel_uncore_frequency/uncore00/max_freq_khz"
+    flag = fe.c.user_dir(USER) / "epi-uncore"
+    flag.unlink(missing_ok=True)
+    script = f"""#!/bin/sh
+#SBATCH --exclusive
+#SBATCH --energy-policy=monitor+uncore-io
+{fe.phase("begin", "write")}
+touch {flag}
+sleep 300
+"""
+    res, job = fe.c.sbatch(script, user=USER)
+    assert res.returncode == 0, res.stderr
+    wait_for(flag.exists, "the write phase")
+    assert int(f.read_text()) == UNC_IO_MHZ * 1000
+    assert list(fe.state.glob("uncore-*"))
+    pid = stepd_pid(job)
+    assert pid
+    os.kill(pid, signal.SIGKILL)
+    wait_for(lambda: not cmdline(pid) or "slurmstepd" not in cmdline(pid), "slurmstepd gone", 10)
+    for p in job_pids(job):
+        try:
+            os.kill(p, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    fe.c.scancel(job)
+    fe.c.wait_job(job)
+    wait_for(lambda: int(f.read_text()) == UNC_MAX, "the epilog restoring the uncore", 60)
+    fe.c.wait_idle(60)
+    assert not list(fe.state.glob("uncore-*"))
