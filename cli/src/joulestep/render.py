@@ -106,6 +106,14 @@ def job_text(s: dict, utc: bool = False) -> str:
                               if st["energy_node_j"] is not None else
                               f"not measured ({st['node_meter_sources']})"))
     for st in s["steps"]:
+        capped = [f"{p['seq']} {_phase_name(p)}" for p in st["phases"]
+                  if p.get("uncore_max_mhz")]
+        if capped:
+            mhz = {p["uncore_max_mhz"] for p in st["phases"] if p.get("uncore_max_mhz")}
+            lines += _wrap(f"Uncore: step {st['step_id']} on {st['node']} capped its "
+                           f"packages' uncore at {'/'.join(num(m) for m in sorted(mhz))} MHz "
+                           f"in phase(s) {', '.join(capped)}")
+    for st in s["steps"]:
         if st.get("smt_aside_cpus"):
             lines += _wrap(f"SMT: step {st['step_id']} on {st['node']} left the clock "
                            f"of CPUs {st['smt_aside_cpus']} alone (their cores have "

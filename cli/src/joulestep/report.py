@@ -325,6 +325,11 @@ def job_summary(conn, job_id: int, settings: Settings,
         phases_by_step.setdefault(r[0], []).append(r)
 
     gpu_steps, gpu_phases = gpumod.for_job(conn, job_pk)
+    # +uncore-io: the uncore cap each phase set (absent: left alone)
+    uncore = {(spk, seq): khz for spk, seq, khz in conn.execute(
+        "SELECT p.step_pk, p.seq, p.uncore_max_khz FROM phases p JOIN steps s ON "
+        "s.step_pk = p.step_pk WHERE s.job_pk = ? AND p.uncore_max_khz IS NOT NULL",
+        (job_pk,))}
     tot_gpu = None            # counted GPU energy of steps whose total has it
     steps, caveats = [], []
     tot_cpu = tot_dram = tot_saving = 0.0
@@ -404,6 +409,8 @@ def job_summary(conn, job_id: int, settings: Settings,
             if gpu_steps.get(spk, {}).get("gpus"):
                 p["energy_gpu_j"], p["gpu_clock_mhz"] = gpu_phases.get(
                     (spk, p["seq"]), (None, None))
+            if (spk, p["seq"]) in uncore:
+                p["uncore_max_mhz"] = uncore[(spk, p["seq"])] / 1000
             if (spk, p["seq"]) in hidden:
                 p["energy_note"] = userview.note(userview.rules(*r[29:31])[0])
         d["phases"] = phases
