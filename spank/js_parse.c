@@ -389,11 +389,10 @@ static bool strip_term(char *buf, size_t *n, const char *term)
 /* POLICY[+gpu-io][+uncore-io], each term at most once, in any order. */
 int js_policy_parse(const char *s, struct js_policy *p, char *err, size_t errlen)
 {
-	char buf[600];
 	size_t n = s ? strlen(s) : 0;
-	if (n >= sizeof(buf))
-		return fail(err, errlen, "policy too long");
-	memcpy(buf, s ? s : "", n + 1);
+	char *buf = strdup(s ? s : "");
+	if (!buf)
+		return fail(err, errlen, "out of memory");
 	bool gpu = false, unc = false;
 	for (bool more = true; more;) {
 		more = false;
@@ -403,6 +402,7 @@ int js_policy_parse(const char *s, struct js_policy *p, char *err, size_t errlen
 			more = unc = true;
 	}
 	int rc = parse_cpu_policy(buf, p, err, errlen);
+	free(buf);
 	p->gpu_io = rc == 0 && gpu;
 	p->uncore_io = rc == 0 && unc;
 	return rc;
