@@ -74,7 +74,7 @@ static int opt_cb(int val, const char *optarg, int remote);
 
 static struct spank_option g_options[] = {
 	{"energy-policy", "NAME",
-	 "joulestep frequency policy: monitor | io-dvfs | ckpt-dvfs | fixed:R | phase:KIND=R[,KIND=R...] (R = ratio of fmax) | tuned (the admin's tuned= file); any of them +gpu-io (GPU clocks lowered in checkpoint/flush/write phases, where allowed)",
+	 "joulestep frequency policy: monitor | io-dvfs | ckpt-dvfs | fixed:R | phase:KIND=R[,KIND=R...] (R = ratio of fmax) | tuned (the admin's tuned= file); any of them +gpu-io (GPU clocks lowered in checkpoint/flush/write phases) and/or +uncore-io (the uncore clock of whole packages lowered in flush/write phases), where allowed",
 	 1, OPT_POLICY, opt_cb},
 	{"energy-tag", "K=V[,K=V...]",
 	 "joulestep labels stored with the job's energy records ([A-Za-z0-9_.:+-], key<=32, value<=64, <=16 tags)",
@@ -422,6 +422,7 @@ int slurm_spank_job_prolog(spank_t sp, int ac, char **av)
 		return 0;
 	recover_all(&c, jobid, "prolog");
 	js_gpu_recover_node(&c, jobid, "prolog");
+	js_uncore_recover_node(&c, jobid, "prolog");
 	flush_pending(&c, jobid, "prolog");
 	if (!c.job_cache_hours)
 		return 0;
@@ -477,15 +478,51 @@ static void node_model(struct js_step *s)
 			 non, s->fmax_khz);
 }
 
+/* SMT (docs/design.md, "SMT"): a core whose threads are not all the step's
+ * keeps its clock; said once in the log and kept in the record. */
+static void smt_aside(struct js_step *s, const struct js_cpu_topo *topo)
+{
+	struct js_cpuset whole;
+	js_cpu_topo_smt_split(topo, &s->cpus, &whole, &s->smt_aside);
+	if (!js_cpuset_count(&s->smt_aside))
+		return;
+	char list[256];
+	if (js_cpuset_format(&s->smt_aside, list, sizeof(list)) < 0)
+		snprintf(list, sizeof(list), "%d CPUs", js_cpuset_count(&s->smt_aside));
+	slurm_info("joulestep: job %u step %s: SMT: cpu %s share a core with threads that are not the step's; their clocks are left alone",
+		   s->job_id, s->step_id, list);
+}
+
+/* +uncore-io: the packages all of whose CPUs (those the topology lists:
+ * online) are the step's. */
+static void owned_packages(struct js_step *s, const struct js_cpu_topo *topo)
+{
+	struct js_cpuset seen, partial;
+	js_cpuset_zero(&seen);
+	js_cpuset_zero(&partial);
+	for (int c = 0; c < JS_MAX_CPUS; c++) {
+		if (!js_cpuset_isset(&topo->present, c) || topo->pkg[c] < 0)
+			continue;
+		js_cpuset_set(&seen, topo->pkg[c]);
+		if (!js_cpuset_isset(&s->cpus, c))
+			js_cpuset_set(&partial, topo->pkg[c]);
+	}
+	for (int w = 0; w < JS_MAX_CPUS / 64; w++)
+		s->pkgs_owned.bits[w] = seen.bits[w] & ~partial.bits[w];
+}
+
 /* The step's Linux CPUs. Slurm gives the step's cores (S_STEP_ALLOC_CORES,
- * batch: S_JOB_ALLOC_CORES) in its abstract numbering; they are translated
- * as Slurm's task plugins do (xcpuinfo_abs_to_mac), with the node's
- * topology under the sysfs root, every SMT sibling included. */
+ * batch: S_JOB_ALLOC_CORES: from the job credential, signed by slurmctld) in
+ * its abstract numbering; they are translated as Slurm's task plugins do
+ * (xcpuinfo_abs_to_mac), with the node's topology under the sysfs root and
+ * Slurm's ThreadsPerCore (threads_per_core=; auto: every SMT sibling). */
 static void parse_cpus(spank_t sp, struct js_step *s)
 {
 	char *cores = NULL;
 	struct js_cpuset abs;
 	js_cpuset_zero(&s->cpus);
+	js_cpuset_zero(&s->smt_aside);
+	js_cpuset_zero(&s->pkgs_owned);
 	if (spank_get_item(sp, S_STEP_ALLOC_CORES, &cores) != ESPANK_SUCCESS || !cores || !*cores)
 		if (spank_get_item(sp, S_JOB_ALLOC_CORES, &cores) != ESPANK_SUCCESS)
 			cores = NULL;
@@ -497,7 +534,11 @@ static void parse_cpus(spank_t sp, struct js_step *s)
 	struct js_cpu_topo *topo = calloc(1, sizeof(*topo));
 	int rc = topo ? js_cpu_topo_read(s->conf.sysfs, topo) : -ENOMEM;
 	if (rc == 0)
-		rc = js_cpu_topo_cores_to_cpus(topo, &abs, &s->cpus);
+		rc = js_cpu_topo_abs_to_cpus(topo, &abs, s->conf.threads_per_core, &s->cpus);
+	if (rc == 0) {
+		smt_aside(s, topo);
+		owned_packages(s, topo);
+	}
 	free(topo);
 	if (rc < 0) {
 		const char *why = rc == -ERANGE ? "fewer cores than slurm.conf's node layout"
@@ -505,6 +546,7 @@ static void parse_cpus(spank_t sp, struct js_step *s)
 		js_step_error(s, "cpus: cannot map Slurm's cores %s to this node's CPUs (%s/devices/system/cpu/cpuN/topology: %s); no frequency control",
 			      cores, s->conf.sysfs, why);
 		js_cpuset_zero(&s->cpus);
+		js_cpuset_zero(&s->smt_aside);
 	}
 }
 
@@ -640,14 +682,19 @@ static void setup_freq(spank_t sp, struct js_step *s)
 	}
 	struct js_cpuset seen; /* policies handled (by policy number) */
 	js_cpuset_zero(&seen);
+	struct js_cpuset mine = s->cpus; /* less the SMT cores not wholly the step's */
+	for (int w = 0; w < JS_MAX_CPUS / 64; w++)
+		mine.bits[w] &= ~s->smt_aside.bits[w];
 	uint32_t base_khz = 0;
 	for (int i = 0; i < s->ncpus; i++) {
 		const struct js_cpufreq *f = &s->cf[i];
 		int pol = f->policy >= 0 ? f->policy : f->cpu;
+		if (js_cpuset_isset(&s->smt_aside, s->cpu_list[i]))
+			continue; /* smt_aside: logged and recorded */
 		if (js_cpuset_isset(&seen, pol))
 			continue; /* one handle per policy: its CPUs share the files */
 		js_cpuset_set(&seen, pol);
-		if (js_freq_policy_shared(f, &s->cpus)) {
+		if (js_freq_policy_shared(f, &mine)) {
 			js_step_error(s, "freq: policy %d shared with CPUs outside the step", pol);
 			continue;
 		}
@@ -1051,11 +1098,13 @@ static int remote_init(spank_t sp)
 	gpu_clock_setup(sp, s);
 
 	setup_freq(sp, s); /* fixed:R is set here, before the tasks */
+	js_uncore_step_setup(s); /* +uncore-io: journaled, descriptors opened */
 
 	struct js_phase_ops ops = {.ctx = s, .set_ratio = ph_set_ratio, .snap = ph_snap, .now_ns = ph_now,
 				   .snap_gpu = s->gmeter ? ph_snap_gpu : NULL,
 				   .set_gpu = s->gpu_clock_mode && !strcmp(s->gpu_clock_mode, "joulestep")
-						      ? js_gpu_step_set_clock : NULL};
+						      ? js_gpu_step_set_clock : NULL,
+				   .set_uncore = s->nuncore ? js_uncore_step_set : NULL};
 	s->phases = js_phases_new(s->conf.max_phases, s->conf.max_depth, &ops, s->start_mono_ns);
 	if (!s->phases)
 		js_step_error(s, "phases: out of memory; markers disabled");
@@ -1154,6 +1203,7 @@ static void remote_exit(struct js_step *s)
 	s->ctl = NULL;
 	s->nctl = 0;
 	js_gpu_step_clock_restore(s); /* +gpu-io: unlock, then the journal */
+	js_uncore_step_restore(s); /* +uncore-io: write back, then the journal */
 	for (int i = 0; i < s->ncpus; i++) {
 		if (!s->acquired[i])
 			continue;
@@ -1201,6 +1251,7 @@ int slurm_spank_job_epilog(spank_t sp, int ac, char **av)
 	 * node, which may be long in coming. */
 	recover_all(&c, jobid, "epilog");
 	js_gpu_recover_node(&c, jobid, "epilog");
+	js_uncore_recover_node(&c, jobid, "epilog");
 	int rc = js_record_sync_job(c.spool, c.cluster, jobid);
 	if (rc < 0 && rc != -ENOENT)
 		slurm_error("joulestep: job %u: epilog: fsync of the record directory under %s: %s",

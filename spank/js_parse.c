@@ -329,12 +329,23 @@ int js_conf_parse(int ac, char **av, struct js_conf *c, char *err, size_t errlen
 			if (parse_uint(v, 100000, &u))
 				return fail(err, errlen, "gpu_io_mhz=: an integer in [0, 100000] (MHz; 0 = +gpu-io not allowed)");
 			c->gpu_io_mhz = (unsigned)u;
+		} else if (KEY("uncore_io_mhz")) {
+			if (parse_uint(v, 100000, &u))
+				return fail(err, errlen, "uncore_io_mhz=: an integer in [0, 100000] (MHz; 0 = +uncore-io not allowed)");
+			c->uncore_io_mhz = (unsigned)u;
+		} else if (KEY("threads_per_core")) {
+			if (!strcmp(v, "auto"))
+				c->threads_per_core = 0;
+			else if (parse_uint(v, 256, &u) || u < 1)
+				return fail(err, errlen, "threads_per_core=: auto (the hardware's) or an integer in [1, 256] (slurm.conf's ThreadsPerCore for the node; 1 where the node is given as CPUs= only)");
+			else
+				c->threads_per_core = (unsigned)u;
 		} else if (KEY("gpu_lib")) {
 			if (set_path(c->gpu_lib, "gpu_lib", v, false, err, errlen))
 				return -EINVAL;
 		} else {
 			return fail(err, errlen,
-				    "unknown key '%.*s' (allowed: spool state sysfs socket_dir cluster policies default_policy min_ratio sample_ms max_phases max_depth max_markers_per_s max_markers_per_step min_phase_ms backend node_energy job_cache_hours tuned hooks_dir gpu_backend gpu_io_mhz gpu_lib)",
+				    "unknown key '%.*s' (allowed: spool state sysfs socket_dir cluster policies default_policy min_ratio sample_ms max_phases max_depth max_markers_per_s max_markers_per_step min_phase_ms backend node_energy job_cache_hours tuned hooks_dir threads_per_core uncore_io_mhz gpu_backend gpu_io_mhz gpu_lib)",
 				    (int)(kl > 40 ? 40 : kl), a);
 		}
 #undef KEY
@@ -360,29 +371,47 @@ int js_conf_parse(int ac, char **av, struct js_conf *c, char *err, size_t errlen
 }
 
 #define GPU_IO_TERM "+gpu-io"
+#define UNCORE_IO_TERM "+uncore-io"
 
 static int parse_cpu_policy(const char *s, struct js_policy *p, char *err, size_t errlen);
 
+/* Strip a trailing term from buf (length *n); true when it was there. */
+static bool strip_term(char *buf, size_t *n, const char *term)
+{
+	size_t tl = strlen(term);
+	if (*n <= tl || strcmp(buf + *n - tl, term))
+		return false;
+	*n -= tl;
+	buf[*n] = 0;
+	return true;
+}
+
+/* POLICY[+gpu-io][+uncore-io], each term at most once, in any order. */
 int js_policy_parse(const char *s, struct js_policy *p, char *err, size_t errlen)
 {
-	size_t n = s ? strlen(s) : 0, tl = strlen(GPU_IO_TERM);
-	if (n > tl && !strcmp(s + n - tl, GPU_IO_TERM)) {
-		char buf[600];
-		if (n - tl >= sizeof(buf))
-			return fail(err, errlen, "policy too long");
-		memcpy(buf, s, n - tl);
-		buf[n - tl] = 0;
-		int rc = parse_cpu_policy(buf, p, err, errlen);
-		p->gpu_io = rc == 0;
-		return rc;
+	size_t n = s ? strlen(s) : 0;
+	char *buf = strdup(s ? s : "");
+	if (!buf)
+		return fail(err, errlen, "out of memory");
+	bool gpu = false, unc = false;
+	for (bool more = true; more;) {
+		more = false;
+		if (!gpu && strip_term(buf, &n, GPU_IO_TERM))
+			more = gpu = true;
+		if (!unc && strip_term(buf, &n, UNCORE_IO_TERM))
+			more = unc = true;
 	}
-	return parse_cpu_policy(s, p, err, errlen);
+	int rc = parse_cpu_policy(buf, p, err, errlen);
+	free(buf);
+	p->gpu_io = rc == 0 && gpu;
+	p->uncore_io = rc == 0 && unc;
+	return rc;
 }
 
 static int parse_cpu_policy(const char *s, struct js_policy *p, char *err, size_t errlen)
 {
 	static const char allowed[] =
-		"allowed: monitor, io-dvfs, ckpt-dvfs, fixed:R, phase:KIND=R[,KIND=R...] with R a ratio of fmax in (0, 1], or tuned (the admin's tuned= file); any of them +gpu-io where the admin allows it";
+		"allowed: monitor, io-dvfs, ckpt-dvfs, fixed:R, phase:KIND=R[,KIND=R...] with R a ratio of fmax in (0, 1], or tuned (the admin's tuned= file); any of them +gpu-io and/or +uncore-io where the admin allows it";
 	memset(p, 0, sizeof(*p));
 	if (!s || !*s)
 		return fail(err, errlen, "empty policy (%s)", allowed);
@@ -457,6 +486,8 @@ int js_policy_check(const struct js_policy *p, const struct js_conf *c, char *er
 			    js_pol_name(p->type), al);
 	if (p->gpu_io && !c->gpu_io_mhz)
 		return fail(err, errlen, "+gpu-io is not allowed on this cluster (the admin sets gpu_io_mhz= in plugstack.conf)");
+	if (p->uncore_io && !c->uncore_io_mhz)
+		return fail(err, errlen, "+uncore-io is not allowed on this cluster (the admin sets uncore_io_mhz= in plugstack.conf)");
 	if (p->type == JS_POL_FIXED && p->fixed_ratio < c->min_ratio)
 		return fail(err, errlen, "fixed:%g is below the minimum ratio %g allowed on this cluster (R in [%g, 1])",
 			    p->fixed_ratio, c->min_ratio, c->min_ratio);
@@ -482,6 +513,11 @@ int js_policy_enforce(struct js_policy *p, const struct js_conf *c, char *err, s
 	if (p->gpu_io && !c->gpu_io_mhz) {
 		fail(err, errlen, "+gpu-io not allowed (no gpu_io_mhz=); GPU clocks left alone");
 		p->gpu_io = false;
+		n++;
+	}
+	if (p->uncore_io && !c->uncore_io_mhz) {
+		fail(err, errlen, "+uncore-io not allowed (no uncore_io_mhz=); uncore clock left alone");
+		p->uncore_io = false;
 		n++;
 	}
 	if (p->type == JS_POL_FIXED && p->fixed_ratio < c->min_ratio) {
@@ -523,6 +559,8 @@ int js_policy_format(const struct js_policy *p, char *buf, size_t len)
 	}
 	if (p->gpu_io && n >= 0 && (size_t)n < len)
 		n += snprintf(buf + n, len - (size_t)n, GPU_IO_TERM);
+	if (p->uncore_io && n >= 0 && (size_t)n < len)
+		n += snprintf(buf + n, len - (size_t)n, UNCORE_IO_TERM);
 	return (n < 0 || (size_t)n >= len) ? -ENOSPC : 0;
 }
 

@@ -63,6 +63,12 @@ struct js_conf {
 	 * (nvml, amdsmi), "off" = none; gpu_lib "" = the backend's own soname */
 	char gpu_backend[16];
 	char gpu_lib[JS_PATH_MAX];
+	unsigned uncore_io_mhz;     /* +uncore-io: the uncore's max clock in
+				     * flush and write phases of a step that
+				     * owns whole packages; 0 = not allowed */
+	unsigned threads_per_core;  /* Slurm's ThreadsPerCore for the node, as
+				     * slurm.conf gives it; 0 (auto) = the
+				     * hardware's (docs/design.md, "SMT") */
 	unsigned gpu_io_mhz;        /* +gpu-io: the GPUs' graphics clock is locked
 				     * to at most this in checkpoint, flush and
 				     * write phases; 0 = not allowed (default:
@@ -90,6 +96,9 @@ struct js_policy {
 	struct js_kind_ratio map[JS_MAX_MAP];
 	bool gpu_io;                            /* "+gpu-io": lower the GPUs'
 						   clock in I/O phases      */
+	bool uncore_io;                         /* "+uncore-io": lower the
+						   uncore's clock in flush and
+						   write phases             */
 };
 
 const char *js_pol_name(enum js_pol p);

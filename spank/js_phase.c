@@ -73,6 +73,7 @@ struct js_phases {
 	uint32_t cur_khz;
 	bool closing;
 	bool gpu_low;                       /* the GPUs' clock is lowered now  */
+	bool uncore_low;                    /* the uncore clock is lowered now */
 };
 
 static int grow(void **p, size_t *cap, size_t need, size_t elem)
@@ -323,6 +324,11 @@ bool js_gpu_io_kind(const char *kind)
 	return !strcmp(kind, "checkpoint") || !strcmp(kind, "flush") || !strcmp(kind, "write");
 }
 
+bool js_uncore_io_kind(const char *kind)
+{
+	return !strcmp(kind, "flush") || !strcmp(kind, "write");
+}
+
 /* +gpu-io: the GPUs follow the innermost open phase too, lowered while it
  * is (or is inside) a checkpoint, flush or write phase. */
 static void regpu(struct js_phases *ps, struct js_sphase *trigger)
@@ -339,9 +345,26 @@ static void regpu(struct js_phases *ps, struct js_sphase *trigger)
 	}
 }
 
+/* +uncore-io: the uncore follows the innermost open phase, lowered while
+ * it is (or is inside) a flush or write phase. */
+static void reuncore(struct js_phases *ps, struct js_sphase *trigger)
+{
+	bool low = ps->nopen && ps->ph[ps->open_tail].uncore_low;
+	if (!ps->ops.set_uncore || low == ps->uncore_low || ps->closing)
+		return;
+	uint32_t khz = 0;
+	int rc = ps->ops.set_uncore(ps->ops.ctx, low, &khz);
+	ps->uncore_low = low;
+	if (trigger && low) {
+		trigger->uncore_khz = khz;
+		trigger->uncore_err = rc;
+	}
+}
+
 static void relevel(struct js_phases *ps, struct js_sphase *trigger, uint64_t t_ns)
 {
 	regpu(ps, trigger);
+	reuncore(ps, trigger);
 	double want = ps->nopen ? ps->ph[ps->open_tail].eff_ratio : JS_RATIO_BASE;
 	if (want == ps->level || ps->closing)
 		return;
@@ -381,6 +404,7 @@ static struct js_sphase *phase_new(struct js_phases *ps, const char *kind, const
 	p->marker_start_ns = t;
 	p->bytes = -1;
 	p->gpu_low = js_gpu_io_kind(kind) || (parent >= 0 && ps->ph[parent].gpu_low);
+	p->uncore_low = js_uncore_io_kind(kind) || (parent >= 0 && ps->ph[parent].uncore_low);
 	if (own_ratio != JS_RATIO_INHERIT)
 		p->eff_ratio = own_ratio;
 	else

@@ -76,6 +76,10 @@ struct js_sphase {                   /* one step-level (collective) phase    */
 				        the innermost open phase              */
 	uint32_t gpu_mhz;            /* GPU clock cap it set (0: none)         */
 	int gpu_err;                 /* its lock's error (-errno), 0 = fine    */
+	bool uncore_low;             /* +uncore-io: a flush/write phase or inside
+				        one: uncore lowered while innermost   */
+	uint32_t uncore_khz;         /* uncore max clock it set (0: none)      */
+	int uncore_err;              /* its write's error (-errno), 0 = fine   */
 	uint64_t e_cpu0_uj, e_dram0_uj, e_cpu1_uj, e_dram1_uj; /* meter totals */
 	struct js_gpu_mark g0, g1;   /* GPU meter at start_ns and end_ns        */
 	bool uncertain;
@@ -100,6 +104,9 @@ struct js_phase_ops {
 	int (*set_gpu)(void *ctx, bool low, uint32_t *mhz);
 	/* The GPU meter as of at_ns (the boundary's now_ns); NULL: no GPUs. */
 	void (*snap_gpu)(void *ctx, uint64_t at_ns, struct js_gpu_mark *out);
+	/* +uncore-io: lower (low) or restore the uncore clock of the step's
+	 * packages; *khz: the cap set. NULL: the uncore is left alone. */
+	int (*set_uncore)(void *ctx, bool low, uint32_t *khz);
 };
 
 struct js_phases;
@@ -107,6 +114,9 @@ struct js_phases;
 /* Does a phase of this kind lower the GPUs' clock under +gpu-io
  * (checkpoint, flush, write)? */
 bool js_gpu_io_kind(const char *kind);
+/* Does a phase of this kind lower the uncore clock under +uncore-io
+ * (flush, write)? */
+bool js_uncore_io_kind(const char *kind);
 
 struct js_phases *js_phases_new(unsigned max_phases, unsigned max_depth,
 				const struct js_phase_ops *ops, uint64_t step_start_ns);

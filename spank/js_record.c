@@ -178,6 +178,11 @@ static json_t *build(struct js_step *s)
 	json_object_set_new(step, "cpus", json_string(cpus));
 	json_object_set_new(step, "ncpus", json_integer(s->ncpus));
 	json_object_set_new(step, "exclusive", json_boolean(s->exclusive));
+	if (js_cpuset_count(&s->smt_aside)) {
+		char aside[1024] = "";
+		js_cpuset_format(&s->smt_aside, aside, sizeof(aside));
+		json_object_set_new(step, "smt_aside_cpus", json_string(aside));
+	}
 	json_object_set_new(step, "policy", json_string(pol));
 	if (s->policy.type == JS_POL_TUNED) { /* the map applied, after the admin bounds */
 		json_t *map = json_object();
@@ -275,6 +280,8 @@ static json_t *build(struct js_step *s)
 			json_object_set_new(o, "energy_gpu_uj", pok ? json_integer((json_int_t)pg) : json_null());
 			json_object_set_new(o, "gpu_clock_mhz", p->gpu_mhz ? json_integer(p->gpu_mhz) : json_null());
 		}
+		if (p->uncore_khz) /* +uncore-io: the cap this phase set */
+			json_object_set_new(o, "uncore_max_khz", json_integer(p->uncore_khz));
 		json_object_set_new(o, "bytes", jnum_or_null(p->bytes));
 		json_object_set_new(o, "nranks", json_integer((json_int_t)p->nranks));
 		json_object_set_new(o, "open_at_step_end", json_boolean(p->closed_by_step_end));

@@ -66,6 +66,8 @@ struct js_step {
 	struct js_tags tags;
 	/* cpus */
 	struct js_cpuset cpus;
+	struct js_cpuset smt_aside; /* step CPUs whose core has a thread outside
+				     * the step: their clocks are left alone */
 	int ncpus;
 	bool exclusive;
 	int cpu_list[JS_MAX_STEP_CPUS];
@@ -142,7 +144,24 @@ struct js_step {
 	bool gpu_eligible[JS_MAX_GPUS];
 	bool gpu_journaled[JS_MAX_GPUS];
 	const char *gpu_clock_mode; /* provenance.gpu_clock_control           */
+	/* ---- +uncore-io (js_uncore_step.c; docs/design.md, "Uncore") ------- */
+	struct js_cpuset pkgs_owned; /* package ids whose every CPU is the step's */
+	int nuncore;                 /* domains journaled, fd open            */
+	struct js_uncore_step_dom {
+		char name[32];
+		int fd;                  /* max_freq_khz, opened on the main thread */
+		uint32_t entry_khz, cap_khz;
+	} *uncore;
 };
+
+/* js_uncore_step.c (+uncore-io): journal and open the uncore domains of the
+ * packages the step owns whole (main thread, step start); the phase
+ * logic's set_uncore (step thread: pwrite on those descriptors only); step
+ * end: write back, release the journal; job prolog/epilog: recover. */
+void js_uncore_step_setup(struct js_step *s);
+int js_uncore_step_set(void *ctx, bool low, uint32_t *khz);
+void js_uncore_step_restore(struct js_step *s);
+void js_uncore_recover_node(const struct js_conf *c, uint32_t jobid, const char *when);
 
 /* js_gpu_step.c: the step's GPUs. Open the vendor library on the selected
  * GPUs and take the first reading (main thread, step start); the final

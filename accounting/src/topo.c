@@ -2,6 +2,7 @@
  * js_cpu_topo_read is the I/O (cpuN/topology under a sysfs root);
  * js_cpu_topo_cores_to_cpus is pure. */
 #include <dirent.h>
+#include <stdbool.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -95,13 +96,10 @@ static int cmp_core(const void *a, const void *b)
 
 /* Slurm (hwloc's logical order, xcpuinfo_hwloc_topo_get): sockets in order
  * of their first CPU, then each socket's cores in order of their first
- * thread; abstract core k is the k-th core in that order. */
-int js_cpu_topo_cores_to_cpus(const struct js_cpu_topo *t, const struct js_cpuset *cores,
-			      struct js_cpuset *cpus)
+ * thread; abstract core k is the k-th core in that order. ord gets the
+ * cores' keys in that order; returns their number or -ENOMEM. */
+static int cores_in_order(const struct js_cpu_topo *t, struct core_ord **out)
 {
-	if (!t || !cores || !cpus)
-		return -EINVAL;
-	js_cpuset_zero(cpus);
 	struct core_ord *ord = calloc(JS_MAX_CPUS, sizeof(*ord));
 	if (!ord)
 		return -ENOMEM;
@@ -119,10 +117,56 @@ int js_cpu_topo_cores_to_cpus(const struct js_cpu_topo *t, const struct js_cpuse
 		ord[n++].pkg_first = first;
 	}
 	qsort(ord, (size_t)n, sizeof(*ord), cmp_core);
-	int rc = 0;
+	*out = ord;
+	return n;
+}
+
+int js_cpu_topo_cores_to_cpus(const struct js_cpu_topo *t, const struct js_cpuset *cores,
+			      struct js_cpuset *cpus)
+{
+	return js_cpu_topo_abs_to_cpus(t, cores, 0, cpus);
+}
+
+/* Slurm's abstract CPUs (k * tpc + i) as indexes into the logical thread
+ * order: each core's threads in ascending CPU number, cores in order. */
+static int logical_threads(const struct js_cpu_topo *t, const struct core_ord *ord, int n,
+			   int16_t *pu)
+{
+	int npu = 0;
+	for (int k = 0; k < n; k++)
+		for (int c = ord[k].key; c < JS_MAX_CPUS; c++)
+			if (js_cpuset_isset(&t->present, c) && t->core[c] == ord[k].key)
+				pu[npu++] = (int16_t)c;
+	return npu;
+}
+
+int js_cpu_topo_abs_to_cpus(const struct js_cpu_topo *t, const struct js_cpuset *cores,
+			    unsigned threads_per_core, struct js_cpuset *cpus)
+{
+	if (!t || !cores || !cpus || threads_per_core > JS_MAX_CPUS)
+		return -EINVAL;
+	js_cpuset_zero(cpus);
+	struct core_ord *ord = NULL;
+	int n = cores_in_order(t, &ord);
+	if (n < 0)
+		return n;
+	int16_t *pu = threads_per_core ? calloc(JS_MAX_CPUS, sizeof(*pu)) : NULL;
+	int npu = pu ? logical_threads(t, ord, n, pu) : 0, rc = 0;
+	if (threads_per_core && !pu)
+		rc = -ENOMEM;
 	for (int k = 0; k < JS_MAX_CPUS && rc == 0; k++) {
 		if (!js_cpuset_isset(cores, k))
 			continue;
+		if (threads_per_core) {
+			long first = (long)k * threads_per_core;
+			if (first + threads_per_core > npu) {
+				rc = -ERANGE;
+				break;
+			}
+			for (unsigned i = 0; i < threads_per_core; i++)
+				js_cpuset_set(cpus, pu[first + i]);
+			continue;
+		}
 		if (k >= n) {
 			rc = -ERANGE;
 			break;
@@ -131,8 +175,26 @@ int js_cpu_topo_cores_to_cpus(const struct js_cpu_topo *t, const struct js_cpuse
 			if (js_cpuset_isset(&t->present, c) && t->core[c] == ord[k].key)
 				js_cpuset_set(cpus, c);
 	}
+	free(pu);
 	free(ord);
 	if (rc < 0)
 		js_cpuset_zero(cpus);
 	return rc;
+}
+
+void js_cpu_topo_smt_split(const struct js_cpu_topo *t, const struct js_cpuset *cpus,
+			   struct js_cpuset *whole, struct js_cpuset *aside)
+{
+	js_cpuset_zero(whole);
+	js_cpuset_zero(aside);
+	for (int c = 0; c < JS_MAX_CPUS; c++) {
+		if (!js_cpuset_isset(cpus, c))
+			continue;
+		bool all = js_cpuset_isset(&t->present, c);
+		for (int o = 0; all && o < JS_MAX_CPUS; o++)
+			if (js_cpuset_isset(&t->present, o) && t->core[o] == t->core[c] &&
+			    !js_cpuset_isset(cpus, o))
+				all = false;
+		js_cpuset_set(all ? whole : aside, c);
+	}
 }

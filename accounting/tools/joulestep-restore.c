@@ -7,7 +7,8 @@
  * every saved CPU (for an admin on a drained node). --list shows the journal.
  * GPUs whose clocks a process locked (joulestep-run --gpu-io-clock-mhz) and
  * that it did not unlock are unlocked the same way, through the GPU library
- * (--gpu-backend, --gpu-lib: as joulestep-run).
+ * (--gpu-backend, --gpu-lib: as joulestep-run). Uncore clocks a plugin step
+ * lowered (+uncore-io) are put back from their journal entries too.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -17,6 +18,7 @@
 
 #include "joulestep/freq.h"
 #include "joulestep/gpu.h"
+#include "joulestep/uncore.h"
 
 #define PROG "joulestep-restore"
 
@@ -118,5 +120,22 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	printf("restored %d CPU%s\n", n, n == 1 ? "" : "s");
+	struct js_uncore_recovery ur;
+	rc = js_uncore_journal_recover(state, sysfs, force, &ur);
+	if (rc < 0) {
+		fprintf(stderr, PROG ": %s: uncore: %s\n", state, strerror(-rc));
+		return 1;
+	}
+	if (ur.entries) {
+		printf("restored %d uncore clock%s", ur.restored, ur.restored == 1 ? "" : "s");
+		if (ur.busy)
+			printf(", %d still held by running steps", ur.busy);
+		printf("\n");
+	}
+	if (ur.failed) {
+		fprintf(stderr, PROG ": %d uncore clock%s could not be restored\n", ur.failed,
+			ur.failed == 1 ? "" : "s");
+		return 1;
+	}
 	return restore_gpus(state, &gopts, force);
 }

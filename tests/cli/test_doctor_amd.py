@@ -69,3 +69,20 @@ def test_doctor_names_the_node_meter(run, tmp_path):
     assert n["source"] == "hwmon" and len(n["channels"]) == 6
     assert n["total"] == "Module Power Socket 0+Module Power Socket 1"
     assert "node meter: hwmon" in run("doctor", "--sysfs", grace).stdout
+
+
+def test_doctor_names_the_uncore(run, tmp_path):
+    """issue 24, part 4: the uncore domains +uncore-io can cap, by layout."""
+    classic, tpmi, none = tmp_path / "c", tmp_path / "t", tmp_path / "n"
+    fakehw.create(str(classic), packages=2, dies=2, uncore="classic")
+    fakehw.create(str(tpmi), packages=2, uncore="tpmi")
+    fakehw.create(str(none))
+    u = jrun(run, "doctor", "--sysfs", classic)["measures"]["uncore"]
+    assert u == {"layout": "classic", "domains": ["package_00_die_00", "package_00_die_01",
+                                                  "package_01_die_00", "package_01_die_01"]}
+    u = jrun(run, "doctor", "--sysfs", tpmi)["measures"]["uncore"]
+    assert u == {"layout": "tpmi", "domains": ["uncore00", "uncore01"]}
+    assert jrun(run, "doctor", "--sysfs", none)["measures"]["uncore"] is None
+    assert "uncore clock: 2 domain(s), intel_uncore_frequency (tpmi)" in \
+        run("doctor", "--sysfs", tpmi).stdout
+    assert "uncore clock: none" in run("doctor", "--sysfs", none).stdout

@@ -138,16 +138,16 @@ def test_migration_fills_the_totals_of_an_old_store(tmp_path):
     conn = store.connect(db)
     store.ingest_records(conn, _records(3)[0], gap_ns=GAP_NS)
     truth = conn.execute(TOTALS_TRUTH).fetchall()
-    # back to schema 6: without 010's columns, 009's (GPU) tables and columns,
+    # back to schema 6: without 014's and 010's columns, 009's (GPU) tables and columns,
     # 008's table and columns, 007's index and columns (and 011's lost_records columns)
     for col in ("step_start_ns", "first_reading_ns"):
         conn.execute(f"ALTER TABLE lost_records DROP COLUMN {col}")
     for col in ("dram_not_measured", "energy_node_uj", "node_meter_sources",
-                "node_meter_integrated"):
+                "node_meter_integrated", "smt_aside_cpus"):
         conn.execute(f"ALTER TABLE steps DROP COLUMN {col}")
     conn.execute("DROP TABLE phase_gpus")
     conn.execute("DROP TABLE step_gpus")
-    for col in ("energy_gpu_uj", "gpu_clock_mhz"):
+    for col in ("energy_gpu_uj", "gpu_clock_mhz", "uncore_max_khz"):
         conn.execute(f"ALTER TABLE phases DROP COLUMN {col}")
     for col in ("energy_gpu_uj", "total_includes", "gpu_backend", "gpus_unmeasured",
                 "gpu_clock_control"):

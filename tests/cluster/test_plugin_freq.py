@@ -441,3 +441,119 @@ sleep 300
     fe.c.wait_idle(60)
     fe.assert_files(orig, hw)
     assert not list(fe.state.glob("cpu*.orig"))
+
+
+# ------------------------------------------------------- issue 24, part 4
+UNC_MAX, UNC_MIN, UNC_IO_MHZ = 2400000, 800000, 1200
+
+
+@pytest.mark.parametrize("layout", ["classic", "tpmi"])
+def test_uncore_lowered_in_write_and_flush_of_whole_packages_only(fe, layout):
+    """+uncore-io with uncore_io_mhz=1200: an exclusive step owns package 0
+    (every Slurm core maps there); package 1's CPUs are outside every step.
+    Package 0's uncore max is 1.2 GHz exactly during write and flush phases
+    (and what they enclose), back to its own value between them and after
+    the job; package 1's is never touched; the record says which phase set
+    what and why package 1 was left alone."""
+    fe.n += 1
+    hw = fe.root / f"hw{fe.n}"
+    fakehw.create(str(hw), packages=2, cpus_per_package=fe.c.cpus, fmax_khz=FMAX,
+                  fmin_khz=FMIN, uncore=layout, uncore_min_khz=UNC_MIN,
+                  uncore_max_khz=UNC_MAX)
+    fe.use(hw, uncore_io_mhz=UNC_IO_MHZ)
+    base = hw / "devices/system/cpu/intel_uncore_frequency"
+    doms = sorted(os.listdir(base))
+    assert len(doms) == 2
+    pkg = {d: (0 if d in ("package_00_die_00", "uncore00") else 1) for d in doms}
+    show = lambda tag: "; ".join(f'echo "UNC {tag} {d} $(cat {base}/{d}/max_freq_khz)"'
+                                 for d in doms)
+    script = f"""#!/bin/sh
+#SBATCH --exclusive
+{show("before")}
+{fe.phase("begin", "checkpoint")}
+{show("checkpoint")}
+{fe.phase("begin", "flush")}
+{fe.phase("begin", "compress")}
+{show("flush-compress")}
+{fe.phase("end")}
+{fe.phase("end")}
+{show("checkpoint-again")}
+{fe.phase("end")}
+{fe.phase("begin", "write")}
+{show("write")}
+{fe.phase("end")}
+{show("after")}
+"""
+    job, out = fe.run_job(script, args=["--energy-policy=io-dvfs+uncore-io"])
+    seen = {(m.group(1), m.group(2)): int(m.group(3))
+            for m in re.finditer(r"^UNC (\S+) (\S+) (\d+)$", out, re.M)}
+    low = {"flush-compress", "write"}
+    for tag in ("before", "checkpoint", "flush-compress", "checkpoint-again", "write", "after"):
+        for d in doms:
+            want = UNC_IO_MHZ * 1000 if pkg[d] == 0 and tag in low else UNC_MAX
+            assert seen[(tag, d)] == want, (tag, d, out)
+    for d in doms:   # after the job: the original, and nothing left in the journal
+        assert int((base / d / "max_freq_khz").read_text()) == UNC_MAX
+        assert int((base / d / "min_freq_khz").read_text()) == UNC_MIN
+    assert not list(fe.state.glob("uncore-*"))
+    rec = fe.records(job, ["batch"])["batch"]
+    by_kind = {p["kind"]: p for p in rec["phases"]}
+    assert by_kind["write"]["uncore_max_khz"] == UNC_IO_MHZ * 1000
+    assert by_kind["flush"]["uncore_max_khz"] == UNC_IO_MHZ * 1000
+    assert "uncore_max_khz" not in by_kind["checkpoint"]
+    errs = rec["provenance"]["errors"]
+    other = [d for d in doms if pkg[d] == 1][0]
+    assert any(f"package 1 has CPUs outside the step; its uncore clock ({other}) left alone" in e
+               for e in errs), errs
+
+
+def test_uncore_not_allowed_without_the_admin_bound(fe):
+    """Without uncore_io_mhz= the term is refused at submission, naming the key."""
+    fe.n += 1
+    hw = fe.root / f"hw{fe.n}"
+    fakehw.create(str(hw), packages=1, cpus_per_package=fe.c.cpus, fmax_khz=FMAX,
+                  fmin_khz=FMIN, uncore="classic")
+    fe.use(hw)
+    res, job = fe.c.sbatch("#!/bin/sh\ntrue\n", USER, ["--energy-policy=io-dvfs+uncore-io"])
+    assert res.returncode != 0 and job is None
+    assert "uncore_io_mhz" in res.stderr
+
+
+def test_killed_slurmstepd_uncore_restored_by_the_job_epilog(fe):
+    """As for the cores: slurmstepd is SIGKILLed inside a write phase that
+    holds the package's uncore down; the job epilog restores it from the
+    journal and removes the entry."""
+    fe.n += 1
+    hw = fe.root / f"hw{fe.n}"
+    fakehw.create(str(hw), packages=1, cpus_per_package=fe.c.cpus, fmax_khz=FMAX,
+                  fmin_khz=FMIN, uncore="tpmi", uncore_min_khz=UNC_MIN, uncore_max_khz=UNC_MAX)
+    fe.use(hw, uncore_io_mhz=UNC_IO_MHZ)
+    f = hw / "devices/system/cpu/intel_uncore_frequency/uncore00/max_freq_khz"
+    flag = fe.c.user_dir(USER) / "epi-uncore"
+    flag.unlink(missing_ok=True)
+    script = f"""#!/bin/sh
+#SBATCH --exclusive
+#SBATCH --energy-policy=monitor+uncore-io
+{fe.phase("begin", "write")}
+touch {flag}
+sleep 300
+"""
+    res, job = fe.c.sbatch(script, user=USER)
+    assert res.returncode == 0, res.stderr
+    wait_for(flag.exists, "the write phase")
+    assert int(f.read_text()) == UNC_IO_MHZ * 1000
+    assert list(fe.state.glob("uncore-*"))
+    pid = stepd_pid(job)
+    assert pid
+    os.kill(pid, signal.SIGKILL)
+    wait_for(lambda: not cmdline(pid) or "slurmstepd" not in cmdline(pid), "slurmstepd gone", 10)
+    for p in job_pids(job):
+        try:
+            os.kill(p, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    fe.c.scancel(job)
+    fe.c.wait_job(job)
+    wait_for(lambda: int(f.read_text()) == UNC_MAX, "the epilog restoring the uncore", 60)
+    fe.c.wait_idle(60)
+    assert not list(fe.state.glob("uncore-*"))

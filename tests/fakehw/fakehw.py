@@ -65,6 +65,8 @@ DEFAULT_MODEL = {
     "p_platform_w": 8.0,    # psys on top of packages + dram
     "p_accel_w": 60.0,      # each accelerator (pm_counters accelN, the Grace module's GPU)
     "p_sysio_w": 12.0,      # Grace SysIO, per socket
+    "uncore_static_frac": 0.4,  # share of p_uncore_w that does not scale with its clock
+    "uncore_mem_frac": 0.0,     # share of a CPU's work timed by the uncore clock
 }
 
 ACPI_GOVERNORS = "conservative ondemand userspace powersave performance schedutil"
@@ -172,7 +174,8 @@ def create(root, variant="acpi", packages=2, cpus_per_package=2, dram=True,
            multi_die=False, dies=None, fmax_khz=2400000, fmin_khz=800000,
            model=None, initial_uj=None, energy_mode=None, no_dram=False,
            cpus_per_policy=1, base_khz=None, acpi_turbo=False, vendor="intel",
-           amd_energy=False, pm_counters=False, accels=1, grace=False):
+           amd_energy=False, pm_counters=False, accels=1, grace=False, uncore=None,
+           uncore_min_khz=800000, uncore_max_khz=2400000):
     """Build a fake sysfs tree at root (must not exist or be empty).
     no_dram=True is the same as dram=False (the CLI's --no-dram).
 
@@ -196,9 +199,19 @@ def create(root, variant="acpi", packages=2, cpus_per_package=2, dram=True,
     p_accel_w, energy = all of them + p_platform_w. grace=True: NVIDIA Grace
     hwmon power sensors per socket (power1_average uW, power1_oem_info
     "Module|CPU|SysIO Power Socket N"): CPU = the package, SysIO = p_sysio_w,
-    Module = CPU + DRAM + SysIO + one GPU (p_accel_w); written at each advance."""
+    Module = CPU + DRAM + SysIO + one GPU (p_accel_w); written at each advance.
+
+    uncore="classic": intel_uncore_frequency/package_XX_die_YY per package and
+    die; uncore="tpmi": uncoreNN with package_id and domain_id (one per die);
+    each with {min,max}_freq_khz, initial_{min,max}_freq_khz and
+    current_freq_khz. The model's uncore term (uncore_power_w, uncore_speed)
+    follows each package's max_freq_khz."""
     if vendor not in ("intel", "amd"):
         raise FakeHwError(f"vendor must be intel or amd, not {vendor!r}")
+    if uncore not in (None, "classic", "tpmi"):
+        raise FakeHwError(f"uncore must be classic or tpmi, not {uncore!r}")
+    if uncore and not 0 < uncore_min_khz <= uncore_max_khz:
+        raise FakeHwError("need 0 < uncore-min-khz <= uncore-max-khz")
     if amd_energy and vendor != "amd":
         raise FakeHwError("amd-energy needs --vendor amd")
     dram = dram and not no_dram and vendor == "intel"
@@ -410,6 +423,8 @@ def create(root, variant="acpi", packages=2, cpus_per_package=2, dram=True,
         for f, v, mode in files:
             _write_new(os.path.join(pol, f), f"{v}\n", mode)
 
+    unc = _make_uncore(root, uncore, packages, dies, uncore_min_khz, uncore_max_khz)
+
     sd = os.path.join(root, STATE_DIR)
     _mkdir(sd, 0o755)
     _write_new(os.path.join(sd, LOCK_FILE), "", 0o644)
@@ -417,9 +432,83 @@ def create(root, variant="acpi", packages=2, cpus_per_package=2, dram=True,
     state = dict(version=1, variant=variant, vendor=vendor, packages=packages, cpus_per_package=cpus_per_package,
                  dies=dies, dram=dram, ncpu=ncpu, fmin_khz=fmin_khz, fmax_khz=fmax_khz, model=m,
                  cpus_per_policy=cpus_per_policy,
-                 zones=zones, seconds_total=0.0, advances=0)
+                 zones=zones, seconds_total=0.0, advances=0, uncore=unc)
     _save_state(root, state)
     return root
+
+
+UNCORE_REL = "devices/system/cpu/intel_uncore_frequency"
+
+
+def _make_uncore(root, layout, packages, dies, min_khz, max_khz):
+    """The intel_uncore_frequency tree (layout classic or tpmi, None: none);
+    returns its domains [{rel, package, die, initial_max_khz}]."""
+    if layout is None:
+        return []
+    out = []
+    for p in range(packages):
+        for d in range(dies):
+            name = (f"package_{p:02d}_die_{d:02d}" if layout == "classic"
+                    else f"uncore{len(out):02d}")
+            rel = f"{UNCORE_REL}/{name}"
+            dd = os.path.join(root, rel)
+            _mkdir(dd)
+            for f, v, mode in (("min_freq_khz", min_khz, 0o644), ("max_freq_khz", max_khz, 0o644),
+                               ("initial_min_freq_khz", min_khz, 0o444),
+                               ("initial_max_freq_khz", max_khz, 0o444),
+                               ("current_freq_khz", max_khz, 0o444)):
+                _write_new(os.path.join(dd, f), f"{v}\n", mode)
+            if layout == "tpmi":
+                _write_new(os.path.join(dd, "package_id"), f"{p}\n", 0o444)
+                _write_new(os.path.join(dd, "domain_id"), f"{d}\n", 0o444)
+            out.append(dict(rel=rel, package=p, die=d, initial_max_khz=max_khz))
+    return out
+
+
+def uncore_ratios(root, state):
+    """{package: its uncore clock / its initial max}, the mean over its dies,
+    read from max_freq_khz; {} without an uncore tree."""
+    acc = {}
+    for u in state.get("uncore", []):
+        try:
+            cur = _read_int(os.path.join(root, u["rel"], "max_freq_khz"))
+        except (OSError, ValueError):
+            cur = u["initial_max_khz"]
+        acc.setdefault(u["package"], []).append(
+            min(1.0, max(0.05, cur / u["initial_max_khz"])))
+    return {p: sum(v) / len(v) for p, v in acc.items()}
+
+
+def uncore_power_w(m, ratio):
+    """The uncore's power at ratio (its clock over its max): a static part
+    and a part linear in the clock (an approximation, docs/accounting.md,
+    "The simulator's uncore term")."""
+    s = m.get("uncore_static_frac", DEFAULT_MODEL["uncore_static_frac"])
+    return m["p_uncore_w"] * (s + (1.0 - s) * ratio)
+
+
+def _speed_freqs(root, state):
+    """Per CPU, the core clock that runs its work as fast as its core and
+    uncore clocks together do (uncore_speed): what the throttle applies."""
+    freqs = _cpu_freqs(root, state)
+    unc = uncore_ratios(root, state)
+    if not unc:
+        return freqs
+    fmax, per = state["fmax_khz"], state["cpus_per_package"]
+    return [int(fmax * uncore_speed(state["model"], f / fmax, unc.get(c // per, 1.0)))
+            for c, f in enumerate(freqs)]
+
+
+def uncore_speed(m, core_ratio, unc_ratio):
+    """The share of full speed a CPU runs at with its core and uncore clocks:
+    a fraction uncore_mem_frac of its work scales with the uncore clock, the
+    rest with the core clock (1 / sum of the times)."""
+    f = m.get("uncore_mem_frac", 0.0)
+    if f <= 0.0 or unc_ratio >= 1.0:
+        return core_ratio
+    if core_ratio <= 0.0:
+        return 0.0
+    return 1.0 / ((1.0 - f) / core_ratio + f / unc_ratio)
 
 
 def _g(m, f_ghz):
@@ -497,9 +586,11 @@ def _cpu_freqs(root, state):
 # --------------------------------------------------------------------------
 # model + advance
 
-def zone_powers_w(state, utils, freqs_khz):
-    """Power (W) of every zone for per-CPU utils and frequencies."""
+def zone_powers_w(state, utils, freqs_khz, uncore=None):
+    """Power (W) of every zone for per-CPU utils and frequencies; uncore:
+    {package: uncore clock ratio} (uncore_ratios; absent: at its max)."""
     m = state["model"]
+    uncore = uncore or {}
     fmax_ghz = state["fmax_khz"] / 1e6
     gmax = _g(m, fmax_ghz)
     dies = state["dies"]
@@ -509,7 +600,8 @@ def zone_powers_w(state, utils, freqs_khz):
     for z in state["zones"]:
         k = z["kind"]
         if k == "package":
-            out[z["id"]] = m["p_uncore_w"] / dies + sum(cpu_w[c] for c in z["cpus"])
+            unc_w = uncore_power_w(m, uncore.get(z["package"], 1.0))
+            out[z["id"]] = unc_w / dies + sum(cpu_w[c] for c in z["cpus"])
         elif k in ("core", "amd_core"):
             out[z["id"]] = sum(cpu_w[c] for c in z["cpus"])
         elif k == "amd_socket":  # the socket counter is the package's energy
@@ -579,7 +671,7 @@ def _utils_list(state, util):
 
 def _advance_locked(root, state, seconds, utils, source, extra=None):
     freqs = _cpu_freqs(root, state)
-    powers = zone_powers_w(state, utils, freqs)
+    powers = zone_powers_w(state, utils, freqs, uncore_ratios(root, state))
     plan = []
     for z in state["zones"]:
         exact = powers[z["id"]] * seconds * 1e6 + z["frac"]
@@ -1456,8 +1548,8 @@ def _serve(root, state, tick_ms, manual, ctl, pidfile, ready_fd, throttle):
                 extra = None
                 if throttle:
                     try:
-                        real, ratios, used = throttle.tick(_cpu_freqs(root, state), state["fmax_khz"],
-                                                           elapsed)
+                        real, ratios, used = throttle.tick(_speed_freqs(root, state),
+                                                           state["fmax_khz"], elapsed)
                     except Exception as e:  # the daemon must keep running: this tick counts idle
                         print(f"fakehw: throttle tick failed: {type(e).__name__}: {e}",
                               file=sys.stderr, flush=True)
@@ -1633,6 +1725,10 @@ def main(argv=None):
     c.add_argument("--base-khz", type=int, help="pstate: nominal clock, exposed as base_frequency")
     c.add_argument("--acpi-turbo", action="store_true",
                    help="acpi: boost entry fmax+1000 kHz on top of the available frequencies")
+    c.add_argument("--uncore", choices=("classic", "tpmi"),
+                   help="intel_uncore_frequency: package_XX_die_YY (classic) or uncoreNN (tpmi)")
+    c.add_argument("--uncore-min-khz", type=int, default=800000)
+    c.add_argument("--uncore-max-khz", type=int, default=2400000)
     c.add_argument("--vendor", choices=("intel", "amd"), default="intel",
                    help="amd: package and core zones only (no dram, psys, mmio)")
     c.add_argument("--amd-energy", action="store_true",
@@ -1713,7 +1809,8 @@ def main(argv=None):
                    cpus_per_policy=args.cpus_per_policy, base_khz=args.base_khz,
                    acpi_turbo=args.acpi_turbo, vendor=args.vendor,
                    amd_energy=args.amd_energy, pm_counters=args.pm_counters,
-                   accels=args.accels, grace=args.grace)
+                   accels=args.accels, grace=args.grace, uncore=args.uncore,
+                   uncore_min_khz=args.uncore_min_khz, uncore_max_khz=args.uncore_max_khz)
         elif args.cmd == "advance":
             util = args.util_list.split(",") if args.util_list else args.util
             print(json.dumps(advance(args.root, args.seconds, util)))

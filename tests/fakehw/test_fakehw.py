@@ -606,3 +606,50 @@ def test_grace_power_sensors_follow_the_model(tmp_path):
         assert sensors[f"SysIO Power Socket {p}"] == round(m["p_sysio_w"] * 1e6)
         assert sensors[f"Module Power Socket {p}"] == \
             round((pkg + dram + m["p_sysio_w"] + m["p_accel_w"]) * 1e6)
+
+
+@pytest.mark.parametrize("layout", ["classic", "tpmi"])
+def test_uncore_trees_and_power_term(tmp_path, layout):
+    """intel_uncore_frequency in both layouts (one domain per package and
+    die); the package zone's uncore part follows its max_freq_khz: at ratio
+    r, 10 W * (0.4 + 0.6 r) (README's model, computed here by hand)."""
+    root = str(tmp_path / "hw")
+    fakehw.create(root, packages=2, cpus_per_package=2, dies=2, uncore=layout,
+                  uncore_min_khz=800000, uncore_max_khz=2000000)
+    base = os.path.join(root, "devices/system/cpu/intel_uncore_frequency")
+    names = sorted(os.listdir(base))
+    if layout == "classic":
+        assert names == ["package_00_die_00", "package_00_die_01",
+                         "package_01_die_00", "package_01_die_01"]
+    else:
+        assert names == ["uncore00", "uncore01", "uncore02", "uncore03"]
+        got = [(int(open(os.path.join(base, n, "package_id")).read()),
+                int(open(os.path.join(base, n, "domain_id")).read())) for n in names]
+        assert got == [(0, 0), (0, 1), (1, 0), (1, 1)]
+    for n in names:
+        for f, v in (("min_freq_khz", 800000), ("max_freq_khz", 2000000),
+                     ("initial_min_freq_khz", 800000), ("initial_max_freq_khz", 2000000)):
+            assert int(open(os.path.join(base, n, f)).read()) == v
+    # idle CPUs: each die zone = 10 W / 2 dies * uncore factor + 1 W (its one idle CPU)
+    rep = fakehw.advance(root, 1, util=0.0)
+    assert rep["zones"]["intel-rapl:0"]["energy_uj"] == 6_000_000      # 5 + 1 W
+    pkg0 = names[:2]
+    for n in pkg0:   # package 0 at 1 GHz of 2: ratio 0.5, uncore 10 * 0.7 = 7 W
+        with open(os.path.join(base, n, "max_freq_khz"), "w") as f:
+            f.write("1000000\n")
+    rep = fakehw.advance(root, 1, util=0.0)
+    assert rep["zones"]["intel-rapl:0"]["energy_uj"] == 4_500_000      # 3.5 + 1 W
+    assert rep["zones"]["intel-rapl:1"]["energy_uj"] == 4_500_000
+    assert rep["zones"]["intel-rapl:2"]["energy_uj"] == 6_000_000      # package 1 untouched
+
+
+def test_uncore_speed_term(tmp_path):
+    """The time term: a share f of the work timed by the uncore clock."""
+    m = dict(fakehw.DEFAULT_MODEL)
+    assert fakehw.uncore_speed(m, 0.5, 0.25) == 0.5        # default f = 0: no effect
+    m["uncore_mem_frac"] = 0.5
+    assert fakehw.uncore_speed(m, 1.0, 0.5) == pytest.approx(1 / (0.5 + 1.0))
+    assert fakehw.uncore_speed(m, 0.5, 1.0) == 0.5
+    with pytest.raises(fakehw.FakeHwError, match="uncore"):
+        fakehw.create(str(tmp_path / "x"), uncore="mesh")
+    assert not (tmp_path / "x").exists()

@@ -9,6 +9,7 @@ command is SIGKILLed and when joulestep-run gets SIGTERM.
 """
 import json
 import os
+import pathlib
 import re
 import shutil
 import signal
@@ -421,3 +422,36 @@ def test_crash_of_joulestep_run_then_restore_tool(hw, state, run_exe, restore_ex
     assert r.returncode == 0, r.stderr
     assert f"restored {len([c for c in allowed_cpus() if c < 4])} CPU" in r.stdout
     assert cpufreq(hw, 0) == before         # ...until the journal did
+
+
+def test_restore_tool_puts_back_a_dead_steps_uncore(tmp_path, state, restore_exe):
+    """An uncore journal entry whose owner is gone (a killed slurmstepd:
+    a pid that has exited) is restored by joulestep-restore and removed; a
+    live owner's is kept unless --force (issue 24, part 4)."""
+    root = tmp_path / "unc"
+    fakehw.create(str(root), uncore="classic", uncore_min_khz=800000, uncore_max_khz=2400000)
+    d = root / "devices/system/cpu/intel_uncore_frequency/package_00_die_00"
+    (d / "max_freq_khz").write_text("1000000\n")
+    boot = pathlib.Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    state.mkdir(mode=0o700, exist_ok=True)
+    entry = state / "uncore-package_00_die_00"
+    entry.write_text(f"{dead.pid} 1 {boot} 800000 2400000\n")
+    entry.chmod(0o600)
+    me = pathlib.Path(f"/proc/{os.getpid()}/stat").read_text().rsplit(")", 1)[1].split()[19]
+    (d.parent / "package_01_die_00" / "max_freq_khz").write_text("900000\n")
+    live = state / "uncore-package_01_die_00"
+    live.write_text(f"{os.getpid()} {me} {boot} 800000 2400000\n")
+    live.chmod(0o600)
+    r = subprocess.run([restore_exe, "--state", str(state), "--sysfs", str(root)],
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0, r.stderr
+    assert "restored 1 uncore clock, 1 still held by running steps" in r.stdout
+    assert int((d / "max_freq_khz").read_text()) == 2400000
+    assert not entry.exists() and live.exists()
+    assert int((d.parent / "package_01_die_00" / "max_freq_khz").read_text()) == 900000
+    r = subprocess.run([restore_exe, "--state", str(state), "--sysfs", str(root), "--force"],
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0 and not live.exists()
+    assert int((d.parent / "package_01_die_00" / "max_freq_khz").read_text()) == 2400000

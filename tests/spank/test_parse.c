@@ -145,6 +145,68 @@ static void policy_gpu_io(void **st)
 		assert_int_equal(js_conf_parse(1, badc[i], &c, err, sizeof(err)), -EINVAL);
 }
 
+/* +uncore-io: like +gpu-io, with uncore_io_mhz; both terms in either order,
+ * each once; the canonical form lists +gpu-io first. */
+static void policy_uncore_io(void **st)
+{
+	(void)st;
+	struct js_conf c;
+	struct js_policy p;
+	char err[400], buf[200];
+	js_conf_defaults(&c);
+	assert_int_equal(c.uncore_io_mhz, 0);
+	assert_int_equal(js_policy_parse("io-dvfs+uncore-io", &p, err, sizeof(err)), 0);
+	assert_true(p.uncore_io && !p.gpu_io && p.type == JS_POL_IO_DVFS);
+	assert_int_equal(js_policy_check(&p, &c, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "uncore_io_mhz"));
+	assert_int_equal(js_policy_enforce(&p, &c, err, sizeof(err)), 1);
+	assert_false(p.uncore_io);
+	char *ok[] = {"uncore_io_mhz=1200"};
+	assert_int_equal(js_conf_parse(1, ok, &c, err, sizeof(err)), 0);
+	assert_int_equal(c.uncore_io_mhz, 1200);
+	const char *both[] = {"monitor+uncore-io+gpu-io", "monitor+gpu-io+uncore-io"};
+	for (size_t i = 0; i < 2; i++) {
+		assert_int_equal(js_policy_parse(both[i], &p, err, sizeof(err)), 0);
+		assert_true(p.uncore_io && p.gpu_io && p.type == JS_POL_MONITOR);
+		assert_int_equal(js_policy_format(&p, buf, sizeof(buf)), 0);
+		assert_string_equal(buf, "monitor+gpu-io+uncore-io");
+	}
+	assert_int_equal(js_policy_parse("phase:write=0.8+uncore-io", &p, err, sizeof(err)), 0);
+	assert_int_equal(js_policy_check(&p, &c, err, sizeof(err)), 0);
+	assert_int_equal(js_policy_enforce(&p, &c, err, sizeof(err)), 0);
+	assert_true(p.uncore_io && p.nmap == 1);
+	const char *bad[] = {"+uncore-io", "uncore-io", "io-dvfs+uncore-io+uncore-io",
+			     "io-dvfs+uncore"};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		assert_int_equal(js_policy_parse(bad[i], &p, err, sizeof(err)), -EINVAL);
+	char *badc[][1] = {{"uncore_io_mhz=-1"}, {"uncore_io_mhz=100001"}, {"uncore_io_mhz=x"}};
+	for (size_t i = 0; i < sizeof(badc) / sizeof(badc[0]); i++)
+		assert_int_equal(js_conf_parse(1, badc[i], &c, err, sizeof(err)), -EINVAL);
+	assert_true(js_uncore_io_kind("write") && js_uncore_io_kind("flush"));
+	assert_false(js_uncore_io_kind("checkpoint") || js_uncore_io_kind("compute"));
+}
+
+/* threads_per_core=: auto (0, the hardware's) or Slurm's ThreadsPerCore */
+static void conf_threads_per_core(void **st)
+{
+	(void)st;
+	struct js_conf c;
+	char err[400];
+	js_conf_defaults(&c);
+	assert_int_equal(c.threads_per_core, 0);
+	char *one[] = {"threads_per_core=1"}, *aut[] = {"threads_per_core=auto"};
+	assert_int_equal(js_conf_parse(1, one, &c, err, sizeof(err)), 0);
+	assert_int_equal(c.threads_per_core, 1);
+	assert_int_equal(js_conf_parse(1, aut, &c, err, sizeof(err)), 0);
+	assert_int_equal(c.threads_per_core, 0);
+	char *bad[][1] = {{"threads_per_core=0"}, {"threads_per_core=257"}, {"threads_per_core=x"},
+			  {"threads_per_core="}};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		assert_int_equal(js_conf_parse(1, bad[i], &c, err, sizeof(err)), -EINVAL);
+		assert_non_null(strstr(err, "threads_per_core"));
+	}
+}
+
 struct gfake {
 	uint64_t now;
 	int n;
@@ -208,6 +270,46 @@ static void phases_gpu_io_levels(void **st)
 	assert_true(f.low[2]);
 	/* step end: every open phase closed, no change (the caller unlocks) */
 	js_phases_close_all(ps, 20);
+	assert_int_equal(f.n, 3);
+	js_phases_free(ps);
+}
+
+static int g_unc(void *ctx, bool low, uint32_t *khz)
+{
+	struct gfake *f = ctx;
+	f->low[f->n++] = low;
+	*khz = low ? 1200000 : 0;
+	return 0;
+}
+
+/* +uncore-io: lowered exactly while the innermost open phase is, or is
+ * inside, a flush or write phase (not a checkpoint); the phase records
+ * the cap. */
+static void phases_uncore_io_levels(void **st)
+{
+	(void)st;
+	struct gfake f = {.now = 10};
+	struct js_phase_ops ops = {.ctx = &f, .set_ratio = g_set, .snap = g_snap, .now_ns = g_now,
+				   .set_uncore = g_unc};
+	struct js_phases *ps = js_phases_new(100, 4, &ops, 0);
+	uint32_t seq, khz;
+	assert_int_equal(js_phases_begin(ps, 0, "checkpoint", NULL, JS_RATIO_INHERIT, 0, &seq, &khz), 0);
+	assert_int_equal(f.n, 0);
+	assert_int_equal(js_phases_get(ps, seq)->uncore_khz, 0);
+	assert_int_equal(js_phases_begin(ps, 0, "flush", NULL, JS_RATIO_INHERIT, 0, &seq, &khz), 0);
+	assert_int_equal(f.n, 1);
+	assert_true(f.low[0]);
+	assert_int_equal(js_phases_get(ps, seq)->uncore_khz, 1200000);
+	assert_int_equal(js_phases_begin(ps, 0, "compress", NULL, JS_RATIO_INHERIT, 0, &seq, &khz), 0);
+	assert_int_equal(f.n, 1);                     /* inside the flush: still low */
+	assert_int_equal(js_phases_end(ps, 0, -1, 0, &seq), 0);
+	assert_int_equal(js_phases_end(ps, 0, -1, 0, &seq), 0);
+	assert_int_equal(f.n, 2);                     /* back in the checkpoint */
+	assert_false(f.low[1]);
+	assert_int_equal(js_phases_begin(ps, 0, "write", NULL, JS_RATIO_INHERIT, 0, &seq, &khz), 0);
+	assert_int_equal(f.n, 3);
+	assert_true(f.low[2]);
+	js_phases_close_all(ps, 20);                  /* the caller restores */
 	assert_int_equal(f.n, 3);
 	js_phases_free(ps);
 }
@@ -726,7 +828,7 @@ static void phases_collective_and_nesting(void **st)
 {
 	(void)st;
 	struct fake f = {.now = 1000};
-	struct js_phase_ops ops = {&f, f_set, f_snap, f_now, NULL, NULL};
+	struct js_phase_ops ops = {&f, f_set, f_snap, f_now, NULL, NULL, NULL};
 	struct js_conf c;
 	struct js_policy p;
 	char err[100];
@@ -816,7 +918,7 @@ static void phases_many_keep_their_rules(void **st)
 {
 	(void)st;
 	struct fake f = {.now = 10};
-	struct js_phase_ops ops = {&f, f_set_quiet, f_snap, f_now, NULL, NULL};
+	struct js_phase_ops ops = {&f, f_set_quiet, f_snap, f_now, NULL, NULL, NULL};
 	uint32_t seq, khz;
 	enum { NP = 20000, NR = 3 };
 	struct js_phases *ps = js_phases_new(JS_MAX_PHASES_LIMIT, 4, &ops, 5);
@@ -885,7 +987,7 @@ static void phases_ckpt_and_limits(void **st)
 {
 	(void)st;
 	struct fake f = {.now = 10};
-	struct js_phase_ops ops = {&f, f_set, f_snap, f_now, NULL, NULL};
+	struct js_phase_ops ops = {&f, f_set, f_snap, f_now, NULL, NULL, NULL};
 	struct js_conf c;
 	struct js_policy p;
 	char err[100];
@@ -916,7 +1018,7 @@ static void phases_hostile_bounds(void **st)
 {
 	(void)st;
 	struct fake f = {.now = 10};
-	struct js_phase_ops ops = {&f, f_set, f_snap, f_now, NULL, NULL};
+	struct js_phase_ops ops = {&f, f_set, f_snap, f_now, NULL, NULL, NULL};
 	uint32_t seq, khz;
 	/* bytes= up to INT64_MAX from every rank: the sum saturates */
 	struct js_phases *ps = js_phases_new(10, 4, &ops, 5);
@@ -973,7 +1075,7 @@ static void phases_skipped_begin_keeps_nesting(void **st)
 {
 	(void)st;
 	struct fake f = {.now = 100};
-	struct js_phase_ops ops = {&f, f_set, f_snap, f_now, NULL, NULL};
+	struct js_phase_ops ops = {&f, f_set, f_snap, f_now, NULL, NULL, NULL};
 	struct js_conf c;
 	struct js_policy p;
 	char err[100];
@@ -1018,7 +1120,7 @@ static void phases_hold_clock(void **st)
 {
 	(void)st;
 	struct fake f = {.now = 100};
-	struct js_phase_ops ops = {&f, f_set, f_snap, f_now, NULL, NULL};
+	struct js_phase_ops ops = {&f, f_set, f_snap, f_now, NULL, NULL, NULL};
 	struct js_conf c;
 	struct js_policy p;
 	char err[100];
@@ -1041,7 +1143,7 @@ static void phases_energy_interval(void **st)
 {
 	(void)st;
 	struct fake f = {.now = 500, .cpu = 1000};
-	struct js_phase_ops ops = {&f, f_set, f_snap, f_now, NULL, NULL};
+	struct js_phase_ops ops = {&f, f_set, f_snap, f_now, NULL, NULL, NULL};
 	uint32_t seq, khz;
 	struct js_phases *ps = js_phases_new(100, 4, &ops, 0);
 	assert_int_equal(js_phases_begin(ps, 0, "write", NULL, JS_RATIO_INHERIT, 100, &seq, &khz), 0);
@@ -1066,7 +1168,7 @@ static void phases_rank_detail_cap(void **st)
 {
 	(void)st;
 	struct fake f = {.now = 1000000};
-	struct js_phase_ops ops = {&f, f_set, f_snap, f_now, NULL, NULL};
+	struct js_phase_ops ops = {&f, f_set, f_snap, f_now, NULL, NULL, NULL};
 	uint32_t seq, khz;
 	enum { NR = 64, NP = JS_RANK_DETAIL_MAX / NR + 3 };
 	struct js_phases *ps = js_phases_new(NP + 1, 4, &ops, 0);
@@ -1125,6 +1227,9 @@ int main(void)
 		cmocka_unit_test(conf_gpu_keys),
 		cmocka_unit_test(jobcache_gpus),
 		cmocka_unit_test(policy_gpu_io),
+		cmocka_unit_test(conf_threads_per_core),
+		cmocka_unit_test(policy_uncore_io),
+		cmocka_unit_test(phases_uncore_io_levels),
 		cmocka_unit_test(phases_gpu_io_levels),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

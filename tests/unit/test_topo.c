@@ -144,6 +144,109 @@ static void test_no_siblings_offline(void **state)
 	tt_rmrf(root);
 }
 
+static void expect_abs(const struct js_cpu_topo *t, const char *cores, unsigned tpc,
+		       const char *want)
+{
+	struct js_cpuset c, got, w;
+	char gbuf[512], wbuf[512];
+	assert_int_equal(js_cpuset_parse(cores, &c), 0);
+	assert_int_equal(js_cpuset_parse(want, &w), 0);
+	assert_int_equal(js_cpu_topo_abs_to_cpus(t, &c, tpc, &got), 0);
+	js_cpuset_format(&got, gbuf, sizeof(gbuf));
+	js_cpuset_format(&w, wbuf, sizeof(wbuf));
+	assert_string_equal(gbuf, wbuf);
+}
+
+/* 2 sockets x 2 cores x 2 threads numbered as the live test's synthetic
+ * node (hwloc "pack:2 core:2 pu:2(indexes=0,4,2,6,1,5,3,7)"): socket 0 has
+ * cores {0,4} and {2,6}, socket 1 {1,5} and {3,7}. Slurm's ThreadsPerCore=1
+ * (node given as CPUs=8): abstract core k is the k-th thread in logical
+ * order 0,4,2,6,1,5,3,7; ThreadsPerCore=2 (and 0, the hardware's): whole
+ * cores. */
+static const int LOGICAL[8] = {0, 4, 2, 6, 1, 5, 3, 7};
+
+static struct js_cpu_topo *synthetic_2x2x2(char **rootp)
+{
+	char *root = tt_mkdtemp(), sib[16];
+	for (int c = 0; c < 8; c++) {
+		int first = c < 4 ? c : c - 4;
+		snprintf(sib, sizeof(sib), "%d,%d", first, first + 4);
+		topo_cpu(root, c, first % 2, sib);
+	}
+	*rootp = root;
+	return read_topo(root);
+}
+
+static void test_threads_per_core(void **state)
+{
+	(void)state;
+	char *root;
+	struct js_cpu_topo *t = synthetic_2x2x2(&root);
+	for (int k = 0; k < 8; k++) {
+		char core[8], want[8];
+		snprintf(core, sizeof(core), "%d", k);
+		snprintf(want, sizeof(want), "%d", LOGICAL[k]);
+		expect_abs(t, core, 1, want);
+	}
+	expect_abs(t, "0-1", 1, "0,4");
+	expect_abs(t, "1-2", 1, "2,4");
+	for (int k = 0; k < 4; k++) {
+		char core[8], want[16];
+		snprintf(core, sizeof(core), "%d", k);
+		snprintf(want, sizeof(want), "%d,%d", LOGICAL[2 * k], LOGICAL[2 * k + 1]);
+		expect_abs(t, core, 2, want);
+		expect_abs(t, core, 0, want);
+	}
+	struct js_cpuset c, got;
+	js_cpuset_parse("8", &c);
+	assert_int_equal(js_cpu_topo_abs_to_cpus(t, &c, 1, &got), -ERANGE);
+	js_cpuset_parse("4", &c);
+	assert_int_equal(js_cpu_topo_abs_to_cpus(t, &c, 2, &got), -ERANGE);
+	assert_int_equal(js_cpuset_count(&got), 0);
+	free(t);
+	tt_rmrf(root);
+}
+
+static void expect_split(const struct js_cpu_topo *t, const char *cpus, const char *whole,
+			 const char *aside)
+{
+	struct js_cpuset c, w, a;
+	char wbuf[512], abuf[512];
+	assert_int_equal(js_cpuset_parse(cpus, &c), 0);
+	js_cpu_topo_smt_split(t, &c, &w, &a);
+	js_cpuset_format(&w, wbuf, sizeof(wbuf));
+	js_cpuset_format(&a, abuf, sizeof(abuf));
+	assert_string_equal(wbuf, whole);
+	assert_string_equal(abuf, aside);
+}
+
+/* Siblings far apart (cpu c and c + 64): a step that has cpu0 but not
+ * cpu64 steps aside on cpu0; whole cores stay. */
+static void test_smt_split(void **state)
+{
+	(void)state;
+	char *root = tt_mkdtemp(), sib[32];
+	for (int c = 0; c < 128; c++) {
+		int first = c % 64;
+		snprintf(sib, sizeof(sib), "%d,%d", first, first + 64);
+		topo_cpu(root, c, first / 32, sib);
+	}
+	struct js_cpu_topo *t = read_topo(root);
+	expect_split(t, "0,64", "0,64", "");
+	expect_split(t, "0", "", "0");
+	expect_split(t, "0-1,64", "0,64", "1");
+	expect_split(t, "0-63", "", "0-63");
+	expect_split(t, "0-127", "0-127", "");
+	free(t);
+	tt_rmrf(root);
+	/* the synthetic node: the thread pairs {0,4} {2,6} {1,5} {3,7} */
+	t = synthetic_2x2x2(&root);
+	expect_split(t, "0,2,4", "0,4", "2");
+	expect_split(t, "4", "", "4");
+	free(t);
+	tt_rmrf(root);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -151,6 +254,8 @@ int main(void)
 		cmocka_unit_test(test_smt_far_apart),
 		cmocka_unit_test(test_alternating_smt),
 		cmocka_unit_test(test_no_siblings_offline),
+		cmocka_unit_test(test_threads_per_core),
+		cmocka_unit_test(test_smt_split),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

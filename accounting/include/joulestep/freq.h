@@ -48,6 +48,20 @@ int js_cpu_topo_read(const char *sysfs_root, struct js_cpu_topo *out);
  * beyond the topology (slurm.conf's node layout does not match it). */
 int js_cpu_topo_cores_to_cpus(const struct js_cpu_topo *t, const struct js_cpuset *cores,
 			      struct js_cpuset *cpus);
+/* Pure: as js_cpu_topo_cores_to_cpus, with Slurm's ThreadsPerCore for the
+ * node (slurmd's conf->threads: slurm.conf's under select/cons_tres).
+ * threads_per_core 0: the hardware's (every thread of each core); N: Slurm's
+ * abstract CPU k*N+t (t < N) is the (k*N+t)-th thread in hwloc's logical
+ * order (sockets, then cores, then each core's threads), as
+ * xcpuinfo_abs_to_mac. With N = 1 on SMT hardware (a node given as CPUs=
+ * only) each Slurm "core" is one thread, and CR_CPU gives a core's threads
+ * to different jobs. -ERANGE beyond the topology. */
+int js_cpu_topo_abs_to_cpus(const struct js_cpu_topo *t, const struct js_cpuset *cores,
+			    unsigned threads_per_core, struct js_cpuset *cpus);
+/* Pure: split cpus into whole (every described thread of each core they
+ * touch is in cpus) and aside (CPUs of a core with a thread outside cpus). */
+void js_cpu_topo_smt_split(const struct js_cpu_topo *t, const struct js_cpuset *cpus,
+			   struct js_cpuset *whole, struct js_cpuset *aside);
 
 /* ---- discovery ------------------------------------------------------------ */
 /* How js_freq_apply (one-shot tools) pins a clock. The plugin's step path

@@ -245,6 +245,28 @@ def node_meter(root: pathlib.Path) -> dict | None:
             "total": "+".join(mods) if len(mods) == len(socks) else None}
 
 
+UNCORE_DIR = "devices/system/cpu/intel_uncore_frequency"
+_CLASSIC = re.compile(r"package_\d+_die_\d+")
+_TPMI = re.compile(r"uncore\d+")
+
+
+def uncore(root: pathlib.Path) -> dict | None:
+    """The Intel uncore clock domains +uncore-io can cap (the plugin's rule,
+    accounting/src/uncore.c: TPMI uncoreNN where there are any, else
+    package_XX_die_YY): {"layout", "domains"}; None without the driver."""
+    d = root / UNCORE_DIR
+    try:
+        names = sorted(p.name for p in d.iterdir()
+                       if (p / "max_freq_khz").is_file())
+    except OSError:
+        return None
+    tpmi = [n for n in names if _TPMI.fullmatch(n)]
+    classic = [n for n in names if _CLASSIC.fullmatch(n)]
+    if tpmi:
+        return {"layout": "tpmi", "domains": tpmi}
+    return {"layout": "classic", "domains": classic} if classic else None
+
+
 def node_measures(root: pathlib.Path, zl: list[dict]) -> dict:
     """What the node can measure, and from which source: CPU (package
     energy: RAPL powercap zones, else amd_energy) and DRAM (measured only
@@ -255,7 +277,8 @@ def node_measures(root: pathlib.Path, zl: list[dict]) -> dict:
     dr = [z for z in counted if z["kind"] == "dram"]
     amd = amd_energy(root)
     out = {"amd_energy": amd, "cpu": None, "cpu_source": None, "dram": None,
-           "dram_not_measured": None, "backend": None, "node_meter": node_meter(root)}
+           "dram_not_measured": None, "backend": None, "node_meter": node_meter(root),
+           "uncore": uncore(root)}
     if pk:
         out["cpu_source"] = f"RAPL powercap, {len(pk)} package zone(s)"
         out["backend"] = "powercap,sysfs"

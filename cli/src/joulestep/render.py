@@ -125,6 +125,19 @@ def job_text(s: dict, utc: bool = False) -> str:
                               f" against RAPL's {num(st['energy_total_j'])} J"
                               if st["energy_node_j"] is not None else
                               f"not measured ({st['node_meter_sources']})"))
+    for st in s["steps"]:
+        capped = [f"{p['seq']} {_phase_name(p)}" for p in st["phases"]
+                  if p.get("uncore_max_mhz")]
+        if capped:
+            mhz = {p["uncore_max_mhz"] for p in st["phases"] if p.get("uncore_max_mhz")}
+            lines += _wrap(f"Uncore: step {st['step_id']} on {st['node']} capped its "
+                           f"packages' uncore at {'/'.join(num(m) for m in sorted(mhz))} MHz "
+                           f"in phase(s) {', '.join(capped)}")
+    for st in s["steps"]:
+        if st.get("smt_aside_cpus"):
+            lines += _wrap(f"SMT: step {st['step_id']} on {st['node']} left the clock "
+                           f"of CPUs {st['smt_aside_cpus']} alone (their cores have "
+                           "threads that are not the step's)")
     if any(st.get("dram_not_measured") for st in s["steps"]):
         lines.append("(n/m: DRAM not measured, no dram zone on the node; TOTAL_J is "
                      "the CPU's)")

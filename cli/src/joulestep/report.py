@@ -282,11 +282,13 @@ STEP_COLS = (
     "s.counted_total_uj, s.nominal_freq_khz, s.fixed_freq_khz, s.freq_control, "
     "s.freq_min_ratio, s.counted_duration_ns, s.min_phase_ns, s.energy_resolution_uj, "
     "s.dram_not_measured, s.energy_node_uj, s.node_meter_sources, "
-    "s.node_meter_integrated, s.incarnation_ns")
+    "s.node_meter_integrated, s.incarnation_ns, s.smt_aside_cpus")
 #: STEP_COLS position of steps.dram_not_measured (why DRAM is not measured)
 NO_DRAM_AT = 31
 #: STEP_COLS position of steps.incarnation_ns (a requeued job's run)
 INC_AT = 35
+#: STEP_COLS position of steps.smt_aside_cpus (SMT cores left at their clock)
+SMT_AT = 36
 STEPS_FROM = "steps s JOIN nodes n ON n.node_pk = s.node_pk"
 PHASE_COLS = (
     "p.step_pk, p.seq, p.kind, p.label, p.depth, p.parent_seq, "
@@ -327,6 +329,11 @@ def job_summary(conn, job_id: int, settings: Settings,
         phases_by_step.setdefault(r[0], []).append(r)
 
     gpu_steps, gpu_phases = gpumod.for_job(conn, job_pk)
+    # +uncore-io: the uncore cap each phase set (absent: left alone)
+    uncore = {(spk, seq): khz for spk, seq, khz in conn.execute(
+        "SELECT p.step_pk, p.seq, p.uncore_max_khz FROM phases p JOIN steps s ON "
+        "s.step_pk = p.step_pk WHERE s.job_pk = ? AND p.uncore_max_khz IS NOT NULL",
+        (job_pk,))}
     tot_gpu = None            # counted GPU energy of steps whose total has it
     steps, caveats = [], []
     tot_cpu = tot_dram = tot_saving = 0.0
@@ -383,6 +390,8 @@ def job_summary(conn, job_id: int, settings: Settings,
         d["energy_node_j"] = None if r[NO_DRAM_AT + 1] is None else r[NO_DRAM_AT + 1] / 1e6
         d["node_meter_sources"] = r[NO_DRAM_AT + 2]
         d["node_meter_integrated"] = None if r[NO_DRAM_AT + 3] is None else bool(r[NO_DRAM_AT + 3])
+        # SMT cores the step had only some threads of: clocks left alone
+        d["smt_aside_cpus"] = r[SMT_AT]
         if r[NO_DRAM_AT] is not None and ccpu is not None:
             no_dram.setdefault(r[NO_DRAM_AT], []).append(names[spk] + " on " + node)
         d["inside_step"] = names.get(inside)
@@ -409,6 +418,8 @@ def job_summary(conn, job_id: int, settings: Settings,
             if gpu_steps.get(spk, {}).get("gpus"):
                 p["energy_gpu_j"], p["gpu_clock_mhz"] = gpu_phases.get(
                     (spk, p["seq"]), (None, None))
+            if (spk, p["seq"]) in uncore:
+                p["uncore_max_mhz"] = uncore[(spk, p["seq"])] / 1000
             if (spk, p["seq"]) in hidden:
                 p["energy_note"] = userview.note(userview.rules(*r[29:31])[0])
         d["phases"] = phases

@@ -124,6 +124,11 @@ def _print_measures(m: dict) -> None:
     click.echo(f"DRAM energy: {m['dram']}"
                + (f" ({m['dram_not_measured']}): null in the records, never 0"
                   if m["dram_not_measured"] else ""))
+    u = m.get("uncore")
+    click.echo("uncore clock: " + (f"{len(u['domains'])} domain(s), intel_uncore_frequency "
+                                   f"({u['layout']}): +uncore-io can cap it (uncore_io_mhz=)"
+                                   if u else "none (no intel_uncore_frequency): +uncore-io "
+                                   "not applied here"))
     n = m["node_meter"]
     if n:
         click.echo(f"node meter: {n['source']} ({len(n['channels'])} channels; node total "

@@ -137,6 +137,9 @@ SCHEMA = (
       doc="the step's GPUs; null: none, or one has no energy (gpus[].reason)"),
     F("step.total_includes", "str", since=3, column="total_includes",
       doc="what energy_total_uj holds: cpu+dram, cpu+dram+gpu; cpu, cpu+gpu where DRAM is not measured"),
+    F("step.smt_aside_cpus", "str", since=3, column="smt_aside_cpus",
+      doc="step CPUs whose clock the policy left alone: their core has an SMT thread "
+          "that is not the step's (absent or null: none)"),
     F("provenance.backend", "str", column="backend"),
     F("provenance.wrap_uncertain", "bool", null=False, default=False,
       column="wrap_uncertain"),
@@ -200,6 +203,9 @@ SCHEMA = (
       doc="as step.energy_gpu_uj"),
     F("phases[].gpu_clock_mhz", "int", "MHz", 1, since=3, column="gpu_clock_mhz",
       doc="+gpu-io: the GPUs' clock cap the phase set; null: left alone"),
+    F("phases[].uncore_max_khz", "int", "kHz", 1, since=3, column="uncore_max_khz",
+      doc="+uncore-io: the uncore max clock the phase set on the step's whole "
+          "packages (absent or null: left alone)"),
     # phases[].gpus[] (phase_gpus rows, after the phase's seq)
     F("phases[].gpus[].uuid", "str", null=False, required=True, since=3,
       column="uuid", doc="a GPU of gpus[]"),
