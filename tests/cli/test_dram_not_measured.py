@@ -125,6 +125,10 @@ def test_migration_010_fixes_stored_version1_amd_steps(tmp_path):
         conn.execute(f"ALTER TABLE steps DROP COLUMN {col}")
     for col in ("step_start_ns", "first_reading_ns"):     # migration 011's
         conn.execute(f"ALTER TABLE lost_records DROP COLUMN {col}")
+    conn.execute("DROP TABLE slurm_steps")                # migration 015's
+    for col in ("slurm_state", "slurm_exit_code", "slurm_elapsed_ns", "slurm_nnodes",
+                "slurm_energy_uj"):
+        conn.execute(f"ALTER TABLE jobs DROP COLUMN {col}")
     conn.execute("PRAGMA user_version = 9")
     conn.close()
     conn = store.connect(db)
