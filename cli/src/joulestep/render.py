@@ -107,6 +107,7 @@ def job_text(s: dict, utc: bool = False) -> str:
                               f" against RAPL's {num(st['energy_total_j'])} J"
                               if st["energy_node_j"] is not None else
                               f"not measured ({st['node_meter_sources']})"))
+    lines += _saving_legend(s["steps"])
     if any(st.get("dram_not_measured") for st in s["steps"]):
         lines.append("(n/m: DRAM not measured, no dram zone on the node; TOTAL_J is "
                      "the CPU's)")
@@ -154,6 +155,18 @@ def job_text(s: dict, utc: bool = False) -> str:
     lines += [""] + _wrap(s["scope_note"] + ". Per-phase kWh, CO2 and cost: "
                           "--format json or csv.")
     return "\n".join(lines) + "\n"
+
+
+def _saving_legend(steps: list) -> list[str]:
+    """What the SAVING column's words mean, when the tables show one (issue
+    25: `n/est` read as an error)."""
+    cells = {_saving(d) for st in steps for d in (st, *st["phases"])}
+    if "no model" not in cells:
+        return []
+    return _wrap("(SAVING: no model = no fitted power model for this node "
+                 "model and phase kind, so no estimate of what the lower clock "
+                 "saved (`joulestep model dvfs --save` fits one); - = nothing "
+                 "to estimate: ran at its base clock, or not measured)")
 
 
 def _slurm_state_lines(sl: dict | None) -> list[str]:
