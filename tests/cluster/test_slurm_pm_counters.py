@@ -21,7 +21,7 @@ import pytest
 
 import procs
 from harness import Cluster, make_workdir
-from nodeenv import NodeEnv
+from nodeenv import NodeEnv, USER
 
 pytestmark = pytest.mark.cluster
 REPO = pathlib.Path(__file__).resolve().parents[2]
@@ -99,13 +99,28 @@ def test_ingest_stores_slurm_node_energy_beside_joulestep(pmenv, tmp_path):
     env = pmenv
     inner = f"sleep 2; {env.adv('s', 3)}; sleep 2"
     assert "'" not in inner
-    job, out = env.run_job(f"#!/bin/sh\n#SBATCH -n1\nsleep 2\n{env.adv('b', 4)}\n"
-                           f"srun -n1 sh -c '{inner}'\nsleep 2\n",
-                           args=["--account=jspm"])
+    go = env.c.workdir / f"go-{tmp_path.name}"     # the job ends once this exists
+    res, job = env.c.sbatch(f"#!/bin/sh\n#SBATCH -n1\nsleep 2\n{env.adv('b', 4)}\n"
+                            f"srun -n1 sh -c '{inner}'\n"
+                            f"while [ ! -e {go} ]; do sleep 0.2; done\nsleep 2\n",
+                            user=USER, args=["--account=jspm"])
+    assert res.returncode == 0 and job, res.stderr
+    # ingest while the job runs (its srun step has ended): what sacct has now
+    # is not final, so the next ingest looks the job up again
+    env.wait_records(job, ["0"], timeout=180)
+    db = tmp_path / "js.db"
+    _cli(env, db, "ingest", env.spool, "--sacct", "on")
+    con = sqlite3.connect(db)
+    early = con.execute("SELECT slurm_state FROM jobs WHERE job_id = ?", (job,)).fetchone()
+    assert early[0] == "RUNNING", early
+    con.close()
+    go.touch()
+    assert env.c.wait_job(job, 180) == "COMPLETED"
+    out = env.c.job_output(job)
     truth_step = _node_uj(out, "s")
     truth_batch = truth_step + _node_uj(out, "b")
     assert truth_step > 0 and truth_batch > truth_step
-    recs = env.wait_records(job, ["batch", "0"])
+    recs = env.wait_records(job, ["batch", "0"], timeout=120)
     rapl_uj = recs["batch"]["step"]["energy_total_uj"]
     for _ in range(100):   # slurmdbd takes the job's end asynchronously
         got = env.c.run(["sacct", "-X", "-n", "-P", "-j", str(job), "-o", "State"],
@@ -113,13 +128,12 @@ def test_ingest_stores_slurm_node_energy_beside_joulestep(pmenv, tmp_path):
         if got == ["COMPLETED"]:
             break
         time.sleep(0.3)
-    db = tmp_path / "js.db"
     _cli(env, db, "ingest", env.spool, "--sacct", "on")
     con = sqlite3.connect(db)
     jrow = con.execute("SELECT job_pk, slurm_state, slurm_exit_code, slurm_nnodes, "
                        "slurm_elapsed_ns / 1000000000 FROM jobs WHERE job_id = ?", (job,)).fetchone()
     assert jrow[1:4] == ("COMPLETED", "0:0", 1), jrow
-    assert jrow[4] >= 8     # the script sleeps 6 s and advances nothing in real time
+    assert jrow[4] >= 8     # the script sleeps 8 s and more (advances take no real time)
     steps = dict(con.execute("SELECT step_id, energy_uj / 1000000 FROM slurm_steps WHERE "
                              "job_pk = ?", (jrow[0],)))
     # Slurm's figure is whole joules from the same meter, read each second
