@@ -57,7 +57,9 @@ def for_job(conn, job_pk: int, steps: list[dict]) -> dict | None:
             why.append(f"Slurm has no energy for step {step_id}")
         if counted is not None and not why:
             counted += s_energy
-    if not out_steps or why:
+    if not any(st["energy_node_j"] is not None for st in out_steps):
+        counted, why = None, []       # no energy plugin: nothing to say
+    elif why:
         counted = None
     return {"state": state, "exit_code": exit_code, "elapsed_s": _in(elapsed_ns, 1e9),
             "nnodes": nnodes, "energy_job_row_j": _in(energy_uj, 1e6),
