@@ -51,6 +51,7 @@ def test_parse_sacct_steps_and_node_energy():
         line(jid="7.0", partition="", uid="", energy="", elapsed="0", nnodes="2"),
         line(jid="8", energy=str(2**64 - 2)),
         line(jid="8.1", partition="", uid="", energy="12345678901"),
+        line(jid="8.0+1", partition="", uid="", energy="7"),    # a het step
     ]) + "\n"
     a, b = sa.parse_sacct(text)
     assert (a.job_id, a.state, a.exit_code, a.elapsed_s, a.nnodes, a.energy_j) == \
@@ -59,7 +60,7 @@ def test_parse_sacct_steps_and_node_energy():
         == [("batch", 780, 1, 100, "1:0"), ("extern", None, 1, 100, "0:0"),
             ("0", None, 2, 0, "0:0")]
     assert b.energy_j is None and [(s.step_id, s.energy_j) for s in b.steps] == \
-        [("1", 12345678901)]
+        [("1", 12345678901), ("0+1", 7)]
 
 
 def test_parse_sacct_admin_comment_with_newlines():

@@ -151,7 +151,9 @@ def _lines(text: str) -> list[list]:
     return rows
 
 
-_STEP_ID = r"([0-9]{1,10})\.(batch|extern|interactive|[0-9]{1,10})"
+#: a step row's JobIDRaw: job.step, the step a number, batch, extern,
+#: interactive, or a het step's 0+1 (any plain word: a later Slurm's names)
+_STEP_ID = r"([0-9]{1,10})\.([A-Za-z0-9_]{1,32}(?:\+[0-9]{1,5})?)"
 
 
 def _step_row(f: list, lineno: int) -> StepRow:
