@@ -131,7 +131,8 @@ def test_ingest_stores_slurm_node_energy_beside_joulestep(pmenv, tmp_path):
     _cli(env, db, "ingest", env.spool, "--sacct", "on")
     con = sqlite3.connect(db)
     jrow = con.execute("SELECT job_pk, slurm_state, slurm_exit_code, slurm_nnodes, "
-                       "slurm_elapsed_ns / 1000000000 FROM jobs WHERE job_id = ?", (job,)).fetchone()
+                       "slurm_elapsed_ns / 1000000000 FROM jobs WHERE job_id = ?",
+                       (job,)).fetchone()
     assert jrow[1:4] == ("COMPLETED", "0:0", 1), jrow
     assert jrow[4] >= 8     # the script sleeps 8 s and more (advances take no real time)
     steps = dict(con.execute("SELECT step_id, energy_uj / 1000000 FROM slurm_steps WHERE "

@@ -435,6 +435,27 @@ def resolve_mode(mode: str, admin_comment: bool = False) -> str:
     return mode
 
 
+def _store(conn, updates: list, stored: list, steps: list, filled: list) -> None:
+    """One transaction: the jobs' sacct fields, the AdminComments written,
+    and each job's step rows as sacct has them now (a running job gains
+    steps)."""
+    conn.execute("BEGIN")
+    try:
+        conn.executemany("UPDATE jobs SET submit_time_ns = ?, account = ?, partition = ?, "
+                         "qos = ?, sacct_ns = ?, slurm_state = ?, slurm_exit_code = ?, "
+                         "slurm_elapsed_ns = ?, slurm_nnodes = ?, slurm_energy_uj = ? "
+                         "WHERE job_pk = ?", updates)
+        conn.executemany("DELETE FROM slurm_steps WHERE job_pk = ?", filled)
+        conn.executemany("INSERT INTO slurm_steps (job_pk, step_id, state, exit_code, "
+                         "elapsed_ns, nnodes, energy_uj) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                         _unique_steps(steps))
+        conn.executemany("UPDATE jobs SET admin_comment = ? WHERE job_pk = ?", stored)
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+
+
 def sync(conn, mode: str = "auto", admin_comment: bool = False,
          lookback_days: float = LOOKBACK_DAYS, now_ns: int | None = None) -> AcctResult:
     """Fill the recently seen jobs' fields from sacct and (admin_comment) write
@@ -498,20 +519,5 @@ def sync(conn, mode: str = "auto", admin_comment: bool = False,
                 continue
             res.comments_written += 1
         stored.append((text, pk))
-    conn.execute("BEGIN")
-    try:
-        conn.executemany("UPDATE jobs SET submit_time_ns = ?, account = ?, partition = ?, "
-                         "qos = ?, sacct_ns = ?, slurm_state = ?, slurm_exit_code = ?, "
-                         "slurm_elapsed_ns = ?, slurm_nnodes = ?, slurm_energy_uj = ? "
-                         "WHERE job_pk = ?", updates)
-        # a job's steps as sacct has them now (a running job gains steps)
-        conn.executemany("DELETE FROM slurm_steps WHERE job_pk = ?", filled)
-        conn.executemany("INSERT INTO slurm_steps (job_pk, step_id, state, exit_code, "
-                         "elapsed_ns, nnodes, energy_uj) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                         _unique_steps(steps))
-        conn.executemany("UPDATE jobs SET admin_comment = ? WHERE job_pk = ?", stored)
-        conn.execute("COMMIT")
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
+    _store(conn, updates, stored, steps, filled)
     return res
