@@ -130,6 +130,8 @@ def main():
          lambda: python_bench("bench_plugin.py")),
         ("CLI (goals: ingest >= 2,000 records/s in one process, SQLite and PostgreSQL; "
          "three PostgreSQL ingesters at once >= 2x one)", lambda: python_bench("bench_cli.py")),
+        ("CLI: `joulestep job JOBID` and `joulestep jobs` vs seff and sacct -j on the same job, "
+         "slurmdbd cluster (goal: no slower than seff)", lambda: python_bench("bench_jobcmd.py")),
         ("--energy-hooks: cost per intercepted call vs the bare call (issue 10)",
          lambda: python_bench("hooks/bench_hooks.py")),
     ]

@@ -127,6 +127,10 @@ def test_migration_010_fixes_stored_version1_amd_steps(tmp_path):
         conn.execute(f"ALTER TABLE lost_records DROP COLUMN {col}")
     conn.execute("ALTER TABLE steps DROP COLUMN smt_aside_cpus")      # migration 014's
     conn.execute("ALTER TABLE phases DROP COLUMN uncore_max_khz")
+    conn.execute("DROP TABLE slurm_steps")                # migration 015's
+    for col in ("slurm_state", "slurm_exit_code", "slurm_elapsed_ns", "slurm_nnodes",
+                "slurm_energy_uj"):
+        conn.execute(f"ALTER TABLE jobs DROP COLUMN {col}")
     conn.execute("PRAGMA user_version = 9")
     conn.close()
     conn = store.connect(db)

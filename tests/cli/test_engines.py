@@ -152,7 +152,7 @@ def test_migrations_reach_the_same_schema_version(pg_url):
     fks = {r[0] for r in conn.execute(
         "SELECT conrelid::regclass::text FROM pg_constraint WHERE contype = 'f' "
         "AND confrelid = 'jobs'::regclass")}
-    assert fks == {"steps"}
+    assert fks == {"steps", "slurm_steps"}
     conn.close()
 
 

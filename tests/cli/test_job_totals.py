@@ -142,6 +142,10 @@ def test_migration_fills_the_totals_of_an_old_store(tmp_path):
     # 008's table and columns, 007's index and columns (and 011's lost_records columns)
     for col in ("step_start_ns", "first_reading_ns"):
         conn.execute(f"ALTER TABLE lost_records DROP COLUMN {col}")
+    conn.execute("DROP TABLE slurm_steps")                # and 015's
+    for col in ("slurm_state", "slurm_exit_code", "slurm_elapsed_ns", "slurm_nnodes",
+                "slurm_energy_uj"):
+        conn.execute(f"ALTER TABLE jobs DROP COLUMN {col}")
     for col in ("dram_not_measured", "energy_node_uj", "node_meter_sources",
                 "node_meter_integrated", "smt_aside_cpus"):
         conn.execute(f"ALTER TABLE steps DROP COLUMN {col}")

@@ -15,9 +15,10 @@ D = sa.DELIM
 
 def line(jid="7", cluster="jstest", submit="1700000000", account="acct",
          partition="debug", qos="normal", uid="1001", state="COMPLETED",
-         end="1700000100", comment=""):
+         end="1700000100", elapsed="100", nnodes="1", exit_code="0:0", energy="",
+         comment=""):
     return D.join([jid, cluster, submit, account, partition, qos, uid, state, end,
-                   comment])
+                   elapsed, nnodes, exit_code, energy, comment])
 
 
 def test_parse_sacct_fields():
@@ -34,8 +35,32 @@ def test_parse_sacct_fields():
     assert r.ended and r.admin_comment == ""
     assert rows[1].account is None and rows[1].end_s is None and not rows[1].ended
     assert rows[2].ended  # "CANCELLED by 0": the first word is the state
-    # the last field takes everything after the ninth delimiter
+    # the last field takes everything after the 13th delimiter
     assert rows[2].admin_comment == "JS1:abc" + D + "x"
+
+
+def test_parse_sacct_steps_and_node_energy():
+    """sacct prints a job's step rows right after its own (issue 24, Slurm's
+    node energy at ingest): they go with that job.  ConsumedEnergyRaw 0 or
+    empty (no acct_gather_energy plugin) and Slurm's NO_VAL64 are "none"."""
+    text = "\n".join([
+        line(jid="7", energy="390", elapsed="9", nnodes="2", exit_code="1:0",
+             state="FAILED"),
+        line(jid="7.batch", partition="", uid="", energy="780", exit_code="1:0"),
+        line(jid="7.extern", partition="", uid="", energy="0"),
+        line(jid="7.0", partition="", uid="", energy="", elapsed="0", nnodes="2"),
+        line(jid="8", energy=str(2**64 - 2)),
+        line(jid="8.1", partition="", uid="", energy="12345678901"),
+        line(jid="8.0+1", partition="", uid="", energy="7"),    # a het step
+    ]) + "\n"
+    a, b = sa.parse_sacct(text)
+    assert (a.job_id, a.state, a.exit_code, a.elapsed_s, a.nnodes, a.energy_j) == \
+        (7, "FAILED", "1:0", 9, 2, 390)
+    assert [(s.step_id, s.energy_j, s.nnodes, s.elapsed_s, s.exit_code) for s in a.steps] \
+        == [("batch", 780, 1, 100, "1:0"), ("extern", None, 1, 100, "0:0"),
+            ("0", None, 2, 0, "0:0")]
+    assert b.energy_j is None and [(s.step_id, s.energy_j) for s in b.steps] == \
+        [("1", 12345678901), ("0+1", 7)]
 
 
 def test_parse_sacct_admin_comment_with_newlines():
@@ -46,9 +71,12 @@ def test_parse_sacct_admin_comment_with_newlines():
 
 
 @pytest.mark.parametrize("text,why", [
-    ("7" + D + "jstest" + D + "1700000000\n", "line 1: 3 fields, expected 10"),
+    ("7" + D + "jstest" + D + "1700000000\n", "line 1: 3 fields, expected 14"),
     (line() + "\n" + D.join("abc") + "\n", "line 2: 3 fields"),
-    (line(jid="7.batch"), "job id '7.batch' is not a number"),
+    (line(jid="7.batch"), "step '7.batch' does not follow its job's row"),
+    (line() + "\n" + line(jid="8.0"), "step '8.0' does not follow its job's row"),
+    (line(energy="lots"), "ConsumedEnergyRaw 'lots' is not a number"),
+    (line(nnodes="-1"), "NNodes '-1' is not a number"),
     (line(jid="7_1"), "job id '7_1' is not a number"),
     (line(submit="2024-01-01T10:00:00"), "submit '2024-01-01T10:00:00' is not epoch"),
     (line(end="yesterday"), "end 'yesterday' is not epoch"),

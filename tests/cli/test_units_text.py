@@ -78,7 +78,7 @@ def test_table_headers_are_the_json_names(study, where):
     doc = json.loads(study("compare", "--by", by, "--where", where,
                            "--format", "json").output)
     keys = set(doc["table"][0])
-    header = text.splitlines()[1].split()
+    header = [h.lower() for h in text.splitlines()[1].split()]   # upper case
     assert header and set(header) <= keys, set(header) - keys
     assert max(len(l) for l in text.splitlines()) <= 80
 

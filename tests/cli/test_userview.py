@@ -178,6 +178,12 @@ def _pg_reader_gets_the_user_view(url, pg, monkeypatch=None):
     pg.sql(f"CREATE ROLE {role} LOGIN", dbname)
     try:
         pg.sql(f"GRANT SELECT ON ALL TABLES IN SCHEMA public TO {role}", dbname)
+        # row-level security (migration 016): a role that is not the job's
+        # user reads other users' jobs only as a joulestep_read_all member
+        # (a dashboard's role); tests/cli/test_row_security.py has the rest
+        pg.sql("DO $$ BEGIN CREATE ROLE joulestep_read_all NOLOGIN; "
+               "EXCEPTION WHEN duplicate_object THEN NULL; END $$", dbname)
+        pg.sql(f"GRANT joulestep_read_all TO {role}", dbname)
         reader = pg.url(dbname, role)
         orig = os.geteuid
         os.geteuid = lambda: 54321

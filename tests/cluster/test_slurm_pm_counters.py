@@ -10,16 +10,21 @@ is the sum of the simulator's replies; the plugin's own node figure
 from __future__ import annotations
 
 import json
+import pathlib
 import re
 import shutil
+import sqlite3
+import subprocess
+import time
 
 import pytest
 
 import procs
 from harness import Cluster, make_workdir
-from nodeenv import NodeEnv
+from nodeenv import NodeEnv, USER
 
 pytestmark = pytest.mark.cluster
+REPO = pathlib.Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
@@ -68,3 +73,83 @@ def test_slurm_consumed_energy_from_fake_pm_counters(pmenv):
     assert state == "COMPLETED", got
     # Slurm's figure, in whole joules, from the same fake meter
     assert abs(int(consumed) * 1_000_000 - truth_uj) <= 2_000_000, (consumed, truth_uj)
+
+
+def _node_uj(out: str, tag: str) -> int:
+    """The fake node meter's energy (pm_counters `energy`) over the job's
+    advances tagged ``tag`` (the simulator's own replies)."""
+    return sum(json.loads(m)["zones"]["pm:energy"]["energy_uj"]
+               for m in re.findall(rf"^ADV {re.escape(tag)} (\{{.*\}})$", out, re.M))
+
+
+def _cli(env, db, *args):
+    res = subprocess.run([str(REPO / ".venv" / "bin" / "joulestep"), "--db", str(db),
+                          *map(str, args)], capture_output=True, text=True,
+                         env=env.c.env, timeout=300, stdin=subprocess.DEVNULL)
+    assert res.returncode == 0, res.stdout + res.stderr
+    return res.stdout
+
+
+def test_ingest_stores_slurm_node_energy_beside_joulestep(pmenv, tmp_path):
+    """Slurm's ConsumedEnergy at ingest (issue 24, part 3): `ingest` stores
+    what slurmdbd has for the job and each step; `job` shows it beside
+    joulestep's CPU + DRAM and never adds it.  Truth: the fake meter's model
+    (pm_counters `energy` of each advance); step 0 runs inside the batch
+    script, so Slurm's batch step holds both advances and step 0 one."""
+    env = pmenv
+    inner = f"sleep 2; {env.adv('s', 3)}; sleep 2"
+    assert "'" not in inner
+    go = env.c.workdir / f"go-{tmp_path.name}"     # the job ends once this exists
+    res, job = env.c.sbatch(f"#!/bin/sh\n#SBATCH -n1\nsleep 2\n{env.adv('b', 4)}\n"
+                            f"srun -n1 sh -c '{inner}'\n"
+                            f"while [ ! -e {go} ]; do sleep 0.2; done\nsleep 2\n",
+                            user=USER, args=["--account=jspm"])
+    assert res.returncode == 0 and job, res.stderr
+    # ingest while the job runs (its srun step has ended): what sacct has now
+    # is not final, so the next ingest looks the job up again
+    env.wait_records(job, ["0"], timeout=180)
+    db = tmp_path / "js.db"
+    _cli(env, db, "ingest", env.spool, "--sacct", "on")
+    con = sqlite3.connect(db)
+    early = con.execute("SELECT slurm_state FROM jobs WHERE job_id = ?", (job,)).fetchone()
+    assert early[0] == "RUNNING", early
+    con.close()
+    go.touch()
+    assert env.c.wait_job(job, 180) == "COMPLETED"
+    out = env.c.job_output(job)
+    truth_step = _node_uj(out, "s")
+    truth_batch = truth_step + _node_uj(out, "b")
+    assert truth_step > 0 and truth_batch > truth_step
+    recs = env.wait_records(job, ["batch", "0"], timeout=120)
+    rapl_uj = recs["batch"]["step"]["energy_total_uj"]
+    for _ in range(100):   # slurmdbd takes the job's end asynchronously
+        got = env.c.run(["sacct", "-X", "-n", "-P", "-j", str(job), "-o", "State"],
+                        timeout=60, check=True).stdout.split()
+        if got == ["COMPLETED"]:
+            break
+        time.sleep(0.3)
+    _cli(env, db, "ingest", env.spool, "--sacct", "on")
+    con = sqlite3.connect(db)
+    jrow = con.execute("SELECT job_pk, slurm_state, slurm_exit_code, slurm_nnodes, "
+                       "slurm_elapsed_ns / 1000000000 FROM jobs WHERE job_id = ?",
+                       (job,)).fetchone()
+    assert jrow[1:4] == ("COMPLETED", "0:0", 1), jrow
+    assert jrow[4] >= 8     # the script sleeps 8 s and more (advances take no real time)
+    steps = dict(con.execute("SELECT step_id, energy_uj / 1000000 FROM slurm_steps WHERE "
+                             "job_pk = ?", (jrow[0],)))
+    # Slurm's figure is whole joules from the same meter, read each second
+    assert abs(steps["batch"] * 10**6 - truth_batch) <= 2_000_000, (steps, truth_batch)
+    assert abs(steps["0"] * 10**6 - truth_step) <= 2_000_000, (steps, truth_step)
+
+    summary = json.loads(_cli(env, db, "--format", "json", "job", job))
+    sl = summary["slurm"]
+    assert (sl["state"], sl["exit_code"], sl["nnodes"]) == ("COMPLETED", "0:0", 1)
+    # the job's node figure counts the batch step once (step 0 is inside it)
+    assert sl["energy_node_j"] == steps["batch"]
+    # joulestep's total is its own RAPL CPU + DRAM, the node meter not added
+    assert summary["totals"]["energy_total_j"] == pytest.approx(rapl_uj / 1e6)
+    assert rapl_uj < truth_batch
+    text = _cli(env, db, "job", job)
+    assert "State COMPLETED, ExitCode 0:0" in text and "NNodes 1" in text, text
+    assert re.search(rf"Node meter \(Slurm acct_gather_energy, whole nodes\): "
+                     rf"{steps['batch']}(\.0+)? J", text), text

@@ -162,8 +162,9 @@ def records(df: pd.DataFrame) -> list[dict]:
 def header(col: str) -> str:
     """A table's header for a column: its name in JSON and CSV (issue 25:
     the table wrote energy_j_sd for energy_j_std and gib/s for
-    throughput_gibs, two names for one figure)."""
-    return str(col)
+    throughput_gibs, two names for one figure), upper case like every other
+    table header of the CLI (`job`, `report`) and of sacct's."""
+    return str(col).upper()
 
 
 def frame_table(df: pd.DataFrame, prefer: list[str] | None = None,

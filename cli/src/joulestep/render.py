@@ -81,6 +81,8 @@ def job_text(s: dict, utc: bool = False) -> str:
         f"     = {energy_text(t['kwh'])}, {co2_text(t['co2_g'])} CO2, "
         f"{money_text(t['cost'], cur)}",
     ]
+    lines[2:2] = _slurm_state_lines(s.get("slurm"))
+    lines += _slurm_energy_lines(s.get("slurm"), t)
     if t.get("dram_not_measured"):
         lines += _wrap(f"DRAM not measured on {t['dram_not_measured']}")
     if t.get("steps_unmeasured"):
@@ -138,6 +140,7 @@ def job_text(s: dict, utc: bool = False) -> str:
             lines += _wrap(f"SMT: step {st['step_id']} on {st['node']} left the clock "
                            f"of CPUs {st['smt_aside_cpus']} alone (their cores have "
                            "threads that are not the step's)")
+    lines += _saving_legend(s["steps"])
     if any(st.get("dram_not_measured") for st in s["steps"]):
         lines.append("(n/m: DRAM not measured, no dram zone on the node; TOTAL_J is "
                      "the CPU's)")
@@ -185,6 +188,51 @@ def job_text(s: dict, utc: bool = False) -> str:
     lines += [""] + _wrap(s["scope_note"] + ". Per-phase kWh, CO2 and cost: "
                           "--format json or csv.")
     return "\n".join(lines) + "\n"
+
+
+def _saving_legend(steps: list) -> list[str]:
+    """What the SAVING column's words mean, when the tables show one (issue
+    25: `n/est` read as an error)."""
+    cells = {_saving(d) for st in steps for d in (st, *st["phases"])}
+    if "no model" not in cells:
+        return []
+    return _wrap("(SAVING: no model = no fitted power model for this node "
+                 "model and phase kind, so no estimate of what the lower clock "
+                 "saved (`joulestep model dvfs --save` fits one); - = nothing "
+                 "to estimate: ran at its base clock, or not measured)")
+
+
+def _slurm_state_lines(sl: dict | None) -> list[str]:
+    """State, ExitCode, Elapsed and NNodes as Slurm's accounting has them
+    (stored by ingest from sacct; none without slurmdbd)."""
+    if not sl:
+        return []
+    from .slurmview import elapsed_text
+    return [f"State {sl['state'] or '-'}, ExitCode {sl['exit_code'] or '-'}, "
+            f"Elapsed {elapsed_text(sl['elapsed_s'])}, NNodes "
+            f"{'-' if sl['nnodes'] is None else sl['nnodes']} (Slurm accounting)"]
+
+
+def _slurm_energy_lines(sl: dict | None, t: dict) -> list[str]:
+    """The node's meter as Slurm's acct_gather_energy read it, beside (never
+    added to) joulestep's total; per step where Slurm has one."""
+    if not sl or not any(st["energy_node_j"] is not None for st in sl["steps"]):
+        return []
+    out = _wrap(
+        "Node meter (Slurm acct_gather_energy, whole nodes): "
+        + (f"{num(sl['energy_node_j'])} J over the same steps, against "
+           f"{num(t['energy_total_j'])} J above (not added to it)"
+           if sl["energy_node_j"] is not None else
+           f"no job figure ({sl['energy_node_note'] or 'see the steps'})"))
+    for st in sl["steps"]:
+        if st["energy_node_j"] is None:
+            continue
+        out += _wrap(f"  step {st['step_id']}: {num(st['energy_node_j'])} J on "
+                     f"{st['nnodes'] or '?'} node(s)"
+                     + (f", joulestep {num(st['energy_joulestep_j'])} J"
+                        if st["energy_joulestep_j"] is not None else
+                        ", not recorded by joulestep"), "  ")
+    return out
 
 
 def _phase_name(p: dict) -> str:

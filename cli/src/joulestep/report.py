@@ -7,7 +7,7 @@ import re
 import time
 
 from . import gpus as gpumod
-from . import incarnations, nesting, store, userview
+from . import incarnations, nesting, slurmview, store, userview
 from .config import Settings
 
 GIB = float(1 << 30)
@@ -497,7 +497,10 @@ def job_summary(conn, job_id: int, settings: Settings,
         caveats.append(f"job ID {job_id} was used {len(others)} more time(s) "
                        "(ID recycled); pick one with --first-seen "
                        + ", ".join(str(o["first_seen_ns"]) for o in others))
-    return {"job": job, "site": {"cluster": settings.cluster,
+    slurm = slurmview.for_job(conn, job_pk, steps)
+    if slurm and slurm["energy_node_note"]:
+        caveats.append(f"node meter (Slurm): no job figure: {slurm['energy_node_note']}")
+    return {"job": job, "slurm": slurm, "site": {"cluster": settings.cluster,
                                  "co2_g_per_kwh": settings.co2_g_per_kwh,
                                  "price_per_kwh": settings.price_per_kwh,
                                  "currency": settings.currency},

@@ -4,11 +4,16 @@ energy summary written back into the job's AdminComment.
 After `joulestep ingest` has stored the spool's records, :func:`sync` looks the
 recently seen jobs up in Slurm's accounting database with ONE batched sacct call
 
-    sacct -X -n -P -D --delimiter=<US> -M <clusters> -j <ids> -S <oldest - 1 day>
-          -o JobIDRaw,Cluster,Submit,Account,Partition,QOS,UID,State,End,AdminComment
+    sacct -n -P -D --delimiter=<US> -M <clusters> -j <ids> -S <oldest - 1 day>
+          -o JobIDRaw,Cluster,Submit,Account,Partition,QOS,UID,State,End,
+             ElapsedRaw,NNodes,ExitCode,ConsumedEnergyRaw,AdminComment
 
 (SLURM_TIME_FORMAT=%s: times as epoch seconds) and stores slurmctld's own record
-of each job: submit time, account, partition and QOS (migration 006).  Where
+of each job: submit time, account, partition and QOS (migration 006); its
+state, exit code, elapsed time and node count, and the energy Slurm's own
+acct_gather_energy plugin read from the node's meter, for the job and for each
+of its steps (the step rows that follow the job's row; migration 015).  A job
+that had not ended is looked up again by the next ingest.  Where
 there is no slurmdbd (sacct absent, accounting disabled, slurmdbd down, output
 not understood) ingest keeps what the records have and says once what it could
 not fill.  With ``admin_comment`` it then writes, for each ended job, a short
@@ -30,7 +35,11 @@ import subprocess
 import time
 
 SACCT_FIELDS = ("JobIDRaw", "Cluster", "Submit", "Account", "Partition", "QOS",
-                "UID", "State", "End", "AdminComment")
+                "UID", "State", "End", "ElapsedRaw", "NNodes", "ExitCode",
+                "ConsumedEnergyRaw", "AdminComment")
+#: a count sacct prints at or above this is Slurm's "no value" (NO_VAL64,
+#: INFINITE64), not a figure (and would not fit a 64-bit column)
+NO_VALUE_MIN = 2**63
 DELIM = "\x1f"                   # ASCII unit separator: in no name Slurm allows
 LOOKBACK_DAYS = 2.0              # jobs last seen this recently are looked up
 MAX_JOBS = 5000                  # job ids per sacct call (argv stays small)
@@ -51,6 +60,17 @@ class SacctError(ValueError):
 
 
 @dataclasses.dataclass(frozen=True)
+class StepRow:
+    """One of a job's step rows (JobIDRaw 12345.batch, .extern, .0, ...)."""
+    step_id: str
+    state: str
+    exit_code: str | None
+    elapsed_s: int | None
+    nnodes: int | None
+    energy_j: int | None     # ConsumedEnergyRaw; None: Slurm has none
+
+
+@dataclasses.dataclass(frozen=True)
 class AcctRow:
     job_id: int
     cluster: str
@@ -62,6 +82,11 @@ class AcctRow:
     state: str
     end_s: int | None
     admin_comment: str
+    elapsed_s: int | None = None
+    nnodes: int | None = None
+    exit_code: str | None = None
+    energy_j: int | None = None
+    steps: tuple = ()        # StepRow of the job's steps, in sacct's order
 
     @property
     def complete(self) -> bool:
@@ -87,15 +112,29 @@ def _epoch(v: str, what: str, lineno: int, null_ok: bool) -> int | None:
     return int(v)
 
 
-def parse_sacct(text: str) -> list[AcctRow]:
-    """Rows of `sacct -n -P --delimiter=DELIM -o SACCT_FIELDS` output.
+def _count(v: str, what: str, lineno: int) -> int | None:
+    """A count sacct prints (ElapsedRaw, NNodes, ConsumedEnergyRaw): None for
+    none ("", Unknown, NO_VAL64); SacctError for anything not a number."""
+    if v in ("", "Unknown", "None"):
+        return None
+    if not re.fullmatch(r"[0-9]{1,20}", v):
+        raise SacctError(f"sacct output line {lineno}: {what} {v!r} is not a number")
+    n = int(v)
+    return None if n >= NO_VALUE_MIN else n
 
-    Refuses (SacctError, naming the line) output of another shape: a wrong
-    number of fields, a job id, submit time or uid that is not a number.  The
-    last field (AdminComment, written by any admin tool) may contain newlines:
-    a line with too few fields right after a complete one continues its
-    AdminComment."""
-    rows: list[list[str]] = []
+
+def _energy(v: str, lineno: int) -> int | None:
+    """ConsumedEnergyRaw in J; None where Slurm has none: without an
+    acct_gather_energy plugin sacct prints 0 (or nothing), so 0 is "none"."""
+    n = _count(v, "ConsumedEnergyRaw", lineno)
+    return n or None
+
+
+def _lines(text: str) -> list[list]:
+    """The fields of each row, and its line number last.  The last field
+    (AdminComment, written by any admin tool) may contain newlines: a line
+    with too few fields right after a complete one continues it."""
+    rows: list[list] = []
     n = len(SACCT_FIELDS)
     for lineno, line in enumerate(text.splitlines(), 1):
         parts = line.split(DELIM, n - 1)
@@ -109,12 +148,47 @@ def parse_sacct(text: str) -> list[AcctRow]:
         else:
             raise SacctError(f"sacct output line {lineno}: {len(parts)} fields, "
                              f"expected {n} ({','.join(SACCT_FIELDS)}): {line[:80]!r}")
-    out = []
-    for jid, cluster, submit, account, partition, qos, uid, state, end, comment, \
-            lineno in rows:
+    return rows
+
+
+#: a step row's JobIDRaw: job.step, the step a number, batch, extern,
+#: interactive, or a het step's 0+1 (any plain word: a later Slurm's names)
+_STEP_ID = r"([0-9]{1,10})\.([A-Za-z0-9_]{1,32}(?:\+[0-9]{1,5})?)"
+
+
+def _step_row(f: list, lineno: int) -> StepRow:
+    state = f[7]
+    if not state:
+        raise SacctError(f"sacct output line {lineno}: empty state")
+    return StepRow(f[0].split(".", 1)[1], state, f[11] or None,
+                   _count(f[9], "ElapsedRaw", lineno), _count(f[10], "NNodes", lineno),
+                   _energy(f[12], lineno))
+
+
+def parse_sacct(text: str) -> list[AcctRow]:
+    """Rows of `sacct -n -P --delimiter=DELIM -o SACCT_FIELDS` output: one
+    AcctRow per job, with its step rows (which sacct prints right after the
+    job's own row) in AcctRow.steps.
+
+    Refuses (SacctError, naming the line) output of another shape: a wrong
+    number of fields, a job id, submit time, uid or count that is not a
+    number, a step row that does not follow its job's row."""
+    out: list[AcctRow] = []
+    for f in _lines(text):
+        (jid, cluster, submit, account, partition, qos, uid, state, end,
+         elapsed, nnodes, exit_code, energy, comment, lineno) = f
+        m = re.fullmatch(_STEP_ID, jid)
+        if m:
+            if not out or out[-1].job_id != int(m.group(1)) or \
+                    (cluster and out[-1].cluster != cluster):
+                raise SacctError(f"sacct output line {lineno}: step {jid!r} does not "
+                                 "follow its job's row")
+            out[-1] = dataclasses.replace(out[-1], steps=(*out[-1].steps,
+                                                          _step_row(f, lineno)))
+            continue
         if not re.fullmatch(r"[0-9]{1,10}", jid):
             raise SacctError(f"sacct output line {lineno}: job id {jid!r} is not a "
-                             "number (-X and JobIDRaw give plain ids)")
+                             "number (JobIDRaw gives plain ids)")
         if not cluster or not state:
             raise SacctError(f"sacct output line {lineno}: empty cluster or state")
         if uid and not re.fullmatch(r"[0-9]{1,10}", uid):
@@ -122,7 +196,10 @@ def parse_sacct(text: str) -> list[AcctRow]:
         out.append(AcctRow(int(jid), cluster, _epoch(submit, "submit", lineno, False),
                            account or None, partition or None, qos or None,
                            int(uid) if uid else None, state,
-                           _epoch(end, "end", lineno, True), comment))
+                           _epoch(end, "end", lineno, True), comment,
+                           _count(elapsed, "ElapsedRaw", lineno),
+                           _count(nnodes, "NNodes", lineno), exit_code or None,
+                           _energy(energy, lineno)))
     return out
 
 
@@ -263,7 +340,7 @@ def sacct_argv(keys, oldest_ns: int) -> list[str]:
     ids = sorted({j for _, j in keys})
     start = time.strftime("%Y-%m-%dT%H:%M:%S",
                           time.localtime(oldest_ns // 10**9 - 86400))
-    return ["sacct", "-X", "-n", "-P", "-D", f"--delimiter={DELIM}",
+    return ["sacct", "-n", "-P", "-D", f"--delimiter={DELIM}",
             f"--clusters={','.join(clusters)}", f"--jobs={','.join(map(str, ids))}",
             f"--starttime={start}", f"--format={','.join(SACCT_FIELDS)}"]
 
@@ -330,6 +407,24 @@ def summaries(conn, since_ns: int) -> dict:
             for r in conn.execute(_STATS, (since_ns,))}
 
 
+def _scaled(v: int | None, unit: int) -> int | None:
+    """sacct's whole seconds or joules in the store's ns or µJ; None for
+    what a 64-bit column cannot hold (no real figure)."""
+    return None if v is None or v * unit >= NO_VALUE_MIN else v * unit
+
+
+def _ended_state(state: str | None) -> bool:
+    """A job's stored sacct State says it has ended (then its figures are
+    final and it is not looked up again)."""
+    return bool(state) and state.split()[0] not in NOT_ENDED
+
+
+def _unique_steps(steps: list) -> list:
+    """One row per (job, step): the last sacct gave (a requeued job's -D
+    rows repeat its step ids; the latest run's come last)."""
+    return list({(s[0], s[1]): s for s in steps}.values())
+
+
 def resolve_mode(mode: str, admin_comment: bool = False) -> str:
     """auto -> on where slurm.conf uses slurmdbd (or AdminComments are asked
     for), else off."""
@@ -338,6 +433,27 @@ def resolve_mode(mode: str, admin_comment: bool = False) -> str:
     if mode == "auto":
         return "on" if (admin_comment or slurm_conf_uses_slurmdbd()) else "off"
     return mode
+
+
+def _store(conn, updates: list, stored: list, steps: list, filled: list) -> None:
+    """One transaction: the jobs' sacct fields, the AdminComments written,
+    and each job's step rows as sacct has them now (a running job gains
+    steps)."""
+    conn.execute("BEGIN")
+    try:
+        conn.executemany("UPDATE jobs SET submit_time_ns = ?, account = ?, partition = ?, "
+                         "qos = ?, sacct_ns = ?, slurm_state = ?, slurm_exit_code = ?, "
+                         "slurm_elapsed_ns = ?, slurm_nnodes = ?, slurm_energy_uj = ? "
+                         "WHERE job_pk = ?", updates)
+        conn.executemany("DELETE FROM slurm_steps WHERE job_pk = ?", filled)
+        conn.executemany("INSERT INTO slurm_steps (job_pk, step_id, state, exit_code, "
+                         "elapsed_ns, nnodes, energy_uj) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                         _unique_steps(steps))
+        conn.executemany("UPDATE jobs SET admin_comment = ? WHERE job_pk = ?", stored)
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
 
 
 def sync(conn, mode: str = "auto", admin_comment: bool = False,
@@ -351,9 +467,11 @@ def sync(conn, mode: str = "auto", admin_comment: bool = False,
     since = now_ns - int(lookback_days * 86400e9)
     texts = summaries(conn, since) if admin_comment else {}
     jobs = conn.execute(
-        "SELECT job_pk, cluster, job_id, first_seen_ns, uid, sacct_ns, admin_comment "
-        "FROM jobs WHERE last_seen_ns >= ? ORDER BY last_seen_ns DESC", (since,)).fetchall()
-    todo = [j for j in jobs if j[5] is None or (j[0] in texts and texts[j[0]] != j[6])]
+        "SELECT job_pk, cluster, job_id, first_seen_ns, uid, sacct_ns, admin_comment, "
+        "slurm_state FROM jobs WHERE last_seen_ns >= ? ORDER BY last_seen_ns DESC",
+        (since,)).fetchall()
+    todo = [j[:7] for j in jobs if j[5] is None or not _ended_state(j[7])
+            or (j[0] in texts and texts[j[0]] != j[6])]
     todo = todo[:MAX_JOBS]
     res.looked_up = len(todo)
     if not todo:
@@ -368,14 +486,19 @@ def sync(conn, mode: str = "auto", admin_comment: bool = False,
     for r in rows:
         k = (r.cluster, r.job_id)
         latest[k] = max(latest.get(k, r.submit_s), r.submit_s)
-    updates, stored = [], []
+    updates, stored, steps, filled = [], [], [], []
     for pk, cluster, job_id, first_ns, uid, _, old_text in todo:
         r = match(rows, cluster, job_id, first_ns, uid)
         if r is None:
             res.not_found += 1
             continue
         res.filled += 1
-        updates.append((r.submit_s * 10**9, r.account, r.partition, r.qos, now_ns, pk))
+        updates.append((r.submit_s * 10**9, r.account, r.partition, r.qos, now_ns,
+                        r.state, r.exit_code, _scaled(r.elapsed_s, 10**9), r.nnodes,
+                        _scaled(r.energy_j, 10**6), pk))
+        steps.extend((pk, st.step_id, st.state, st.exit_code, _scaled(st.elapsed_s, 10**9),
+                      st.nnodes, _scaled(st.energy_j, 10**6)) for st in r.steps)
+        filled.append((pk,))
         text = texts.get(pk)
         if text is None or not r.ended:
             continue
@@ -396,13 +519,5 @@ def sync(conn, mode: str = "auto", admin_comment: bool = False,
                 continue
             res.comments_written += 1
         stored.append((text, pk))
-    conn.execute("BEGIN")
-    try:
-        conn.executemany("UPDATE jobs SET submit_time_ns = ?, account = ?, partition = ?, "
-                         "qos = ?, sacct_ns = ? WHERE job_pk = ?", updates)
-        conn.executemany("UPDATE jobs SET admin_comment = ? WHERE job_pk = ?", stored)
-        conn.execute("COMMIT")
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
+    _store(conn, updates, stored, steps, filled)
     return res

@@ -46,6 +46,17 @@ def migrations() -> list[tuple[int, pathlib.Path]]:
     return [(num, pathlib.Path(SQL_DIR, name)) for num, name in _migration_files()]
 
 
+def engine_extra(num: int, dialect: str):
+    """The engine's own part of migration ``num`` (a path), or None:
+    ``sql/<dialect>/NNN_name.sql``, run before the shared file.  PostgreSQL's
+    row-level security (migration 016) is the one so far; the shared files
+    stay plain SQL that both engines (and the sqlite3 shell) take."""
+    import pathlib
+    d = pathlib.Path(SQL_DIR, dialect)
+    hits = sorted(d.glob(f"{num:03d}_*.sql")) if d.is_dir() else []
+    return hits[0] if hits else None
+
+
 def latest_version() -> int:
     return max((v for v, _ in _migration_files()), default=0)
 
@@ -144,8 +155,12 @@ def _migrate_pg(conn) -> int:
         for num, path in migrations():
             if num <= v:
                 continue
+            extra = engine_extra(num, db.POSTGRESQL)
+            text = path.read_text(encoding="utf-8")
+            if extra is not None:
+                text = extra.read_text(encoding="utf-8") + "\n" + text
             with db.pg_rebuild_fks(conn) as drop:
-                for stmt in _statements(path.read_text(encoding="utf-8")):
+                for stmt in _statements(text):
                     table = db.dropped_table(stmt)
                     if table:
                         drop(table)

@@ -1,0 +1,22 @@
+-- joulestep schema, migration 016: row-level security on PostgreSQL (issue
+-- 25, point 6; docs/security.md, "Who sees which jobs"; docs/admin-guide.md,
+-- "Users' own roles (PostgreSQL)").
+--
+-- A user's own role (a login role named as the Linux user, peer
+-- authentication on the local socket) that has SELECT sees only the rows of
+-- their own jobs: jobs whose user_name is the role's name, and the steps,
+-- phases, tags, GPUs, zones, ranks and Slurm step rows of those jobs; no
+-- lost or conflicting record of another user's job.  A member of the role
+-- joulestep_read_all (made by the admin; there may be none) sees every row
+-- (dashboards, the exporter, support staff).  The tables' owner (the ingest
+-- role that created them) and superusers are not subject to it: ingest and
+-- admins see and write everything, as before.  Every policy is FOR SELECT:
+-- a role that is neither owner nor superuser writes nothing.
+--
+-- PostgreSQL only: the statements are in sql/postgresql/016_row_security.sql,
+-- which store/engines.py runs on PostgreSQL before this file (so that this
+-- directory stays plain SQL the sqlite3 shell reads).  On SQLite the file's
+-- permissions decide who reads a store (docs/user-guide.md, "What you can
+-- see"), and this migration only sets the version.
+
+PRAGMA user_version = 16;
