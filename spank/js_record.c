@@ -93,7 +93,7 @@ int js_root_dir(const char *path, mode_t mode)
 
 /* packages[]: per package the step has a CPU in, its CPUs, the step's
  * CPUs there and the package's busy and total CPU time over the step
- * (<procfs>/stat, clock ticks turned into µs). */
+ * (<procfs>/stat, clock ticks turned into ns). */
 static json_t *share_json(const struct js_step *s)
 {
 	json_t *a = json_array();
@@ -108,8 +108,8 @@ static json_t *share_json(const struct js_step *s)
 		json_object_set_new(o, "package", json_integer(p1->package));
 		json_object_set_new(o, "cpus", json_integer(p1->cpus));
 		json_object_set_new(o, "step_cpus", json_integer(p1->step_cpus));
-		json_object_set_new(o, "busy_us", json_integer((json_int_t)((p1->busy_ticks - p0->busy_ticks) * 1000000u / (uint64_t)hz)));
-		json_object_set_new(o, "total_us", json_integer((json_int_t)((p1->total_ticks - p0->total_ticks) * 1000000u / (uint64_t)hz)));
+		json_object_set_new(o, "busy_ns", json_integer((json_int_t)((p1->busy_ticks - p0->busy_ticks) * 1000000000u / (uint64_t)hz)));
+		json_object_set_new(o, "total_ns", json_integer((json_int_t)((p1->total_ticks - p0->total_ticks) * 1000000000u / (uint64_t)hz)));
 		json_array_append_new(a, o);
 	}
 	return a;
@@ -239,7 +239,7 @@ static json_t *build(struct js_step *s)
 	node_energy_json(step, s);
 	/* the shared-node inputs (js_share.h, docs/accounting.md): the
 	 * step's CPU time and, per package it has a CPU in, the package's */
-	json_object_set_new(step, "cpu_time_us", s->have_sh1 ? json_integer((json_int_t)(s->sh1.cpu_time_us - s->sh0.cpu_time_us)) : json_null());
+	json_object_set_new(step, "cpu_time_ns", s->have_sh1 ? json_integer((json_int_t)(s->sh1.cpu_time_us - s->sh0.cpu_time_us) * 1000u) : json_null());
 	json_object_set_new(step, "exit_code", s->exit_code >= 0 ? json_integer(s->exit_code) : json_null());
 	json_object_set_new(root, "step", step);
 
