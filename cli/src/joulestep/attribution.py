@@ -26,9 +26,12 @@ The rule, per package p and unit u over u's interval T_u:
   energy, to the µJ, and the rest is unattributed (idle, the system,
   unallocated CPUs).
 
-A unit is ``exclusive`` when it had every CPU of each of its packages, or
-no unit of another job overlaps it on a package it used; its figure is then
-measured (its packages' energy), never estimated.
+A unit is ``exclusive`` when no unit of another job overlaps it in time on a
+package it used, else ``shared``; an exclusive unit's figure is measured
+(its packages' energy), never estimated.  Whether it had every CPU of its
+packages does not decide it: records that say so and still overlap (an
+oversubscribed node, clocks that disagree) are split like any other, so
+that the sum stays within the measurement.
 """
 from __future__ import annotations
 
@@ -79,13 +82,9 @@ def overlap_ns(a: Unit, b: Unit) -> int:
 
 def sharing(units: list) -> dict:
     """{key: 'exclusive' | 'shared'} (see the module's doc)."""
-    out = {}
-    for u in units:
-        whole = u.packages and all(p.step_cpus >= p.cpus for p in u.packages.values())
-        other = any(v.job != u.job and overlap_ns(u, v) > 0
-                    and set(u.packages) & set(v.packages) for v in units)
-        out[u.key] = "exclusive" if whole or not other else "shared"
-    return out
+    return {u.key: "shared" if any(v.job != u.job and overlap_ns(u, v) > 0
+                                   and set(u.packages) & set(v.packages) for v in units)
+            else "exclusive" for u in units}
 
 
 def cpu_on(u: Unit, pkg: int) -> float | None:

@@ -1,13 +1,14 @@
 """Queries behind `joulestep job` and `joulestep report` (plain functions)."""
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import re
 import time
 
 from . import gpus as gpumod
-from . import nesting, store, userview
+from . import nesting, sharing, store, userview
 from .config import Settings
 
 GIB = float(1 << 30)
@@ -413,8 +414,7 @@ def job_summary(conn, job_id: int, settings: Settings,
         steps.append(d)
         label = f"step {step_id} on {node}"
         if excl is not None and not excl:
-            caveats.append(f"{label}: node shared with other jobs; RAPL "
-                           "measures whole packages, so energy includes theirs")
+            caveats.append(SHARED_NODE_CAVEAT.format(label=label))
         if d.get("energy_note"):
             caveats.append(f"{label}: {d['energy_note']}")
         elif cpu is None:
@@ -460,6 +460,8 @@ def job_summary(conn, job_id: int, settings: Settings,
         totals["co2_g"] = totals["kwh"] * settings.co2_g_per_kwh
         totals["cost"] = totals["kwh"] * settings.price_per_kwh
     totals["total_includes"] = gpumod.job_includes(steps)
+    _shared_nodes(sharing.estimates(conn, [job_pk]), rows, steps, totals, caveats,
+                  settings)
     totals.pop("bytes"), totals.pop("gib_per_s"), totals.pop("j_per_gib")
     totals["steps_unmeasured"] = unmeasured
     totals["steps_inside_others"] = nested
@@ -480,6 +482,59 @@ def job_summary(conn, job_id: int, settings: Settings,
             "totals": totals, "steps": steps, "other_submissions": others,
             "caveats": caveats,
             "what_if": what_if(steps, models, tuned, settings) if what_if else None}
+
+
+SHARED_NODE_CAVEAT = ("{label}: node shared with other jobs; RAPL measures whole "
+                      "packages, so energy includes theirs")
+
+
+def _shared_nodes(est: dict, rows: list, steps: list, totals: dict,
+                  caveats: list, settings: Settings) -> None:
+    """A job's steps that shared a package with another job: their
+    attributed figures (sharing.estimates, docs/accounting.md "Shared
+    nodes") in the steps and the job's totals, labelled estimated; the
+    measured figures stay beside them (measured_*)."""
+    d_cpu = d_dram = 0
+    basis = "measured"
+    for r, d in zip(rows, steps):
+        e = est.get(r[0])
+        d["sharing"], d["energy_basis"] = (e.sharing if e else None), "measured"
+        label = f"step {r[1]} on {r[3]}"
+        if e is not None:  # the store knows whether another job was on its packages
+            with contextlib.suppress(ValueError):
+                caveats.remove(SHARED_NODE_CAVEAT.format(label=label))
+        if e is None or e.cpu_uj is None and e.sharing == "exclusive" or r[13] is None:
+            continue
+        if e.cpu_uj is None:
+            d["energy_basis"] = basis = "not estimated"
+            caveats.append(f"{label}: shared its packages with other jobs and has no "
+                           "CPU time recorded; its figures are the whole packages'")
+            continue
+        d["estimated_energy_cpu_j"] = e.cpu_uj / 1e6
+        d["estimated_energy_dram_j"] = None if e.dram_uj is None else e.dram_uj / 1e6
+        d["estimated_energy_total_j"] = (e.cpu_uj + (e.dram_uj or 0)) / 1e6 + \
+            (d.get("energy_gpu_j") or 0)
+        if e.sharing == "shared":
+            d["energy_basis"] = "estimated"
+            basis = "estimated" if basis == "measured" else basis
+            caveats.append(f"{label}: shared its packages with other jobs; its energy "
+                           "is estimated (static part by allocated CPUs, the rest by "
+                           "CPU time), the measured figures are the whole packages'")
+        d_cpu += e.cpu_uj - r[13]
+        d_dram += (e.dram_uj or 0) - (r[14] or 0) if r[14] is not None else 0
+    totals["energy_basis"] = basis
+    if not (d_cpu or d_dram):
+        return
+    for k in ("energy_cpu_j", "energy_dram_j", "energy_total_j", "kwh", "co2_g", "cost"):
+        totals["measured_" + k] = totals.get(k)
+    kwh = settings.scoped_j((d_cpu + d_dram) / 1e6, 0) / 3.6e6
+    totals["energy_cpu_j"] += d_cpu / 1e6
+    if totals.get("energy_dram_j") is not None:
+        totals["energy_dram_j"] += d_dram / 1e6
+    totals["energy_total_j"] += (d_cpu + d_dram) / 1e6
+    totals["kwh"] += kwh
+    totals["co2_g"] = totals["kwh"] * settings.co2_g_per_kwh
+    totals["cost"] = totals["kwh"] * settings.price_per_kwh
 
 
 def _no_dram_note(no_dram: dict) -> str | None:
