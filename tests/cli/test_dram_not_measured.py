@@ -125,6 +125,8 @@ def test_migration_010_fixes_stored_version1_amd_steps(tmp_path):
         conn.execute(f"ALTER TABLE steps DROP COLUMN {col}")
     for col in ("step_start_ns", "first_reading_ns"):     # migration 011's
         conn.execute(f"ALTER TABLE lost_records DROP COLUMN {col}")
+    conn.execute("DROP TABLE step_packages")               # migration 013's
+    conn.execute("ALTER TABLE steps DROP COLUMN cpu_time_ns")
     conn.execute("PRAGMA user_version = 9")
     conn.close()
     conn = store.connect(db)

@@ -62,3 +62,20 @@ def test_job_shows_the_estimate_labelled(run, tmp_path):
     assert alone["steps"][0]["sharing"] == "exclusive"
     assert alone["totals"]["energy_cpu_j"] == P0 * 10 + PB * 36
     assert "measured_energy_cpu_j" not in alone["totals"]
+
+
+def test_report_counts_shares_not_whole_packages(run, tmp_path):
+    """The three jobs' package is counted once: its measured energy (their
+    shares and the rest unattributed), never three times."""
+    load(run, tmp_path)
+    d = jrun(run, "report", "--since", "2025-01-01", "--by", "user")
+    t = d["totals"]
+    e = P0 * 10 + PB * 34
+    alone = (P0 * 10 + PB * 4) + (P0 * 10 + PB * 36)
+    shares = [P0 * 10 * n / 4 + (e - P0 * 10) * c / 34 for n, c in ((2, 20), (1, 10), (1, 2))]
+    assert t["energy_basis"] == "estimated" and t["estimated_steps"] == 3
+    assert abs(t["energy_cpu_j"] - (alone + sum(shares))) < 1e-3
+    assert t["energy_cpu_j"] <= alone + e
+    dram = 10 + 10 + sum(10 * x / e for x in shares)
+    assert abs(t["energy_total_j"] - (alone + sum(shares) + dram)) < 1e-3
+    assert "Total (estimated: shared nodes)" in run("report", "--since", "2025-01-01").stdout

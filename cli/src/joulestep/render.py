@@ -206,7 +206,9 @@ def report_text(r: dict, utc: bool = False) -> str:
     lines = [
         f"Energy report by {r['by']}, {span}"
         + (f", cluster {r['cluster']}" if r["cluster"] else ""),
-        f"Total {num(t['energy_total_j'])} J = {energy_text(t['kwh'])}, "
+        ("Total (estimated: shared nodes) " if t.get("energy_basis") == "estimated"
+         else "Total ")
+        + f"{num(t['energy_total_j'])} J = {energy_text(t['kwh'])}, "
         f"{co2_text(t['co2_g'])} CO2, {money_text(t['cost'], r['currency'])}",
         f"Total includes {t['total_includes']}"
         + (f"; GPU {num(t['energy_gpu_j'])} J" if t["energy_gpu_j"] is not None

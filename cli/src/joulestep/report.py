@@ -780,6 +780,8 @@ def report(conn, settings: Settings, by: str = "user",
     another (srun inside batch on one node) is not counted twice.
     """
     rows = _group_rows(conn, settings, by, since_ns, until_ns, cluster)
+    shared = _shared_deltas(conn, by, since_ns, until_ns, cluster)
+    rows = [_with_delta(r, shared.get(r[0])) for r in rows]
     _, joins, args = group_clause(by)
     where, wargs = window_conditions(since_ns, until_ns, cluster)
     grand = sum(r[5] or 0 for r in rows)
@@ -799,6 +801,7 @@ def report(conn, settings: Settings, by: str = "user",
         for k in ("bytes", "gib_per_s", "j_per_gib"):
             d.pop(k)
         d["share_pct"] = 100.0 * tot / grand if grand else 0.0
+        d["estimated_steps"] = shared.get(g, (0, 0, 0, 0))[3]
         d["policy_steps_pct"] = 100.0 * pol_steps / steps if steps else 0.0
         d["policy_energy_pct"] = 100.0 * pol_uj / tot if tot else 0.0
         groups.append(d)
@@ -830,6 +833,8 @@ def report(conn, settings: Settings, by: str = "user",
         "policy_energy_pct": 100.0 * sum(r[8] or 0 for r in rows) / grand
         if grand else 0.0})
     totals["dram_not_measured_steps"] = sum(no_dram.values())
+    totals["estimated_steps"] = sum(v[3] for v in shared.values())
+    totals["energy_basis"] = "estimated" if totals["estimated_steps"] else "measured"
     from .lost import count as lost_count  # records the plugin could not write
     totals["records_lost"] = lost_count(conn, cluster, since_ns, until_ns)
     note = settings.scope_note() + (
@@ -839,6 +844,42 @@ def report(conn, settings: Settings, by: str = "user",
             "cluster": cluster, "currency": settings.currency,
             "scope": settings.scope, "scope_note": note,
             "totals": totals, "top": groups[:top], "groups": groups}
+
+
+def _shared_deltas(conn, by: str, since_ns, until_ns, cluster) -> dict:
+    """{group: (CPU, DRAM, policy µJ to add, steps estimated)}: the steps of
+    the window that shared a package with another job count their
+    attributed figures (sharing.estimates), not the whole packages'."""
+    gexpr, joins, args = group_clause(by)
+    where, wargs = window_conditions(since_ns, until_ns, cluster)
+    where = where + ["s.inside_step_pk IS NULL", "EXISTS (SELECT 1 FROM step_packages p "
+                     "WHERE p.step_pk = s.step_pk)"]
+    rows = conn.execute(
+        f"SELECT {gexpr}, s.step_pk, s.job_pk, s.energy_cpu_uj, s.energy_dram_uj, "
+        f"s.policy_active FROM steps s {joins} WHERE {' AND '.join(where)}",
+        args + wargs).fetchall()
+    est = sharing.estimates(conn, sorted({r[2] for r in rows}))
+    out: dict = {}
+    for g, spk, _, cpu, dram, pol in rows:
+        e = est.get(spk)
+        if e is None or e.cpu_uj is None or cpu is None:
+            continue
+        dc = e.cpu_uj - cpu
+        dd = (e.dram_uj or 0) - dram if dram is not None else 0
+        a = out.get(g, (0, 0, 0, 0))
+        out[g] = (a[0] + dc, a[1] + dd, a[2] + (dc + dd) * (pol or 0),
+                  a[3] + (e.sharing == "shared"))
+    return out
+
+
+def _with_delta(r: tuple, d) -> tuple:
+    """A report row (_group_rows) with a group's _shared_deltas added."""
+    if d is None:
+        return r
+    g, jobs, steps, cpu, dram, tot, dur, pol_steps, pol_uj, node_ns = r
+    return (g, jobs, steps, None if cpu is None else cpu + d[0],
+            None if dram is None else dram + d[1], None if tot is None else tot + d[0] + d[1],
+            dur, pol_steps, None if pol_uj is None else pol_uj + d[2], node_ns)
 
 
 def _with_gpus(d: dict, settings: Settings, steps, no_dram, gpu, tot_uj,
