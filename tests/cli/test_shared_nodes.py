@@ -79,3 +79,25 @@ def test_report_counts_shares_not_whole_packages(run, tmp_path):
     dram = 10 + 10 + sum(10 * x / e for x in shares)
     assert abs(t["energy_total_j"] - (alone + sum(shares) + dram)) < 1e-3
     assert "Total (estimated: shared nodes)" in run("report", "--since", "2025-01-01").stdout
+
+
+def test_exporter_counts_shares_and_rereads_a_late_neighbour(run, tmp_path):
+    """The exporter sums what `report` sums; a record of a job that ran
+    beside one already exported turns the latter's figure into its share."""
+    from joulestep import config, exporter as ex, store
+    spool = tmp_path / "spool"
+    recgen.write(spool, rec(1, 300, 2, 20, 34))
+    run("ingest", spool)
+    view = ex.StoreView(lambda: store.connect(run.db, write=False), config.load())
+    e = P0 * 10 + PB * 34
+    v = view.refresh().totals[("demo", "alice", "physics", "debug", "io-dvfs")]
+    assert v[ex.TOTAL] == (e + 10) * J and v[ex.ESTIMATED] == 0  # alone: measured
+    for r in (rec(2, 300, 1, 10, 34), rec(3, 300, 1, 2, 34)):
+        recgen.write(spool, r)
+    run("ingest", spool)
+    v = view.refresh().totals[("demo", "alice", "physics", "debug", "io-dvfs")]
+    assert view.full_reads == 1  # incremental
+    rep = jrun(run, "report", "--since", "2025-01-01")["totals"]
+    assert v[ex.ESTIMATED] == 3
+    assert abs(v[ex.TOTAL] / 1e6 - rep["energy_total_j"]) < 1e-3
+    assert v[ex.TOTAL] < e * J
