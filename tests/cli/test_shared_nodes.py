@@ -101,3 +101,22 @@ def test_exporter_counts_shares_and_rereads_a_late_neighbour(run, tmp_path):
     assert v[ex.ESTIMATED] == 3
     assert abs(v[ex.TOTAL] / 1e6 - rep["energy_total_j"]) < 1e-3
     assert v[ex.TOTAL] < e * J
+
+
+def test_compare_io_shows_cpu_usage_per_approach(run, tmp_path):
+    """Yildiz et al. Table 1's CPU usage from the records' CPU time: per run
+    CPU time / (duration x the step's CPUs), the mean over runs."""
+    spool = tmp_path / "spool"
+    usage = {"tp": (0.5, 0.7), "dc": (0.9, 0.95)}
+    for i, (appr, us) in enumerate(sorted(usage.items())):
+        for k, u in enumerate(us):
+            r = recgen.record(job_id=100 + 10 * i + k, node="n2", start_s=1000 * (i + 1) + 100 * k,
+                              dur_s=10, ncpus=4, tags={"approach": appr}, first_seen_s=0)
+            r["step"]["cpu_time_ns"] = int(u * 10 * 4 * S)
+            recgen.write(spool, r)
+    run("ingest", spool)
+    rows = {x["tag:approach"]: x for x in jrun(run, "compare", "--what", "io", "--by",
+                                               "tag:approach")["table"]}
+    for appr, us in usage.items():
+        assert abs(rows[appr]["cpu_usage"] - sum(us) / 2) < 1e-9
+    assert "cpu_usage" in run("compare", "--what", "io", "--by", "tag:approach").stdout
