@@ -809,6 +809,35 @@ def truth_log(root):
         return [json.loads(line) for line in fh if line.strip()]
 
 
+def tree_dynamic_uj(root, tree_pid):
+    """The per-process truth of live mode with throttling: the package energy above
+    idle the model charged for the utilisation of process tree `tree_pid` (a node
+    process: truth log throttle.tree_cpu_s). Per tick and CPU, the CPU's energy above
+    idle (util * (p_core_max * g(f)/g(fmax) - p_core_idle) * seconds) is shared among
+    the node's trees by their CPU time on it in that tick. Fake CPU j is real CPU j."""
+    state = _load_state(root)
+    m, fmax = state["model"], state["fmax_khz"] / 1e6
+    gmax = _g(m, fmax)
+    out = 0.0
+    for e in truth_log(root):
+        th = e.get("throttle") or {}
+        mine = th.get("tree_cpu_s", {}).get(str(tree_pid))
+        for c, sec in enumerate(mine or ()):
+            if sec <= 0 or c >= len(e["util"]):
+                continue
+            busy_w = e["util"][c] * (m["p_core_max_w"] * _g(m, e["freq_khz"][c] / 1e6) / gmax
+                                     - m["p_core_idle_w"])
+            out += busy_w * e["seconds"] * 1e6 * sec / th["node_cpu_s"][c]
+    return out
+
+
+def package_idle_w(root):
+    """The package zones' power with every CPU idle (uncore + idle CPUs), in W."""
+    state = _load_state(root)
+    m = state["model"]
+    return state["packages"] * m["p_uncore_w"] + state["ncpu"] * m["p_core_idle_w"]
+
+
 def zones(root):
     """Zone descriptions from the state: id, name, kind, rel path, max_uj, cpus."""
     return [{k: z[k] for k in ("id", "name", "kind", "rel", "max_uj", "cpus")}
