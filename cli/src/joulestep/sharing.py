@@ -87,7 +87,7 @@ def _cpu_times(conn, outer: dict) -> dict:
     return out
 
 
-def _static_w(conn, node: int) -> dict:
+def static_w(conn, node: int) -> dict:
     """{package: P0 (W) or None} of a node, fitted over its recent steps."""
     pts = defaultdict(list)
     rows = conn.execute(
@@ -119,6 +119,6 @@ def estimates(conn, job_pks: list) -> dict:
         if pkgs.get(pk):
             by_node[r[2]].append(at.Unit(pk, r[1], r[3], r[4], cpu.get(pk), pkgs[pk]))
     for node, units in by_node.items():
-        got = at.attribute(units, _static_w(conn, node))
+        got = at.attribute(units, static_w(conn, node))
         out.update({k: v for k, v in got.items() if k in outer})
     return out
