@@ -809,17 +809,23 @@ def truth_log(root):
         return [json.loads(line) for line in fh if line.strip()]
 
 
-def tree_dynamic_uj(root, tree_pid):
+def tree_dynamic_uj(root, tree_pid, start_ns=None, end_ns=None):
     """The per-process truth of live mode with throttling: the package energy above
     idle the model charged for the utilisation of process tree `tree_pid` (a node
     process: truth log throttle.tree_cpu_s). Per tick and CPU, the CPU's energy above
     idle (util * (p_core_max * g(f)/g(fmax) - p_core_idle) * seconds) is shared among
-    the node's trees by their CPU time on it in that tick. Fake CPU j is real CPU j."""
+    the node's trees by their CPU time on it in that tick. Fake CPU j is real CPU j.
+    start_ns, end_ns: only the ticks written in (start, end], those a reader of the
+    counters at start and end sees (a stalled daemon writes a process's last busy
+    time after it ended: outside the window of who measured it)."""
     state = _load_state(root)
     m, fmax = state["model"], state["fmax_khz"] / 1e6
     gmax = _g(m, fmax)
     out = 0.0
     for e in truth_log(root):
+        if (start_ns is not None and e["t_before_ns"] <= start_ns) or \
+                (end_ns is not None and e["t_before_ns"] > end_ns):
+            continue
         th = e.get("throttle") or {}
         mine = th.get("tree_cpu_s", {}).get(str(tree_pid))
         for c, sec in enumerate(mine or ()):

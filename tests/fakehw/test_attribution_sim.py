@@ -131,7 +131,7 @@ def truth_uj(node, rep, u, units):
     """The job's package energy by the simulator's model (module doc)."""
     den = max(node.ncpu, sum(v.packages[0].step_cpus for v in units
                              if v is u or at.overlap_ns(u, v) > 0))
-    return fakehw.tree_dynamic_uj(str(node.hw), rep["pid"]) + \
+    return fakehw.tree_dynamic_uj(str(node.hw), rep["pid"], u.start_ns, u.end_ns) + \
         fakehw.package_idle_w(str(node.hw)) * (u.end_ns - u.start_ns) / 1e3 / den
 
 
