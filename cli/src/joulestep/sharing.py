@@ -16,6 +16,7 @@ from collections import defaultdict
 from . import attribution as at
 
 FIT_STEPS = 2000
+CHUNK = 500                  # ids per IN (...) list
 _PKG_NAME = re.compile(r"package-(\d+)")
 _COLS = "s.step_pk, s.job_pk, s.node_pk, s.start_ns, s.end_ns, s.inside_step_pk, s.cpu_time_ns"
 
@@ -24,8 +25,23 @@ def _in(n: int) -> str:
     return "(" + ", ".join("?" * n) + ")"
 
 
+def _chunked(conn, sql: str, ids: list, tail: str = "") -> list:
+    """Rows of sql + "(?, ...)" + tail over ids, CHUNK at a time."""
+    out = []
+    for i in range(0, len(ids), CHUNK):
+        part = list(ids[i:i + CHUNK])
+        out += conn.execute(sql + _in(len(part)) + tail, part).fetchall()
+    return out
+
+
 def _steps(conn, where: str, args: list) -> dict:
     return {r[0]: r for r in conn.execute(f"SELECT {_COLS} FROM steps s WHERE {where}", args)}
+
+
+def _steps_of(conn, job_pks: list, outer_only: bool) -> dict:
+    tail = " AND s.inside_step_pk IS NULL" if outer_only else ""
+    return {r[0]: r for r in _chunked(conn, f"SELECT {_COLS} FROM steps s WHERE s.job_pk IN ",
+                                      job_pks, tail)}
 
 
 def _around(conn, outer: dict) -> dict:
@@ -48,13 +64,13 @@ def _packages(conn, pks: list) -> dict:
     out, zones = defaultdict(dict), defaultdict(dict)
     if not pks:
         return out
-    for spk, zid, name, kind, uj in conn.execute(
-            "SELECT step_pk, zone_id, name, kind, energy_uj FROM step_zones WHERE step_pk IN "
-            + _in(len(pks)), pks):
+    for spk, zid, name, kind, uj in _chunked(
+            conn, "SELECT step_pk, zone_id, name, kind, energy_uj FROM step_zones WHERE "
+            "step_pk IN ", pks):
         zones[spk][zid] = (name, kind, uj)
-    for spk, p, cpus, mine, busy, total in conn.execute(
-            "SELECT step_pk, package, cpus, step_cpus, busy_ns, total_ns FROM step_packages "
-            "WHERE step_pk IN " + _in(len(pks)), pks):
+    for spk, p, cpus, mine, busy, total in _chunked(
+            conn, "SELECT step_pk, package, cpus, step_cpus, busy_ns, total_ns FROM "
+            "step_packages WHERE step_pk IN ", pks):
         e, d = _zone_energy(zones[spk], p)
         out[spk][p] = at.Pkg(cpus, mine, busy, total, e, d)
     return out
@@ -73,8 +89,7 @@ def _zone_energy(zones: dict, pkg: int) -> tuple:
 def _cpu_times(conn, outer: dict) -> dict:
     """{outer step_pk: CPU time (ns) of it and every step of its job inside
     it, None when one of them has none}."""
-    jobs = sorted({r[1] for r in outer.values()})
-    rows = _steps(conn, "s.job_pk IN " + _in(len(jobs)), jobs)
+    rows = _steps_of(conn, sorted({r[1] for r in outer.values()}), False)
     out = {pk: 0 for pk in outer}
     for pk, r in rows.items():
         top = r
@@ -104,11 +119,11 @@ def static_w(conn, node: int) -> dict:
 def estimates(conn, job_pks: list) -> dict:
     """{step_pk: Share} of the jobs' outermost steps that have the inputs
     (others: absent; their measurement stands)."""
-    if not job_pks:
-        return {}
-    outer = _steps(conn, "s.job_pk IN " + _in(len(job_pks)) + " AND s.inside_step_pk IS NULL",
-                   list(job_pks))
-    if not outer:
+    outer = _steps_of(conn, list(job_pks), True)
+    with_inputs = {r[0] for r in _chunked(
+        conn, "SELECT DISTINCT step_pk FROM step_packages WHERE step_pk IN ", list(outer))}
+    outer = {k: v for k, v in outer.items() if k in with_inputs}
+    if not outer:  # older records: nothing to split, and nothing more to read
         return {}
     near = _around(conn, outer)
     pkgs = _packages(conn, list(near))
