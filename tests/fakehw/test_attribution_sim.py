@@ -176,6 +176,8 @@ def test_two_and_three_jobs_on_one_node(tmp_path):
     """CPU-bound jobs within 5 % of their truth. Conservation is checked on
     every attempt; the error, which depends on the simulator keeping its
     ticks on a loaded host, gets up to 3 attempts."""
+    if len(fakehw.read_proc_stat()) < 2:
+        pytest.skip("the jobs run on CPUs 0 and 1")
     tries = []
     for attempt in range(3):
         report, p0 = one_attempt(tmp_path / f"a{attempt}")

@@ -18,7 +18,8 @@ Counters, totals over every step in the store (docs/admin-guide.md,
 - joulestep_estimated_steps_total: steps that shared a CPU package with
   another job; their part of the energy is their attributed share
   (sharing.py), not the whole package's; a new step makes the jobs that ran
-  beside it on its node be read again;
+  beside it on its node be read again (those that started within
+  --settle-hours of it; an older neighbour waits for the next full read);
   all nine labelled cluster, user, account, partition and policy (or the
   subset --labels names);
 - joulestep_saving_joules_total{cluster, policy}: the estimated saving of the
@@ -343,10 +344,13 @@ class StoreView:
             raise _Reread("steps or jobs were deleted or merged")
         touched = {r[0] for r in new}
         # the jobs that ran beside a new step on its node: their shares change
+        # (new steps with the inputs only; neighbours that started within the settle
+        # window: an older one, still running, is brought up to date by the reload)
         touched |= {r[0] for r in conn.execute(
             "SELECT DISTINCT o.job_pk FROM steps n JOIN steps o ON o.node_pk = n.node_pk "
-            "AND o.start_ns < n.end_ns AND o.end_ns > n.start_ns WHERE n.step_pk > ?",
-            (old_top,))}
+            "AND o.start_ns < n.end_ns AND o.start_ns > n.start_ns - ? AND o.end_ns > "
+            "n.start_ns WHERE n.step_pk > ? AND EXISTS (SELECT 1 FROM step_packages p "
+            "WHERE p.step_pk = n.step_pk)", (self.settle_ns, old_top))}
         touched = sorted(touched)
         if any(j <= old_job and j not in self.recent for j in touched):
             raise _Reread("a step joined a settled job")
