@@ -102,3 +102,10 @@ def test_fit_static_w():
     assert at.fit_static_w(pts[:1]) is None
     # more energy when less busy: not this model
     assert at.fit_static_w([(S, 0, 50 * 10**6), (S, S, 10 * 10**6)]) is None
+
+
+def test_components_split_at_gaps_and_join_chains():
+    half = {0: pkg(2, 1, 1, 2, 10)}
+    us = [at.Unit(k, k, a * S, b * S, S, half) for k, a, b in
+          (("a", 0, 5), ("b", 4, 9), ("c", 8, 12), ("d", 12, 13), ("e", 20, 21))]
+    assert [[u.key for u in g] for g in at.components(us)] == [["a", "b", "c"], ["d"], ["e"]]

@@ -141,9 +141,40 @@ def _frac(t: Unit, s: Unit) -> float:
     return overlap_ns(t, s) / d if d > 0 else 0.0
 
 
+def components(units: list) -> list:
+    """The units in groups that overlap in time (a chain of overlaps is one
+    group): what one unit's share depends on never leaves its group."""
+    out, end = [], None
+    for u in sorted(units, key=lambda u: (u.start_ns, u.end_ns)):
+        if out and u.start_ns < end:
+            out[-1].append(u)
+            end = max(end, u.end_ns)
+        else:
+            out.append([u])
+            end = u.end_ns
+    return out
+
+
 def attribute(units: list, static_w: dict) -> dict:
     """{key: Share} for the units of one node (every unit that overlaps
     another must be among them); static_w: {package: P0 in W or None}."""
+    out = {}
+    for group in components(units):
+        out.update(_attribute(group, static_w))
+    return out
+
+
+def _dram_raw(u: Unit, pkg: int, share) -> float | None:
+    """The unit's raw DRAM share: the package's DRAM in its package share's
+    proportion."""
+    p = u.packages[pkg]
+    if share is None or p.dram_uj is None or not p.energy_uj:
+        return None
+    return p.dram_uj * share / p.energy_uj
+
+
+def _attribute(units: list, static_w: dict) -> dict:
+    """attribute() over one group of overlapping units."""
     mode = sharing(units)
     pkgs = sorted({p for u in units for p in u.packages})
     cpu = {u.key: 0 for u in units}
@@ -151,10 +182,7 @@ def attribute(units: list, static_w: dict) -> dict:
     for pkg in pkgs:
         raw = {u.key: raw_share(u, pkg, static_w.get(pkg), _allocated(u, pkg, units))
                for u in units if pkg in u.packages}
-        raw_d = {k: (u.packages[pkg].dram_uj * v / u.packages[pkg].energy_uj
-                     if v is not None and u.packages[pkg].dram_uj is not None
-                     and u.packages[pkg].energy_uj else None)
-                 for u in units if pkg in u.packages for k, v in [(u.key, raw[u.key])]}
+        raw_d = {u.key: _dram_raw(u, pkg, raw[u.key]) for u in units if pkg in u.packages}
         got, got_d = conserve(units, pkg, raw), conserve(units, pkg, raw_d, "dram_uj")
         for u in units:
             if pkg not in u.packages:
