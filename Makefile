@@ -191,6 +191,11 @@ $(B)/tests/test_sidechan: tests/unit/test_sidechan.c spank/js_sidechan.c spank/j
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Ispank $< spank/js_sidechan.c spank/js_parse.c -o $@ -lcmocka -lm
 
+# the plugin's shared-node inputs (spank/js_share.c)
+$(B)/tests/test_share: tests/unit/test_share.c spank/js_share.c spank/js_share.h $(ACCT_LIB) $(HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Ispank $< spank/js_share.c -o $@ $(ACCT_LIB) $(LDLIBS_ACCT) -lcmocka
+
 # the hooks' option logic is the plugin's (spank/js_hooks.c)
 $(B)/tests/test_hooks: tests/unit/test_hooks.c spank/js_hooks.c spank/js_hooks.h
 	@mkdir -p $(dir $@)

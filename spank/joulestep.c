@@ -769,10 +769,51 @@ static void setup_node_energy(struct js_step *s)
 	s->have_n0 = js_node_meter_snapshot(s->node_meter, &s->n0) == 0;
 }
 
+/* The shared-node inputs at step start (js_share.h): the node's topology
+ * (kept for the end), the step's packages, their busy time, the CPU time of
+ * slurmstepd's children so far. A failure leaves them out of the record. */
+static void share_start(struct js_step *s)
+{
+	if (js_cpuset_count(&s->cpus) <= 0)
+		return;
+	s->topo = calloc(1, sizeof(*s->topo));
+	int rc = s->topo ? js_cpu_topo_read(s->conf.sysfs, s->topo) : -ENOMEM;
+	if (rc == 0)
+		rc = js_share_layout(s->topo, &s->cpus, &s->sh0);
+	if (rc == 0)
+		rc = js_share_read_stat(s->conf.procfs, s->topo, &s->sh0);
+	if (rc < 0) {
+		js_step_error(s, "share: %s/stat: %s; no per-package CPU time in the record",
+			      s->conf.procfs, strerror(-rc));
+		free(s->topo);
+		s->topo = NULL;
+		return;
+	}
+	s->sh0.cpu_time_us = js_share_children_us();
+	s->have_sh0 = true;
+}
+
+/* At the final reading: the tasks have been reaped, their CPU time is in
+ * slurmstepd's children's. */
+static void share_end(struct js_step *s)
+{
+	if (!s->have_sh0)
+		return;
+	s->sh1 = s->sh0;
+	int rc = js_share_read_stat(s->conf.procfs, s->topo, &s->sh1);
+	if (rc < 0) {
+		js_step_error(s, "share: %s/stat at step end: %s", s->conf.procfs, strerror(-rc));
+		return;
+	}
+	s->sh1.cpu_time_us = js_share_children_us();
+	s->have_sh1 = true;
+}
+
 static void step_free(struct js_step *s)
 {
 	if (!s)
 		return;
+	free(s->topo);
 	js_phases_free(s->phases);
 	js_gpu_step_close(s);
 	if (s->meter)
@@ -1093,6 +1134,7 @@ static int remote_init(spank_t sp)
 	}
 
 	step_started_marker(s);
+	share_start(s);
 	setup_node_energy(s);
 	js_gpu_step_open(s); /* the job's GPUs (the prolog's cache), beside RAPL */
 	gpu_clock_setup(sp, s);
@@ -1181,6 +1223,7 @@ static void remote_exit(struct js_step *s)
 		js_step_error(s, "energy: final reading failed");
 	else if (s->meter)
 		__atomic_store_n(&s->ended, true, __ATOMIC_RELEASE);
+	share_end(s);
 	js_gpu_step_end(s); /* as of end_mono; phases still open end there too */
 	if (s->have_g1)
 		__atomic_store_n(&s->ended, true, __ATOMIC_RELEASE);

@@ -99,6 +99,7 @@ void js_conf_defaults(struct js_conf *c)
 	snprintf(c->spool, sizeof(c->spool), "/var/spool/joulestep");
 	snprintf(c->state, sizeof(c->state), "/var/lib/joulestep");
 	snprintf(c->sysfs, sizeof(c->sysfs), "/sys");
+	snprintf(c->procfs, sizeof(c->procfs), "/proc");
 	snprintf(c->socket_dir, sizeof(c->socket_dir), "/run/joulestep");
 	snprintf(c->backend, sizeof(c->backend), "powercap,sysfs");
 	/* tuned joins the defaults only with a tuned= file (js_conf_parse) */
@@ -210,6 +211,7 @@ int js_conf_expand_node(struct js_conf *c, const char *node, char *err, size_t e
 {
 	if (expand_node(c->state, "state", node, err, errlen) ||
 	    expand_node(c->sysfs, "sysfs", node, err, errlen) ||
+	    expand_node(c->procfs, "procfs", node, err, errlen) ||
 	    expand_node(c->socket_dir, "socket_dir", node, err, errlen) ||
 	    check_socket_dir(c->socket_dir, err, errlen))
 		return -EINVAL;
@@ -238,6 +240,9 @@ int js_conf_parse(int ac, char **av, struct js_conf *c, char *err, size_t errlen
 				return -EINVAL;
 		} else if (KEY("sysfs")) {
 			if (set_path(c->sysfs, "sysfs", v, true, err, errlen))
+				return -EINVAL;
+		} else if (KEY("procfs")) {
+			if (set_path(c->procfs, "procfs", v, true, err, errlen))
 				return -EINVAL;
 		} else if (KEY("socket_dir")) {
 			if (set_path(c->socket_dir, "socket_dir", v, true, err, errlen))
@@ -345,7 +350,7 @@ int js_conf_parse(int ac, char **av, struct js_conf *c, char *err, size_t errlen
 				return -EINVAL;
 		} else {
 			return fail(err, errlen,
-				    "unknown key '%.*s' (allowed: spool state sysfs socket_dir cluster policies default_policy min_ratio sample_ms max_phases max_depth max_markers_per_s max_markers_per_step min_phase_ms backend node_energy job_cache_hours tuned hooks_dir threads_per_core uncore_io_mhz gpu_backend gpu_io_mhz gpu_lib)",
+				    "unknown key '%.*s' (allowed: spool state sysfs procfs socket_dir cluster policies default_policy min_ratio sample_ms max_phases max_depth max_markers_per_s max_markers_per_step min_phase_ms backend node_energy job_cache_hours tuned hooks_dir threads_per_core uncore_io_mhz gpu_backend gpu_io_mhz gpu_lib)",
 				    (int)(kl > 40 ? 40 : kl), a);
 		}
 #undef KEY

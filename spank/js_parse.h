@@ -38,6 +38,7 @@ struct js_conf {
 	char spool[JS_PATH_MAX];
 	char state[JS_PATH_MAX];
 	char sysfs[JS_PATH_MAX];
+	char procfs[JS_PATH_MAX];    /* /proc: <procfs>/stat (shared-node inputs) */
 	char socket_dir[JS_PATH_MAX];
 	char cluster[64];           /* "" = slurmd's SLURM_CLUSTER_NAME (prolog) */
 	char backend[64];
@@ -78,7 +79,7 @@ struct js_conf {
 void js_conf_defaults(struct js_conf *c);
 /* Parse plugstack arguments. Unknown keys, bad values: -EINVAL + err. */
 int js_conf_parse(int ac, char **av, struct js_conf *c, char *err, size_t errlen);
-/* Replace each %n in state, sysfs and socket_dir by `node` (the Slurm node
+/* Replace each %n in state, sysfs, procfs and socket_dir by `node` (the Slurm node
  * name; several slurmd on one host, each with its own node name). Paths
  * without %n are left alone. -EINVAL + err if a path has %n and node is not
  * [A-Za-z0-9_.-]{1,63} (nor . or ..), or the result is too long. */

@@ -91,6 +91,30 @@ int js_root_dir(const char *path, mode_t mode)
 	return 0;
 }
 
+/* packages[]: per package the step has a CPU in, its CPUs, the step's
+ * CPUs there and the package's busy and total CPU time over the step
+ * (<procfs>/stat, clock ticks turned into ns). */
+static json_t *share_json(const struct js_step *s)
+{
+	json_t *a = json_array();
+	long hz = sysconf(_SC_CLK_TCK);
+	if (!s->have_sh1 || hz <= 0)
+		return a;
+	for (size_t i = 0; i < s->sh1.npkg; i++) {
+		const struct js_share_pkg *p0 = &s->sh0.pkg[i], *p1 = &s->sh1.pkg[i];
+		if (p1->busy_ticks < p0->busy_ticks || p1->total_ticks < p0->total_ticks)
+			continue; /* a counter that went back: no figure, never a wrong one */
+		json_t *o = json_object();
+		json_object_set_new(o, "package", json_integer(p1->package));
+		json_object_set_new(o, "cpus", json_integer(p1->cpus));
+		json_object_set_new(o, "step_cpus", json_integer(p1->step_cpus));
+		json_object_set_new(o, "busy_ns", json_integer((json_int_t)((p1->busy_ticks - p0->busy_ticks) * 1000000000u / (uint64_t)hz)));
+		json_object_set_new(o, "total_ns", json_integer((json_int_t)((p1->total_ticks - p0->total_ticks) * 1000000000u / (uint64_t)hz)));
+		json_array_append_new(a, o);
+	}
+	return a;
+}
+
 static json_t *jnum_or_null(long long v) { return v >= 0 ? json_integer(v) : json_null(); }
 static json_t *jstr_or_null(const char *s) { return s && *s ? json_string(s) : json_null(); }
 
@@ -221,6 +245,9 @@ static json_t *build(struct js_step *s)
 	json_object_set_new(step, "total_includes", json_string(dram_m || !have_e ? (gpu_ok ? "cpu+dram+gpu" : "cpu+dram") : (gpu_ok ? "cpu+gpu" : "cpu")));
 	json_object_set_new(step, "dram_not_measured", have_e && !dram_m ? json_string(dwhy) : json_null());
 	node_energy_json(step, s);
+	/* the shared-node inputs (js_share.h, docs/accounting.md): the
+	 * step's CPU time and, per package it has a CPU in, the package's */
+	json_object_set_new(step, "cpu_time_ns", s->have_sh1 ? json_integer((json_int_t)(s->sh1.cpu_time_us - s->sh0.cpu_time_us) * 1000u) : json_null());
 	json_object_set_new(step, "exit_code", s->exit_code >= 0 ? json_integer(s->exit_code) : json_null());
 	json_object_set_new(root, "step", step);
 
@@ -239,6 +266,7 @@ static json_t *build(struct js_step *s)
 		}
 	}
 	json_object_set_new(root, "zones", zones);
+	json_object_set_new(root, "packages", share_json(s));
 	json_object_set_new(root, "gpus", gpus);
 
 	bool uncertain = iv.wrap_uncertain;

@@ -16,6 +16,7 @@
 
 #include "js_parse.h"
 #include "js_phase.h"
+#include "js_share.h"
 
 /* The slurm_* functions the plugin calls are exported by the host process
  * (srun, sbatch, salloc, slurmstepd and slurmd link libslurmfull). Weak
@@ -76,6 +77,10 @@ struct js_step {
 	uint32_t base_khz;          /* the original clock (scaling_max_freq)   */
 	uint32_t fmax_khz;
 	char owner[64];
+	/* shared-node inputs (js_share.h): at s0 and s1 */
+	struct js_cpu_topo *topo;   /* read at step start, NULL if none        */
+	struct js_share_snap sh0, sh1;
+	bool have_sh0, have_sh1;
 	/* energy */
 	struct js_energy *energy;
 	struct js_meter *meter;

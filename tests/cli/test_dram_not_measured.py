@@ -131,6 +131,8 @@ def test_migration_010_fixes_stored_version1_amd_steps(tmp_path):
     for col in ("slurm_state", "slurm_exit_code", "slurm_elapsed_ns", "slurm_nnodes",
                 "slurm_energy_uj"):
         conn.execute(f"ALTER TABLE jobs DROP COLUMN {col}")
+    conn.execute("DROP TABLE step_packages")               # migration 013's
+    conn.execute("ALTER TABLE steps DROP COLUMN cpu_time_ns")
     conn.execute("PRAGMA user_version = 9")
     conn.close()
     conn = store.connect(db)

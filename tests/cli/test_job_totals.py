@@ -140,6 +140,8 @@ def test_migration_fills_the_totals_of_an_old_store(tmp_path):
     truth = conn.execute(TOTALS_TRUTH).fetchall()
     # back to schema 6: without 014's and 010's columns, 009's (GPU) tables and columns,
     # 008's table and columns, 007's index and columns (and 011's lost_records columns)
+    conn.execute("DROP TABLE step_packages")  # 013's
+    conn.execute("ALTER TABLE steps DROP COLUMN cpu_time_ns")
     for col in ("step_start_ns", "first_reading_ns"):
         conn.execute(f"ALTER TABLE lost_records DROP COLUMN {col}")
     conn.execute("DROP TABLE slurm_steps")                # and 015's

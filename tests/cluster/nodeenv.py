@@ -43,7 +43,7 @@ class NodeEnv:
 
     def args(self, **extra) -> dict:
         a = {"spool": self.spool, "state": self.state, "sysfs": self.hw, "socket_dir": self.sock,
-             "backend": "sysfs", "sample_ms": 200}
+             "backend": "sysfs", "sample_ms": 200, "procfs": self.hw / "proc"}
         a.update(extra)
         return a
 

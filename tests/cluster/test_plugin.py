@@ -187,6 +187,19 @@ srun -n1 sh -c '{plug.adv("step0", 3)}'
     assert s0["step"]["energy_total_uj"] == s0["step"]["energy_cpu_uj"] + s0["step"]["energy_dram_uj"]
     zsum = sum(z["energy_uj"] for z in s0["zones"])
     assert zsum == s0["step"]["energy_total_uj"]
+    # the shared-node inputs (issue 24 part 1): every fake CPU was busy through
+    # each advance (util 1), so each package's busy time over a step is its
+    # advances' seconds x the package's CPUs, from the tree's proc/stat (procfs=)
+    per_pkg = plug.ncpus // 2
+    for r, secs in ((s0, 3), (b, 5)):
+        pk = r["packages"]
+        assert sorted(p["package"] for p in pk) == sorted({p["package"] for p in pk})
+        assert all(p["cpus"] == per_pkg and 1 <= p["step_cpus"] <= per_pkg for p in pk)
+        assert sum(p["step_cpus"] for p in pk) == r["step"]["ncpus"]
+        for p in pk:
+            assert p["busy_ns"] == p["total_ns"] == secs * per_pkg * 1_000_000_000, p
+        # the task's CPU time (sh, python3 fakehw ctl): some, less than its wall time
+        assert 0 < r["step"]["cpu_time_ns"] < r["step"]["duration_ns"] * r["step"]["ncpus"]
     # record files are complete JSON only (no tmp leftovers), each with its user's
     # summary (docs/security.md), root-owned dirs
     d = plug.spool / "jstest" / job

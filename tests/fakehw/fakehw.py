@@ -73,6 +73,7 @@ ACPI_GOVERNORS = "conservative ondemand userspace powersave performance scheduti
 PSTATE_GOVERNORS = "performance powersave"
 
 MAX_CTL_SECONDS = 3600.0
+USER_HZ = 100           # /proc/stat's clock ticks
 MAX_LINE = 256
 
 
@@ -432,7 +433,9 @@ def create(root, variant="acpi", packages=2, cpus_per_package=2, dram=True,
     state = dict(version=1, variant=variant, vendor=vendor, packages=packages, cpus_per_package=cpus_per_package,
                  dies=dies, dram=dram, ncpu=ncpu, fmin_khz=fmin_khz, fmax_khz=fmax_khz, model=m,
                  cpus_per_policy=cpus_per_policy,
-                 zones=zones, seconds_total=0.0, advances=0, uncore=unc)
+                 zones=zones, seconds_total=0.0, advances=0, uncore=unc,
+                 stat_busy_s=[0.0] * ncpu, stat_total_s=[0.0] * ncpu)
+    _write_proc_stat(root, state)
     _save_state(root, state)
     return root
 
@@ -509,6 +512,25 @@ def uncore_speed(m, core_ratio, unc_ratio):
     if core_ratio <= 0.0:
         return 0.0
     return 1.0 / ((1.0 - f) / core_ratio + f / unc_ratio)
+
+
+def _write_proc_stat(root, state):
+    """ROOT/proc/stat as the kernel writes it (USER_HZ = 100 ticks a second),
+    from the utilisation the model used: each fake CPU's busy time is
+    util * seconds of every advance, the rest idle. A reader pointed there
+    (the plugin's procfs=) sees the busy time the energy came from, not this
+    host's."""
+    busy = state.setdefault("stat_busy_s", [0.0] * state["ncpu"])
+    total = state.setdefault("stat_total_s", [0.0] * state["ncpu"])
+    ticks = [(int(b * USER_HZ), int(t * USER_HZ) - int(b * USER_HZ)) for b, t in zip(busy, total)]
+    lines = [f"cpu  {sum(b for b, _ in ticks)} 0 0 {sum(i for _, i in ticks)} 0 0 0 0 0 0"]
+    lines += [f"cpu{c} {b} 0 0 {i} 0 0 0 0 0 0" for c, (b, i) in enumerate(ticks)]
+    path, text = os.path.join(root, "proc", "stat"), "\n".join(lines) + "\nintr 0\nctxt 0\n"
+    if os.path.exists(path):
+        write_in_place(path, text)
+    else:  # a tree made before it had one
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        _write_new(path, text)
 
 
 def _g(m, f_ghz):
@@ -700,6 +722,12 @@ def _advance_locked(root, state, seconds, utils, source, extra=None):
         for name in ("scaling_cur_freq", "cpuinfo_cur_freq"):
             write_in_place(os.path.join(pol, name), f"{f}\n")
     _bump_pm(root, state, "freshness", powers, t_before // 1000)
+    busy = state.setdefault("stat_busy_s", [0.0] * state["ncpu"])
+    total = state.setdefault("stat_total_s", [0.0] * state["ncpu"])
+    for c, u in enumerate(utils):
+        busy[c] += u * seconds
+        total[c] += seconds
+    _write_proc_stat(root, state)
     t_after = _now_ns()
     state["seconds_total"] += seconds
     state["advances"] += 1
@@ -871,6 +899,41 @@ def truth_log(root):
     """All ground-truth log entries (list of dicts), oldest first."""
     with open(_state_path(root, TRUTH_FILE)) as fh:
         return [json.loads(line) for line in fh if line.strip()]
+
+
+def tree_dynamic_uj(root, tree_pid, start_ns=None, end_ns=None):
+    """The per-process truth of live mode with throttling: the package energy above
+    idle the model charged for the utilisation of process tree `tree_pid` (a node
+    process: truth log throttle.tree_cpu_s). Per tick and CPU, the CPU's energy above
+    idle (util * (p_core_max * g(f)/g(fmax) - p_core_idle) * seconds) is shared among
+    the node's trees by their CPU time on it in that tick. Fake CPU j is real CPU j.
+    start_ns, end_ns: only the ticks written in (start, end], those a reader of the
+    counters at start and end sees (a stalled daemon writes a process's last busy
+    time after it ended: outside the window of who measured it)."""
+    state = _load_state(root)
+    m, fmax = state["model"], state["fmax_khz"] / 1e6
+    gmax = _g(m, fmax)
+    out = 0.0
+    for e in truth_log(root):
+        if (start_ns is not None and e["t_before_ns"] <= start_ns) or \
+                (end_ns is not None and e["t_before_ns"] > end_ns):
+            continue
+        th = e.get("throttle") or {}
+        mine = th.get("tree_cpu_s", {}).get(str(tree_pid))
+        for c, sec in enumerate(mine or ()):
+            if sec <= 0 or c >= len(e["util"]):
+                continue
+            busy_w = e["util"][c] * (m["p_core_max_w"] * _g(m, e["freq_khz"][c] / 1e6) / gmax
+                                     - m["p_core_idle_w"])
+            out += busy_w * e["seconds"] * 1e6 * sec / th["node_cpu_s"][c]
+    return out
+
+
+def package_idle_w(root):
+    """The package zones' power with every CPU idle (uncore + idle CPUs), in W."""
+    state = _load_state(root)
+    m = state["model"]
+    return state["packages"] * m["p_uncore_w"] + state["ncpu"] * m["p_core_idle_w"]
 
 
 def zones(root):
@@ -1174,6 +1237,18 @@ def parse_cpu_list(text):
     return out
 
 
+YOUNG_TICKS = 2 * USER_HZ  # a process this young may not have exec'ed yet
+
+
+def _uptime_ticks():
+    """Clock ticks since boot (the unit of /proc/PID/stat's starttime)."""
+    try:
+        with open("/proc/uptime") as fh:
+            return int(float(fh.read().split()[0]) * USER_HZ)
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
 class Throttle:
     """Live-mode throttling of the node's processes (see the comment above)."""
 
@@ -1197,7 +1272,7 @@ class Throttle:
         self.nreal = nreal
         self.period_us = int(float(period_ms) * 1000)
         self.pid = os.getpid()
-        self.procs = {}      # pid -> [ppid, marked, node, group name or None]
+        self.procs = {}      # pid -> [ppid, marked, node, group name or None, start ticks]
         self.orig = {}       # pid -> {mount: path} before we moved it
         self.groups = {}     # name -> {"cpus": frozenset, "quota": int|None, "usage_ns": int}
         self.pending = [0.0] * nreal   # fake-busy seconds not yet shown, per real CPU
@@ -1217,24 +1292,36 @@ class Throttle:
 
     # -- processes
     def _scan(self):
-        """Refresh the process table; return the node's processes."""
-        seen = set()
+        """Refresh the process table; return the node's processes. A young
+        process is looked at again: read between its fork and its exec, its
+        environment was still its parent's."""
+        seen, flipped = set(), False
+        now = _uptime_ticks()
         for d in os.listdir("/proc"):
             if not d.isdigit():
                 continue
             pid = int(d)
             seen.add(pid)
-            if pid in self.procs:
+            e = self.procs.get(pid)
+            if e is not None and (e[4] is None or now - e[4] > YOUNG_TICKS):
                 continue
             try:
                 with open(f"/proc/{pid}/stat", "rb") as fh:
                     st = fh.read()
-                ppid = int(st[st.rindex(b")") + 2:].split()[1])
+                fields = st[st.rindex(b")") + 2:].split()
+                ppid, started = int(fields[1]), int(fields[19])
                 with open(f"/proc/{pid}/environ", "rb") as fh:
                     marked = self.marker in fh.read().split(b"\0")
             except (OSError, ValueError):
                 continue
-            self.procs[pid] = [ppid, marked, None, None]
+            if e is None:
+                self.procs[pid] = [ppid, marked, None, None, started]
+            elif marked != e[1]:  # seen between its fork and its exec
+                e[1] = marked
+                flipped = True
+        if flipped:  # the trees worked out from its old flag are decided again
+            for e in self.procs.values():
+                e[2] = None
         for pid in list(self.procs):
             if pid not in seen:
                 del self.procs[pid]
@@ -1310,6 +1397,7 @@ class Throttle:
             if name:  # every group with a process is a key of runnable
                 runnable[name] = runnable.get(name, 0) + _runnable_threads(pid)
         used = [0.0] * self.nreal
+        self.tree_used = {}  # tree pid -> real CPU seconds per real CPU, this tick
         empty = []
         speed = [self.full_speed * r for r in ratios]  # share of a real CPU
         for name, g in self.groups.items():
@@ -1330,8 +1418,10 @@ class Throttle:
             except (OSError, ValueError):
                 continue
             du, g["usage_ns"] = max(0, u - g["usage_ns"]) / 1e9, u
+            tree = self.tree_used.setdefault(int(name[1:name.index("-")]), [0.0] * self.nreal)
             for c in cpus:  # shared out in proportion to each CPU's capacity
                 used[c] += du * (speed[c] / total if total > 0 else 1.0 / len(cpus))
+                tree[c] += du * (speed[c] / total if total > 0 else 1.0 / len(cpus))
             if name not in runnable:
                 empty.append(name)
         for name in empty:  # its usage is counted: remove it once its last process left
@@ -1554,7 +1644,9 @@ def _serve(root, state, tick_ms, manual, ctl, pidfile, ready_fd, throttle):
                         print(f"fakehw: throttle tick failed: {type(e).__name__}: {e}",
                               file=sys.stderr, flush=True)
                         real, ratios, used = [0.0] * nreal, [], []
-                    extra = {"throttle": {"ratio": ratios, "node_cpu_s": used}}
+                    extra = {"throttle": {"ratio": ratios, "node_cpu_s": used,
+                                          "tree_cpu_s": {str(t): v for t, v in
+                                                         getattr(throttle, "tree_used", {}).items()}}}
                 else:
                     cur = read_proc_stat()
                     real = utils_between(prev, cur)

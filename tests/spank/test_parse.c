@@ -386,6 +386,16 @@ static void conf_defaults_and_keys(void **st)
 	char *amd_bad[] = {"backend=amd_energy_x"};
 	assert_int_equal(js_conf_parse(1, amd_bad, &c, err, sizeof(err)), -EINVAL);
 	assert_non_null(strstr(err, "allowed: powercap,sysfs,amd_energy"));
+	/* procfs= (shared-node inputs): /proc by default, an absolute path, %n */
+	assert_int_equal(js_conf_parse(0, NULL, &c, err, sizeof(err)), 0);
+	assert_string_equal(c.procfs, "/proc");
+	char *pf[] = {"procfs=/fake/%n/proc"};
+	assert_int_equal(js_conf_parse(1, pf, &c, err, sizeof(err)), 0);
+	assert_int_equal(js_conf_expand_node(&c, "n3", err, sizeof(err)), 0);
+	assert_string_equal(c.procfs, "/fake/n3/proc");
+	char *pf_bad[][1] = {{"procfs=proc"}, {"procfs=/a/../proc"}};
+	for (size_t i = 0; i < 2; i++)
+		assert_int_equal(js_conf_parse(1, pf_bad[i], &c, err, sizeof(err)), -EINVAL);
 }
 
 /* %n in state, sysfs and socket_dir: the node name (several slurmd per host). */

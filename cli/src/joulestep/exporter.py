@@ -15,7 +15,12 @@ Counters, totals over every step in the store (docs/admin-guide.md,
 - joulestep_steps_total: steps;
 - joulestep_steps_unmeasured_total: steps without energy (no backend, an
   untrusted counter);
-  all eight labelled cluster, user, account, partition and policy (or the
+- joulestep_estimated_steps_total: steps that shared a CPU package with
+  another job; their part of the energy is their attributed share
+  (sharing.py), not the whole package's; a new step makes the jobs that ran
+  beside it on its node be read again (those that started within
+  --settle-hours of it; an older neighbour waits for the next full read);
+  all nine labelled cluster, user, account, partition and policy (or the
   subset --labels names);
 - joulestep_saving_joules_total{cluster, policy}: the estimated saving of the
   steps whose clock a policy lowered, against their original clock: the
@@ -64,7 +69,7 @@ import time
 
 from . import gpus as gpumod
 from . import report as rep
-from . import store
+from . import sharing, store
 
 LABELS = ("cluster", "user", "account", "partition", "policy")
 SAVING_LABELS = ("cluster", "policy")
@@ -77,8 +82,8 @@ CHUNK_JOBS = 500             # job keys per IN (...) list
 
 # the sums kept per label tuple
 (STEPS, CPU, DRAM, DRAM_N, TOTAL, DUR, NODE, SAVING, NOT_EST, UNMEASURED, GPU,
- GPU_N, GPU_NOT) = range(13)
-WIDTH = 13
+ GPU_N, GPU_NOT, ESTIMATED) = range(14)
+WIDTH = 14
 
 
 class ExporterError(Exception):
@@ -143,6 +148,7 @@ def _contributions(conn, settings, models, where: str, args) -> dict:
                           "ORDER BY p.step_pk, p.seq", args):
         phases.setdefault(r[0], []).append(r)
     out: dict = {}
+    outer: dict = {}             # step_pk -> (its vec, CPU µJ, DRAM µJ)
     for r in conn.execute(f"SELECT {rep.STEP_COLS}, s.job_pk, j.cluster, "
                           "j.user_name, j.account, j.partition, s.total_includes, "
                           "s.gpu_backend, s.gpus_unmeasured FROM "
@@ -161,6 +167,8 @@ def _contributions(conn, settings, models, where: str, args) -> dict:
             vec = job[1][key] = [0] * WIDTH
         ccpu, cdram, ctotal, cdur = r[21], r[22], r[23], r[28]
         vec[STEPS] += 1
+        if r[20] is None and r[13] is not None:
+            outer[r[0]] = (vec, r[13], r[14], job_pk)
         if r[13] is None:           # no CPU energy: the step was not measured
             vec[UNMEASURED] += 1
         vec[CPU] += ccpu or 0
@@ -185,7 +193,24 @@ def _contributions(conn, settings, models, where: str, args) -> dict:
             vec[SAVING] += sav["saving_j"]
         elif sav["saving_status"] == "not estimated":
             vec[NOT_EST] += 1
+    _shared(conn, outer)
     return out
+
+
+def _shared(conn, outer: dict) -> None:
+    """Steps that shared a package with another job add their attributed
+    share (sharing.estimates), as `report` sums them, not the packages'."""
+    est = sharing.estimates(conn, sorted({v[3] for v in outer.values()}))
+    for spk, e in est.items():
+        if spk not in outer or e.cpu_uj is None:
+            continue
+        vec, cpu, dram, _ = outer[spk]
+        dc = e.cpu_uj - cpu
+        dd = (e.dram_uj or 0) - dram if dram is not None else 0
+        vec[CPU] += dc
+        vec[DRAM] += dd
+        vec[TOTAL] += dc + dd
+        vec[ESTIMATED] += e.sharing == "shared"
 
 
 @dataclasses.dataclass
@@ -317,7 +342,16 @@ class StoreView:
         nsteps, njobs, last_step, last_job = self._marks(conn)
         if nsteps != self.nsteps + len(new) or njobs != self.njobs + new_jobs:
             raise _Reread("steps or jobs were deleted or merged")
-        touched = sorted({r[0] for r in new})
+        touched = {r[0] for r in new}
+        # the jobs that ran beside a new step on its node: their shares change
+        # (new steps with the inputs only; neighbours that started within the settle
+        # window: an older one, still running, is brought up to date by the reload)
+        touched |= {r[0] for r in conn.execute(
+            "SELECT DISTINCT o.job_pk FROM steps n JOIN steps o ON o.node_pk = n.node_pk "
+            "AND o.start_ns < n.end_ns AND o.start_ns > n.start_ns - ? AND o.end_ns > "
+            "n.start_ns WHERE n.step_pk > ? AND EXISTS (SELECT 1 FROM step_packages p "
+            "WHERE p.step_pk = n.step_pk)", (self.settle_ns, old_top))}
+        touched = sorted(touched)
         if any(j <= old_job and j not in self.recent for j in touched):
             raise _Reread("a step joined a settled job")
         for i in range(0, len(touched), CHUNK_JOBS):
@@ -382,6 +416,11 @@ def families(view: StoreView, labels=LABELS) -> list:
         labels=labels + ["currency"])
     steps = CounterMetricFamily("joulestep_steps", "Steps in the store",
                                 labels=labels)
+    estimated = CounterMetricFamily(
+        "joulestep_estimated_steps", "Steps that shared a CPU package with "
+        "another job: their part of joulestep_energy_joules_total is their "
+        "attributed share (estimated; docs/accounting.md, \"Shared nodes\"), "
+        "never the whole package's measurement", labels=labels)
     unmeasured = CounterMetricFamily(
         "joulestep_steps_unmeasured", "Steps in the store without energy (no "
         "energy backend on the node, a counter that could not be trusted): "
@@ -399,6 +438,7 @@ def families(view: StoreView, labels=LABELS) -> list:
         cost.add_metric(list(key) + [st.currency], kwh * st.price_per_kwh)
         steps.add_metric(key, v[STEPS])
         unmeasured.add_metric(key, v[UNMEASURED])
+        estimated.add_metric(key, v[ESTIMATED])
     slabels = [x for x in SAVING_LABELS if x in labels]
     saving = CounterMetricFamily(
         "joulestep_saving_joules", "Estimated energy saved by the policies "
@@ -413,7 +453,7 @@ def families(view: StoreView, labels=LABELS) -> list:
         saving.add_metric(key, v[SAVING])
         not_est.add_metric(key, v[NOT_EST])
     out = [energy, gpu, gpu_steps, gpu_not, seconds, cost, steps, unmeasured,
-           saving, not_est]
+           estimated, saving, not_est]
     q = GaugeMetricFamily("joulestep_records_quarantined", "Records in the "
                           "quarantine directory (invalid; see their .reason "
                           "files)")

@@ -26,11 +26,11 @@ STEP_COLS = (
     "s.exit_code, s.wrap_uncertain, s.counted_cpu_uj, s.counted_dram_uj, "
     "s.counted_total_uj, s.counted_duration_ns, c.step_id AS inside_step, "
     "s.nominal_freq_khz, s.fixed_freq_khz, s.freq_control, s.energy_gpu_uj, "
-    "s.total_includes, s.gpu_backend, s.gpus_unmeasured")
+    "s.total_includes, s.gpu_backend, s.gpus_unmeasured, s.cpu_time_ns")
 #: step columns that only make sense per step (dropped from phase rows)
 _STEP_ONLY = ["energy_cpu_uj", "energy_dram_uj", "energy_total_uj", "duration_ns",
               "start_ns", "end_ns", "counted_cpu_uj", "counted_dram_uj",
-              "counted_total_uj", "counted_duration_ns", "energy_gpu_uj"]
+              "counted_total_uj", "counted_duration_ns", "energy_gpu_uj", "cpu_time_ns"]
 PHASE_COLS = (
     "p.seq, p.kind, p.label, p.depth, p.parent_seq, p.start_ns AS phase_start_ns,"
     " p.end_ns AS phase_end_ns, p.duration_ns AS phase_duration_ns, p.freq_khz, "

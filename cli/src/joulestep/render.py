@@ -60,6 +60,19 @@ def _incarnation_lines(runs: list, utc: bool) -> list[str]:
     return out
 
 
+def _shared_lines(steps: list) -> list[str]:
+    """The attributed figures of steps that shared their packages."""
+    out = []
+    for st in steps:
+        if st.get("energy_basis") == "estimated":
+            out += _wrap(f"Shared node, step {st['step_id']} on {st['node']}: estimated "
+                         f"{num(st['estimated_energy_total_j'])} J (CPU "
+                         f"{num(st['estimated_energy_cpu_j'])} J, DRAM "
+                         f"{num(st['estimated_energy_dram_j'])} J); the table's "
+                         "figures are measured, the whole packages'")
+    return out
+
+
 def job_text(s: dict, utc: bool = False) -> str:
     j, site, t = s["job"], s["site"], s["totals"]
     cur = site["currency"]
@@ -73,7 +86,9 @@ def job_text(s: dict, utc: bool = False) -> str:
          f"First seen {local_time(j['first_seen'], utc)}")
         + (f"; tags: {tags}" if tags else ""),
         "",
-        f"Energy {num(t['energy_total_j'])} J (CPU {num(t['energy_cpu_j'])} J, "
+        ("Energy (estimated: shared node) " if t.get("energy_basis") == "estimated"
+         else "Energy ")
+        + f"{num(t['energy_total_j'])} J (CPU {num(t['energy_cpu_j'])} J, "
         + (f"DRAM {num(t['energy_dram_j'])} J" if not t.get("dram_not_measured")
            else "DRAM not measured")
         + (f", GPU {num(t['energy_gpu_j'])} J" if t.get("energy_gpu_j") is not None else "")
@@ -83,6 +98,10 @@ def job_text(s: dict, utc: bool = False) -> str:
     ]
     lines[2:2] = _slurm_state_lines(s.get("slurm"))
     lines += _slurm_energy_lines(s.get("slurm"), t)
+    if t.get("measured_energy_total_j") is not None:
+        lines += _wrap(f"Measured {num(t['measured_energy_total_j'])} J (CPU "
+                       f"{num(t['measured_energy_cpu_j'])} J): whole packages, other jobs' "
+                       "energy included; never add it up across jobs")
     if t.get("dram_not_measured"):
         lines += _wrap(f"DRAM not measured on {t['dram_not_measured']}")
     if t.get("steps_unmeasured"):
@@ -118,6 +137,7 @@ def job_text(s: dict, utc: bool = False) -> str:
                         "TOTAL_J", "AVG_W", "MHZ", "WH", "SAVING"], rows,
                        right={3, 4, 5, 6, 7, 8, 9, 10}))
     lines += _gpu_lines(s["steps"])
+    lines += _shared_lines(s["steps"])
     for st in s["steps"]:
         if st.get("node_meter_sources"):
             lines += _wrap(f"Node meter, step {st['step_id']} on {st['node']}: "
@@ -267,7 +287,9 @@ def report_text(r: dict, utc: bool = False) -> str:
     lines = [
         f"Energy report by {r['by']}, {span}"
         + (f", cluster {r['cluster']}" if r["cluster"] else ""),
-        f"Total {num(t['energy_total_j'])} J = {energy_text(t['kwh'])}, "
+        ("Total (estimated: shared nodes) " if t.get("energy_basis") == "estimated"
+         else "Total ")
+        + f"{num(t['energy_total_j'])} J = {energy_text(t['kwh'])}, "
         f"{co2_text(t['co2_g'])} CO2, {money_text(t['cost'], r['currency'])}",
         f"Total includes {t['total_includes']}"
         + (f"; GPU {num(t['energy_gpu_j'])} J" if t["energy_gpu_j"] is not None

@@ -1,13 +1,14 @@
 """Queries behind `joulestep job` and `joulestep report` (plain functions)."""
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import re
 import time
 
 from . import gpus as gpumod
-from . import incarnations, nesting, slurmview, store, userview
+from . import incarnations, nesting, sharing, slurmview, store, userview
 from .config import Settings
 
 GIB = float(1 << 30)
@@ -431,8 +432,7 @@ def job_summary(conn, job_id: int, settings: Settings,
         steps.append(d)
         label = f"step {step_id} on {node}"
         if excl is not None and not excl:
-            caveats.append(f"{label}: node shared with other jobs; RAPL "
-                           "measures whole packages, so energy includes theirs")
+            caveats.append(SHARED_NODE_CAVEAT.format(label=label))
         if d.get("energy_note"):
             caveats.append(f"{label}: {d['energy_note']}")
         elif cpu is None:
@@ -478,6 +478,8 @@ def job_summary(conn, job_id: int, settings: Settings,
         totals["co2_g"] = totals["kwh"] * settings.co2_g_per_kwh
         totals["cost"] = totals["kwh"] * settings.price_per_kwh
     totals["total_includes"] = gpumod.job_includes(steps)
+    _shared_nodes(sharing.estimates(conn, [job_pk]), rows, steps, totals, caveats,
+                  settings)
     totals.pop("bytes"), totals.pop("gib_per_s"), totals.pop("j_per_gib")
     totals["steps_unmeasured"] = unmeasured
     totals["steps_inside_others"] = nested
@@ -509,6 +511,59 @@ def job_summary(conn, job_id: int, settings: Settings,
             "incarnations": runs,
             "caveats": caveats,
             "what_if": what_if(steps, models, tuned, settings) if what_if else None}
+
+
+SHARED_NODE_CAVEAT = ("{label}: node shared with other jobs; RAPL measures whole "
+                      "packages, so energy includes theirs")
+
+
+def _shared_nodes(est: dict, rows: list, steps: list, totals: dict,
+                  caveats: list, settings: Settings) -> None:
+    """A job's steps that shared a package with another job: their
+    attributed figures (sharing.estimates, docs/accounting.md "Shared
+    nodes") in the steps and the job's totals, labelled estimated; the
+    measured figures stay beside them (measured_*)."""
+    d_cpu = d_dram = 0
+    basis = "measured"
+    for r, d in zip(rows, steps):
+        e = est.get(r[0])
+        d["sharing"], d["energy_basis"] = (e.sharing if e else None), "measured"
+        label = f"step {r[1]} on {r[3]}"
+        if e is not None:  # the store knows whether another job was on its packages
+            with contextlib.suppress(ValueError):
+                caveats.remove(SHARED_NODE_CAVEAT.format(label=label))
+        if e is None or e.cpu_uj is None and e.sharing == "exclusive" or r[13] is None:
+            continue
+        if e.cpu_uj is None:
+            d["energy_basis"] = basis = "not estimated"
+            caveats.append(f"{label}: shared its packages with other jobs and has no "
+                           "CPU time recorded; its figures are the whole packages'")
+            continue
+        d["estimated_energy_cpu_j"] = e.cpu_uj / 1e6
+        d["estimated_energy_dram_j"] = None if e.dram_uj is None else e.dram_uj / 1e6
+        d["estimated_energy_total_j"] = (e.cpu_uj + (e.dram_uj or 0)) / 1e6 + \
+            (d.get("energy_gpu_j") or 0)
+        if e.sharing == "shared":
+            d["energy_basis"] = "estimated"
+            basis = "estimated" if basis == "measured" else basis
+            caveats.append(f"{label}: shared its packages with other jobs; its energy "
+                           "is estimated (static part by allocated CPUs, the rest by "
+                           "CPU time), the measured figures are the whole packages'")
+        d_cpu += e.cpu_uj - r[13]
+        d_dram += (e.dram_uj or 0) - (r[14] or 0) if r[14] is not None else 0
+    totals["energy_basis"] = basis
+    if not (d_cpu or d_dram):
+        return
+    for k in ("energy_cpu_j", "energy_dram_j", "energy_total_j", "kwh", "co2_g", "cost"):
+        totals["measured_" + k] = totals.get(k)
+    kwh = settings.scoped_j((d_cpu + d_dram) / 1e6, 0) / 3.6e6
+    totals["energy_cpu_j"] += d_cpu / 1e6
+    if totals.get("energy_dram_j") is not None:
+        totals["energy_dram_j"] += d_dram / 1e6
+    totals["energy_total_j"] += (d_cpu + d_dram) / 1e6
+    totals["kwh"] += kwh
+    totals["co2_g"] = totals["kwh"] * settings.co2_g_per_kwh
+    totals["cost"] = totals["kwh"] * settings.price_per_kwh
 
 
 def _no_dram_note(no_dram: dict) -> str | None:
@@ -754,6 +809,8 @@ def report(conn, settings: Settings, by: str = "user",
     another (srun inside batch on one node) is not counted twice.
     """
     rows = _group_rows(conn, settings, by, since_ns, until_ns, cluster)
+    shared = _shared_deltas(conn, by, since_ns, until_ns, cluster)
+    rows = [_with_delta(r, shared.get(r[0])) for r in rows]
     _, joins, args = group_clause(by)
     where, wargs = window_conditions(since_ns, until_ns, cluster)
     grand = sum(r[5] or 0 for r in rows)
@@ -773,6 +830,7 @@ def report(conn, settings: Settings, by: str = "user",
         for k in ("bytes", "gib_per_s", "j_per_gib"):
             d.pop(k)
         d["share_pct"] = 100.0 * tot / grand if grand else 0.0
+        d["estimated_steps"] = shared.get(g, (0, 0, 0, 0))[3]
         d["policy_steps_pct"] = 100.0 * pol_steps / steps if steps else 0.0
         d["policy_energy_pct"] = 100.0 * pol_uj / tot if tot else 0.0
         groups.append(d)
@@ -804,6 +862,8 @@ def report(conn, settings: Settings, by: str = "user",
         "policy_energy_pct": 100.0 * sum(r[8] or 0 for r in rows) / grand
         if grand else 0.0})
     totals["dram_not_measured_steps"] = sum(no_dram.values())
+    totals["estimated_steps"] = sum(v[3] for v in shared.values())
+    totals["energy_basis"] = "estimated" if totals["estimated_steps"] else "measured"
     from .lost import count as lost_count  # records the plugin could not write
     totals["records_lost"] = lost_count(conn, cluster, since_ns, until_ns)
     note = settings.scope_note() + (
@@ -813,6 +873,42 @@ def report(conn, settings: Settings, by: str = "user",
             "cluster": cluster, "currency": settings.currency,
             "scope": settings.scope, "scope_note": note,
             "totals": totals, "top": groups[:top], "groups": groups}
+
+
+def _shared_deltas(conn, by: str, since_ns, until_ns, cluster) -> dict:
+    """{group: (CPU, DRAM, policy µJ to add, steps estimated)}: the steps of
+    the window that shared a package with another job count their
+    attributed figures (sharing.estimates), not the whole packages'."""
+    gexpr, joins, args = group_clause(by)
+    where, wargs = window_conditions(since_ns, until_ns, cluster)
+    where = where + ["s.inside_step_pk IS NULL", "EXISTS (SELECT 1 FROM step_packages p "
+                     "WHERE p.step_pk = s.step_pk)"]
+    rows = conn.execute(
+        f"SELECT {gexpr}, s.step_pk, s.job_pk, s.energy_cpu_uj, s.energy_dram_uj, "
+        f"s.policy_active FROM steps s {joins} WHERE {' AND '.join(where)}",
+        args + wargs).fetchall()
+    est = sharing.estimates(conn, sorted({r[2] for r in rows}))
+    out: dict = {}
+    for g, spk, _, cpu, dram, pol in rows:
+        e = est.get(spk)
+        if e is None or e.cpu_uj is None or cpu is None:
+            continue
+        dc = e.cpu_uj - cpu
+        dd = (e.dram_uj or 0) - dram if dram is not None else 0
+        a = out.get(g, (0, 0, 0, 0))
+        out[g] = (a[0] + dc, a[1] + dd, a[2] + (dc + dd) * (pol or 0),
+                  a[3] + (e.sharing == "shared"))
+    return out
+
+
+def _with_delta(r: tuple, d) -> tuple:
+    """A report row (_group_rows) with a group's _shared_deltas added."""
+    if d is None:
+        return r
+    g, jobs, steps, cpu, dram, tot, dur, pol_steps, pol_uj, node_ns = r
+    return (g, jobs, steps, None if cpu is None else cpu + d[0],
+            None if dram is None else dram + d[1], None if tot is None else tot + d[0] + d[1],
+            dur, pol_steps, None if pol_uj is None else pol_uj + d[2], node_ns)
 
 
 def _with_gpus(d: dict, settings: Settings, steps, no_dram, gpu, tot_uj,

@@ -11,7 +11,7 @@ from itertools import chain, islice, repeat
 from typing import Iterable
 
 from .. import nesting
-from .records import (GPU_COLUMNS, JOB_COLUMNS, PHASE_COLUMNS,
+from .records import (GPU_COLUMNS, JOB_COLUMNS, PACKAGE_COLUMNS, PHASE_COLUMNS,
                       PHASE_GPU_COLUMNS, RANK_COLUMNS, STEP_AT,
                       STEP_COLUMNS, ZONE_COLUMNS, Parsed, RecordError,
                       parse_record)
@@ -64,13 +64,15 @@ TABLES = {
     "phase_ranks": ("step_pk",) + RANK_COLUMNS,
     "step_gpus": ("step_pk",) + GPU_COLUMNS,
     "phase_gpus": ("step_pk",) + PHASE_GPU_COLUMNS,
+    "step_packages": ("step_pk",) + PACKAGE_COLUMNS,
 }
 #: what Ingester.add found for a record
 NEW, PRESENT, CONFLICT = 0, 1, 2
 #: the child tables of a step, with the Parsed field that holds their rows
 _CHILDREN = tuple((t, operator.attrgetter(f)) for t, f in (
     ("step_tags", "tags"), ("step_zones", "zones"), ("phases", "phases"),
-    ("phase_ranks", "ranks"), ("step_gpus", "gpus"), ("phase_gpus", "phase_gpus")))
+    ("phase_ranks", "ranks"), ("step_gpus", "gpus"), ("phase_gpus", "phase_gpus"),
+    ("step_packages", "packages")))
 # CROSS JOIN: the few dirty groups drive indexed lookups in steps (SQLite
 # has no statistics here and would otherwise scan steps)
 _NEST_SELECT = (

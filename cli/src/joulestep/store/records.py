@@ -140,6 +140,8 @@ SCHEMA = (
     F("step.smt_aside_cpus", "str", since=3, column="smt_aside_cpus",
       doc="step CPUs whose clock the policy left alone: their core has an SMT thread "
           "that is not the step's (absent or null: none)"),
+    F("step.cpu_time_ns", "int", "ns", 0, since=3, column="cpu_time_ns",
+      doc="the step's CPU time (its reaped tasks'): the shared-node attribution's input"),
     F("provenance.backend", "str", column="backend"),
     F("provenance.wrap_uncertain", "bool", null=False, default=False,
       column="wrap_uncertain"),
@@ -178,6 +180,18 @@ SCHEMA = (
     F("gpus[].integrated", "bool", since=3, column="integrated",
       doc="power integral: the GPU has no energy counter"),
     F("gpus[].resets", "int", minimum=0, since=3, column="resets"),
+    # packages[] (step_packages rows): the shared-node inputs, per package the
+    # step has a CPU in (docs/accounting.md, "Shared nodes")
+    F("packages[].package", "int", minimum=0, null=False, required=True, since=3,
+      column="package", doc="physical_package_id; unique within the record"),
+    F("packages[].cpus", "int", minimum=1, null=False, required=True, since=3,
+      column="cpus", doc="the package's CPUs"),
+    F("packages[].step_cpus", "int", minimum=0, null=False, required=True, since=3,
+      column="step_cpus", doc="of which the step's"),
+    F("packages[].busy_ns", "int", "ns", 0, null=False, required=True, since=3,
+      column="busy_ns", doc="the package's busy CPU time over the step (/proc/stat)"),
+    F("packages[].total_ns", "int", "ns", 0, null=False, required=True, since=3,
+      column="total_ns", doc="the package's CPU time, busy and idle, over the step"),
     # phases[] (phases rows)
     F("phases[].seq", "int", minimum=0, null=False, required=True, column="seq",
       doc="unique within the record"),
@@ -423,6 +437,7 @@ def _list(v, path: str) -> list:
 _TOP, _JOB, _STEP, _PROV = _spec(""), _spec("job"), _spec("step"), _spec("provenance")
 _ZONE, _PHASE, _RANK = _spec("zones[]"), _spec("phases[]"), _spec("phases[].ranks[]")
 _GPU, _PGPU = _spec("gpus[]"), _spec("phases[].gpus[]")
+_PKG = _spec("packages[]")
 _LOST = _spec("", LOST_SCHEMA)
 
 
@@ -473,6 +488,7 @@ ZONE_COLUMNS = columns("zones[]")
 PHASE_COLUMNS = columns("phases[]")
 RANK_COLUMNS = ("seq",) + columns("phases[].ranks[]")
 GPU_COLUMNS = columns("gpus[]")
+PACKAGE_COLUMNS = columns("packages[]")
 PHASE_GPU_COLUMNS = ("seq",) + columns("phases[].gpus[]")
 #: where the ingest finds a step row's figures
 STEP_AT = {c: i for i, c in enumerate(STEP_COLUMNS)}
@@ -486,11 +502,11 @@ class Parsed:
     class, not a dataclass: generating a dataclass costs start-up time that
     `joulestep job` pays.)"""
     __slots__ = ("cluster", "job", "tags", "node", "step", "zones", "phases",
-                 "ranks", "digest", "gpus", "phase_gpus")
+                 "ranks", "digest", "gpus", "phase_gpus", "packages")
 
     def __init__(self, cluster: str, job: tuple, tags: list, node: str, step: tuple,
                  zones: list, phases: list, ranks: list, digest: str = "",
-                 gpus: list = (), phase_gpus: list = ()):
+                 gpus: list = (), phase_gpus: list = (), packages: list = ()):
         self.cluster = cluster
         self.job = job          # JOB_COLUMNS
         self.tags = tags        # [(key, value)]
@@ -502,6 +518,7 @@ class Parsed:
         self.digest = digest    # what tells two copies of one step apart
         self.gpus = list(gpus)  # [GPU_COLUMNS]
         self.phase_gpus = list(phase_gpus)  # [PHASE_GPU_COLUMNS]
+        self.packages = list(packages)  # [PACKAGE_COLUMNS]
 
     def __eq__(self, other) -> bool:
         return type(other) is Parsed and all(
@@ -608,6 +625,8 @@ def digest(p: Parsed) -> str:
             [_rstrip(r) for r in p.phases], p.ranks)
     if p.gpus or p.phase_gpus:  # version 2 GPUs; older digests unchanged
         body += (p.gpus, p.phase_gpus)
+    if p.packages:  # the shared-node inputs; older digests unchanged
+        body += (p.packages,)
     body = repr(body)
     return hashlib.blake2b(body.encode("utf-8", "backslashreplace"),
                            digest_size=12).hexdigest()
@@ -653,7 +672,8 @@ def parse_record(rec) -> Parsed:
     phases, ranks, pgpus = _phases(_list(rec.get("phases"), "phases"))
     p = Parsed(cluster, job, jv[_J_TAGS], sv[_S_NODE], step,
                _zones(_list(rec.get("zones"), "zones")), phases, ranks,
-               gpus=_gpus(_list(rec.get("gpus"), "gpus")), phase_gpus=pgpus)
+               gpus=_gpus(_list(rec.get("gpus"), "gpus")), phase_gpus=pgpus,
+               packages=_packages(_list(rec.get("packages"), "packages")))
     p.digest = digest(p)
     return p
 
@@ -683,6 +703,23 @@ def _gpus(gl: list) -> list:
             raise RecordError(f"{w}.uuid: GPU {v[_G_UUID]!r} appears twice")
         seen.add(v[_G_UUID])
         rows.append(tuple(v))  # a null energy keeps its row: the reason
+    return rows
+
+
+def _packages(pl: list) -> list:
+    rows, seen = [], set()
+    for i, p in enumerate(pl):
+        w = f"packages[{i}]"
+        v = _values(_object(p, w), _PKG, w + ".")
+        if v[0] in seen:
+            raise RecordError(f"{w}.package: package {v[0]} appears twice")
+        seen.add(v[0])
+        if v[2] > v[1]:
+            raise RecordError(f"{w}.step_cpus: {v[2]} is more than the package's "
+                              f"cpus {v[1]}")
+        if v[3] > v[4]:
+            raise RecordError(f"{w}.busy_ns: {v[3]} is more than total_ns {v[4]}")
+        rows.append(tuple(v))
     return rows
 
 
@@ -761,7 +798,8 @@ def field_table() -> str:
                  "steps" if f.section in ("step", "provenance") else
                  {"zones[]": "step_zones", "phases[]": "phases",
                   "phases[].ranks[]": "phase_ranks", "gpus[]": "step_gpus",
-                  "phases[].gpus[]": "phase_gpus"}.get(f.section, ""))
+                  "phases[].gpus[]": "phase_gpus",
+                  "packages[]": "step_packages"}.get(f.section, ""))
         stored = f"{where}.{f.column}" if f.column else "-"
         if f.path == "job.tags":
             stored = "step_tags"
