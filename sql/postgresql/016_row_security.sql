@@ -8,6 +8,7 @@ ALTER TABLE phases ENABLE ROW LEVEL SECURITY;
 ALTER TABLE step_tags ENABLE ROW LEVEL SECURITY;
 ALTER TABLE step_gpus ENABLE ROW LEVEL SECURITY;
 ALTER TABLE step_zones ENABLE ROW LEVEL SECURITY;
+ALTER TABLE step_packages ENABLE ROW LEVEL SECURITY;
 ALTER TABLE phase_gpus ENABLE ROW LEVEL SECURITY;
 ALTER TABLE phase_ranks ENABLE ROW LEVEL SECURITY;
 ALTER TABLE step_conflicts ENABLE ROW LEVEL SECURITY;
@@ -28,6 +29,8 @@ CREATE POLICY own_rows ON step_gpus FOR SELECT USING (
     EXISTS (SELECT 1 FROM steps s WHERE s.step_pk = step_gpus.step_pk));
 CREATE POLICY own_rows ON step_zones FOR SELECT USING (
     EXISTS (SELECT 1 FROM steps s WHERE s.step_pk = step_zones.step_pk));
+CREATE POLICY own_rows ON step_packages FOR SELECT USING (
+    EXISTS (SELECT 1 FROM steps s WHERE s.step_pk = step_packages.step_pk));
 CREATE POLICY own_rows ON phase_gpus FOR SELECT USING (
     EXISTS (SELECT 1 FROM steps s WHERE s.step_pk = phase_gpus.step_pk));
 CREATE POLICY own_rows ON phase_ranks FOR SELECT USING (

@@ -30,7 +30,7 @@ REPO = pathlib.Path(__file__).resolve().parents[2]
 INGEST = "jsingest"          # the owner role: runs ingest and the migrations
 #: what docs/admin-guide.md, "Users' own roles (PostgreSQL)", grants users
 USER_TABLES = ("jobs, steps, phases, step_tags, step_zones, step_gpus, phase_gpus, "
-               "phase_ranks, slurm_steps, lost_records, step_conflicts, nodes, "
+               "phase_ranks, step_packages, slurm_steps, lost_records, step_conflicts, nodes, "
                "power_models, joulestep_schema")
 
 
