@@ -167,11 +167,17 @@ static bool entry_alive(const struct entry *e)
 }
 
 /* Put the saved values back: max first when it goes up (the kernel refuses
- * a max below min), then min. */
+ * a max below min), then min. A value already in force is not written: a
+ * domain whose attributes cannot be written (read-only) but that nothing
+ * changed is restored, and its entry dropped, instead of failing for good. */
 static int restore(const char *root, const char *dom, const struct entry *e)
 {
-	int rc = write_khz(root, dom, "max_freq_khz", e->max_khz);
-	int rc2 = e->min_khz ? write_khz(root, dom, "min_freq_khz", e->min_khz) : 0;
+	uint32_t cur;
+	bool max_set = read_khz(root, dom, "max_freq_khz", &cur) == 0 && cur == e->max_khz;
+	bool min_set = !e->min_khz ||
+		       (read_khz(root, dom, "min_freq_khz", &cur) == 0 && cur == e->min_khz);
+	int rc = max_set ? 0 : write_khz(root, dom, "max_freq_khz", e->max_khz);
+	int rc2 = min_set ? 0 : write_khz(root, dom, "min_freq_khz", e->min_khz);
 	if (rc < 0 && rc2 == 0) /* the max was below the min: again, now */
 		rc = write_khz(root, dom, "max_freq_khz", e->max_khz);
 	return rc < 0 ? rc : rc2;

@@ -114,28 +114,32 @@ int main(int argc, char **argv)
 			printf("no saved CPU frequencies in %s\n", state);
 		return 0;
 	}
+	/* Every kind of clock is put back even when another kind fails: a
+	 * failure is reported and makes the exit status 1, nothing more. */
+	int status = 0;
 	rc = js_freq_recover(state, sysfs, force, &n);
 	if (rc < 0) {
 		fprintf(stderr, PROG ": %s: %s\n", state, strerror(-rc));
-		return 1;
+		status = 1;
+	} else {
+		printf("restored %d CPU%s\n", n, n == 1 ? "" : "s");
 	}
-	printf("restored %d CPU%s\n", n, n == 1 ? "" : "s");
 	struct js_uncore_recovery ur;
 	rc = js_uncore_journal_recover(state, sysfs, force, &ur);
 	if (rc < 0) {
 		fprintf(stderr, PROG ": %s: uncore: %s\n", state, strerror(-rc));
-		return 1;
-	}
-	if (ur.entries) {
+		status = 1;
+	} else if (ur.entries) {
 		printf("restored %d uncore clock%s", ur.restored, ur.restored == 1 ? "" : "s");
 		if (ur.busy)
 			printf(", %d still held by running steps", ur.busy);
 		printf("\n");
 	}
-	if (ur.failed) {
+	if (rc == 0 && ur.failed) {
 		fprintf(stderr, PROG ": %d uncore clock%s could not be restored\n", ur.failed,
 			ur.failed == 1 ? "" : "s");
-		return 1;
+		status = 1;
 	}
-	return restore_gpus(state, &gopts, force);
+	fflush(stdout);
+	return restore_gpus(state, &gopts, force) ? 1 : status;
 }

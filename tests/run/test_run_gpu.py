@@ -284,3 +284,31 @@ def test_journal_is_empty_after_a_clean_run(tmp_path, run_exe, nvml):
         extra=["--gpu-io-clock-mhz", "900"])
     assert _journal(tmp_path) == []
     assert all(fakegpu.locks(root, i)[-1][1:] == (0, 0) for i in range(2))
+
+
+def test_restore_unlocks_gpus_even_when_an_uncore_clock_cannot_be_put_back(tmp_path, nvml,
+                                                                          build_dir):
+    """joulestep-restore puts back every kind of clock it can: an uncore
+    entry that fails (its domain is gone from the sysfs) is reported with
+    exit 1, but the GPU a dead process left locked is still unlocked (it
+    returned before the GPUs)."""
+    root = fakegpu.create(tmp_path / "gpus", n=1)
+    state = tmp_path / "state"
+    state.mkdir(mode=0o700)
+    uuid = (root / "gpu0" / "uuid").read_text().strip()
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    (state / f"gpu-{uuid}").write_text(f"{dead.pid} 1\n")
+    boot = open("/proc/sys/kernel/random/boot_id").read().strip()
+    (state / "uncore-package_00_die_00").write_text(f"{dead.pid} 1 {boot} 800000 2400000\n")
+    for p in state.iterdir():
+        p.chmod(0o600)
+    r = subprocess.run([str(build_dir / "bin" / "joulestep-restore"), "--state", str(state),
+                        "--sysfs", str(tmp_path / "no-sysfs"), "--gpu-lib", nvml],
+                       capture_output=True, text=True, timeout=60, env=fakegpu.env(root))
+    assert r.returncode == 1
+    assert "1 uncore clock could not be restored" in r.stderr
+    assert "unlocked 1 GPU" in r.stdout, (r.stdout, r.stderr)
+    assert fakegpu.locks(root, 0)[-1][1:] == (0, 0)
+    assert not (state / f"gpu-{uuid}").exists()
+    assert (state / "uncore-package_00_die_00").exists()   # kept for the next try

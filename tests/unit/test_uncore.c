@@ -7,6 +7,9 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <linux/capability.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -159,6 +162,61 @@ static void test_journal(void **state)
 	tt_rmrf(st);
 }
 
+/* Root without CAP_DAC_OVERRIDE (as a read-only sysfs attribute is to
+ * root): files of mode 0444 cannot be written. */
+static void drop_dac_override(void)
+{
+	struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3};
+	struct __user_cap_data_struct c[2];
+	if (syscall(SYS_capget, &h, c) == 0) {
+		c[0].effective &= ~(1u << CAP_DAC_OVERRIDE);
+		syscall(SYS_capset, &h, c);
+	}
+}
+
+/* A domain whose min/max cannot be written (read-only attributes): the
+ * step journals it, cannot open max_freq_khz and releases it. Nothing was
+ * changed, so the release succeeds and leaves no entry (before: it wrote
+ * the unchanged values back, failed, and kept an entry every recovery
+ * failed on for good). */
+static void test_release_of_an_unwritable_domain(void **state)
+{
+	(void)state;
+	char *root = tt_mkdtemp(), *st = tt_mkdtemp(), sdir[1100], p[1200];
+	snprintf(sdir, sizeof(sdir), "%s/state", st);
+	dom(root, "package_00_die_00", -1, 0, 800000, 2400000);
+	const char *files[] = {"min_freq_khz", "max_freq_khz"};
+	for (int i = 0; i < 2; i++) {
+		snprintf(p, sizeof(p), "%s/" UNC "/package_00_die_00/%s", root, files[i]);
+		assert_int_equal(chmod(p, 0444), 0);
+	}
+	pid_t child = fork();
+	if (child == 0) {
+		drop_dac_override();
+		struct js_uncore_dom d[1];
+		uint32_t orig = 0;
+		struct js_uncore_recovery r;
+		if (js_uncore_list(root, d, 1) != 1)
+			_exit(1);
+		if (js_uncore_set_max(root, &d[0], 1000000) != -EACCES)
+			_exit(2); /* read-only indeed */
+		if (js_uncore_journal_acquire(sdir, root, &d[0], 0, &orig) != 0)
+			_exit(3);
+		if (js_uncore_journal_release(sdir, root, &d[0]) != 0)
+			_exit(4);
+		if (js_uncore_journal_recover(sdir, root, false, &r) != 0 || r.entries != 0)
+			_exit(5);
+		_exit(0);
+	}
+	int status = -1;
+	waitpid(child, &status, 0);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+	assert_int_equal(rd(root, "package_00_die_00", "max_freq_khz"), 2400000);
+	tt_rmrf(root);
+	tt_rmrf(st);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -166,6 +224,7 @@ int main(void)
 		cmocka_unit_test(test_tpmi_layout),
 		cmocka_unit_test(test_cap),
 		cmocka_unit_test(test_journal),
+		cmocka_unit_test(test_release_of_an_unwritable_domain),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
