@@ -69,6 +69,7 @@ static struct js_step *g_step;
 static pid_t g_step_pid;    /* the slurmstepd that owns g_step (not a fork) */
 static uint32_t g_local_job, g_local_step;
 static bool g_local_known;
+static uint64_t g_local_start_ns; /* srun's clock when the step was created */
 
 static int opt_cb(int val, const char *optarg, int remote);
 
@@ -1321,9 +1322,42 @@ int slurm_spank_local_user_init(spank_t sp, int ac, char **av)
 	if (!g_conf_ok || !g_opt_report)
 		return 0;
 	if (spank_get_item(sp, S_JOB_ID, &g_local_job) == ESPANK_SUCCESS &&
-	    spank_get_item(sp, S_JOB_STEPID, &g_local_step) == ESPANK_SUCCESS)
+	    spank_get_item(sp, S_JOB_STEPID, &g_local_step) == ESPANK_SUCCESS) {
 		g_local_known = true;
+		g_local_start_ns = now_ns(CLOCK_REALTIME);
+	}
 	return 0;
+}
+
+/* Keep the summaries of this srun's step: a requeued job's earlier run left
+ * its own summary of the same step in the spool (its name differs only in
+ * the run's marker), and that step started before this srun created its
+ * step. Half a second of slack for the node's clock against srun's; a
+ * summary of an older plugin (no start_ns) is judged by its file's time.
+ * Returns how many are left. */
+static size_t fresh_summaries(glob_t *g, uint64_t since_ns)
+{
+	const uint64_t slack_ns = 500000000ULL;
+	size_t kept = 0;
+	for (size_t i = 0; i < g->gl_pathc; i++) {
+		struct stat st;
+		json_t *r = json_load_file(g->gl_pathv[i], 0, NULL);
+		json_t *start = r ? json_object_get(r, "start_ns") : NULL;
+		uint64_t t_ns = 0;
+		if (json_is_integer(start) && json_integer_value(start) > 0)
+			t_ns = (uint64_t)json_integer_value(start);
+		else if (stat(g->gl_pathv[i], &st) == 0)
+			t_ns = (uint64_t)st.st_mtim.tv_sec * 1000000000ULL + (uint64_t)st.st_mtim.tv_nsec;
+		json_decref(r);
+		if (r && t_ns + slack_ns >= since_ns)
+			g->gl_pathv[kept++] = g->gl_pathv[i];
+		else
+			free(g->gl_pathv[i]);
+	}
+	for (size_t i = kept; i < g->gl_pathc; i++)
+		g->gl_pathv[i] = NULL;
+	g->gl_pathc = kept;
+	return kept;
 }
 
 #define REPORT_PHASES 32 /* phase lines srun prints per node */
@@ -1488,8 +1522,9 @@ int slurm_spank_exit(spank_t sp, int ac, char **av)
 	for (int tries = 0; tries < 30; tries++) {
 		memset(&g, 0, sizeof(g));
 		grc = glob(pat, 0, NULL, &g);
-		if (grc == 0)
+		if (grc == 0 && fresh_summaries(&g, g_local_start_ns) > 0)
 			break;
+		grc = GLOB_NOMATCH;
 		globfree(&g);
 		struct timespec ts = {0, 100000000L};
 		nanosleep(&ts, NULL);

@@ -425,6 +425,7 @@ static json_t *build_user(struct js_step *s)
 	uint64_t cpu = js_round_uj(iv.energy_cpu_uj, res), dram = js_round_uj(iv.energy_dram_uj, res);
 	char dwhy[JS_WHY_LEN] = "";
 	bool dram_m = have_e && js_zones_dram_why(js_energy_zones(s->energy), dwhy, sizeof(dwhy)) == 0;
+	json_object_set_new(root, "start_ns", json_integer((json_int_t)s->start_ns));
 	json_object_set_new(root, "duration_ns", json_integer((json_int_t)dur));
 	json_object_set_new(root, "energy_cpu_uj", shown ? json_integer((json_int_t)cpu) : json_null());
 	json_object_set_new(root, "energy_dram_uj", shown && dram_m ? json_integer((json_int_t)dram) : json_null());

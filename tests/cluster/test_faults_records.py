@@ -20,6 +20,7 @@ slurmd with the plugin configured, and again without it at the end.
 from __future__ import annotations
 
 import json
+import re
 import os
 import pathlib
 import signal
@@ -296,7 +297,7 @@ def test_requeued_job_keeps_each_incarnations_records(fenv, tmp_path):
     job (the truth: two incarnations, one step 0 each)."""
     env = fenv
     flag = env.c.user_dir(USER) / f"requeue.{time.monotonic_ns()}"
-    script = (f"#!/bin/sh\n#SBATCH -n1\nsrun -n1 true\n"
+    script = (f"#!/bin/sh\n#SBATCH -n1\nsrun -n1 --energy-report sh -c '[ -e {flag} ] && sleep 1 || sleep 3'\n"
               f"if [ ! -e {flag} ]; then touch {flag}; sleep 300; fi\n")
     res, job = env.c.sbatch(script, user=USER, args=["--requeue"])
     assert job, res.stderr
@@ -312,7 +313,13 @@ def test_requeued_job_keeps_each_incarnations_records(fenv, tmp_path):
         # skips its prolog: run 2's marker is then each step's start). The
         # path with the prolog (no release) was checked by hand: see the
         # issue 23 report.
+        requeued_s = time.time()
         wait_for(lambda: env.c.job_state(job) == "PENDING", "the job requeued", 60)
+        # slurmd revokes the old credential at the kill and accepts a reissued one
+        # only if it was created in a later second (its times are whole seconds):
+        # released within the same second, the run is "Job credential revoked"
+        # and FAILED. Release from the second after next.
+        time.sleep(max(0.0, int(requeued_s) + 2 - time.time()))
         r = env.c.run(["scontrol", "update", f"JobId={job}", "StartTime=now"])
         assert r.returncode == 0, r.stderr
         assert env.c.wait_job(job, 180) == "COMPLETED", env.c.logs()
@@ -336,6 +343,17 @@ def test_requeued_job_keeps_each_incarnations_records(fenv, tmp_path):
             (src == "step" and inc == r["step"]["start_ns"]), (r["job"], src)
     assert recs[0]["provenance"]["job_source"] == "prolog"
     assert recs[0]["step"]["end_ns"] < recs[1]["job"]["incarnation_ns"], [r["job"] for r in recs]
+    # srun --energy-report in run 2 prints run 2's summary of step 0 only, not
+    # also run 1's (left in the spool under a name that differs in the marker)
+    out = env.c.job_output(job)
+    lines = [ln for ln in out.splitlines() if ln.startswith(f"joulestep: step {job}.0 ")]
+    assert len(lines) == 1, out
+    # run 1's step 0 took 3 s, run 2's 1 s: the line's duration says whose it is
+    m = re.search(r" on \S+: ([0-9.]+) s, ", lines[0])
+    assert m, lines[0]
+    dur_s = [(r["step"]["end_ns"] - r["step"]["start_ns"]) / 1e9 for r in recs]
+    assert dur_s[0] - dur_s[1] > 1.5, dur_s
+    assert abs(float(m.group(1)) - dur_s[1]) < 0.5, (lines[0], dur_s)
     db = tmp_path / "js.db"
     assert _cli("ingest", "--db", db, env.spool).returncode == 0
     assert _cli("ingest", "--db", db, env.spool).returncode == 0    # again: no change
