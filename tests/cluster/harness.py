@@ -414,7 +414,8 @@ class Cluster:
         if self.nnodes > 1:
             self.slurmd_ports = dict(zip(self.nodes, node_ports))
             node_lines = "\n".join(
-                f"NodeName={n} NodeAddr={node_addr.get(n, '127.0.0.1')} NodeHostname={self.host} "
+                f"NodeName={n} NodeAddr={node_addr.get(n, '127.0.0.1')} "
+                f"NodeHostname={n if self.netns else self.host} "
                 f"Port={self.slurmd_ports[n]} CPUs={self.cpus} Boards=1 SocketsPerBoard=1 "
                 f"CoresPerSocket={self.cpus} ThreadsPerCore=1 State=UNKNOWN" for n in self.nodes)
             part_nodes = ",".join(self.nodes)
