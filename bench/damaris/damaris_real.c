@@ -134,8 +134,11 @@ static void write_h5(const struct opts *o, const double *a, int nzl, int out)
 	H5Fclose(f);
 }
 
-/* The simulation of one compute rank (comm: the compute ranks). */
-static void simulate(const struct opts *o, MPI_Comm comm, int tp)
+/* The simulation of one compute rank (comm: the compute ranks). Returns its field,
+ * which the caller frees only after the servers have it: with dedicated nodes Damaris'
+ * RemoteClient hands a block over with MPI_Isend from the caller's memory and returns
+ * (src/client/RemoteClient.cpp), and nothing in its API waits for that send. */
+static double *simulate(const struct opts *o, MPI_Comm comm, int tp)
 {
 	int me, n;
 	MPI_Comm_rank(comm, &me);
@@ -179,7 +182,7 @@ static void simulate(const struct opts *o, MPI_Comm comm, int tp)
 		printf("js-damaris-real: summary library=%s mode=%s clients=%d outputs=%d "
 		       "bytes_per_output=%lld\n", tp ? "HDF5" : "Damaris-1.7.1", o->mode, n, outputs,
 		       bytes * n);
-	free(a);
+	return a;
 }
 
 int main(int argc, char **argv)
@@ -192,7 +195,7 @@ int main(int argc, char **argv)
 	parse(argc, argv, &o);
 	jsb_markers_sync(1);
 	if (!strcmp(o.mode, "tp")) {
-		simulate(&o, MPI_COMM_WORLD, 1);
+		free(simulate(&o, MPI_COMM_WORLD, 1));
 		MPI_Finalize();
 		return 0;
 	}
@@ -206,14 +209,21 @@ int main(int argc, char **argv)
 	if (damaris_initialize(xml, MPI_COMM_WORLD) != DAMARIS_OK)
 		jsb_die("rank %d: damaris_initialize(%s) failed", g_rank, xml);
 	int is_client = 0;
+	double *a = NULL;
 	int rc = damaris_start(&is_client);
 	if ((rc == DAMARIS_OK || rc == DAMARIS_NO_SERVER) && is_client) {
 		MPI_Comm comm;
 		damaris_client_comm_get(&comm);
-		simulate(&o, comm, 0);
+		a = simulate(&o, comm, 0);
 		damaris_stop();
 	}
+	/* Every rank, the servers once damaris_start returned (all clients stopped): the
+	 * clients make MPI progress here, so that their last blocks reach the servers,
+	 * from memory still theirs. Without it (a client freed its block and left) the
+	 * dedicated node waited for the last output for ever. */
+	MPI_Barrier(MPI_COMM_WORLD);
 	damaris_finalize();
+	free(a);
 	MPI_Finalize();
 	return 0;
 }
