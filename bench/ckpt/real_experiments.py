@@ -11,13 +11,17 @@ and CPU use: the "time-faithful simulator"), and prints, from the records' phase
   4. (--what damaris) Damaris 1.7.1 with one dedicated core (its HDF5 plugin) against
      time partitioning (every rank writes its HDF5 file) across output frequencies
      (Dorier 2016, Yildiz 2014): completion time and the node's energy, and `joulestep compare
-     --what io` on the records.
+     --what io` on the records;
+  5. (--what damaris-nodes) DC(1) and dedicated nodes DN(2:1) against TP across output
+     frequencies on three namespaced nodes, per-node energy (a netns cluster: root with
+     CAP_SYS_ADMIN).
 Every table names the library that produced it. Root, after `make deps all`:
-    .venv/bin/python bench/ckpt/real_experiments.py [--what ckpt,damaris] [--reps R]
+    .venv/bin/python bench/ckpt/real_experiments.py [--what ckpt,damaris,damaris-nodes] [--reps R]
 """
 from __future__ import annotations
 
 import argparse
+import os
 import pathlib
 import shutil
 import statistics
@@ -28,8 +32,10 @@ REPO = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests" / "cluster"))
 sys.path.insert(0, str(REPO / "tests" / "fakehw"))
 
+import fakehw as fakehw_mod  # noqa: E402
 import iolibs  # noqa: E402
-from harness import Cluster, make_workdir  # noqa: E402
+import spool  # noqa: E402
+from harness import Cluster, ClusterError, make_workdir  # noqa: E402
 from test_bench_mpi import USER, BenchEnv  # noqa: E402
 
 MIB = 1 << 20
@@ -95,14 +101,142 @@ def damaris(env: BenchEnv) -> None:
               + (res.stdout or res.stderr))
 
 
+NODES3 = ("node1", "node2", "node3")
+
+
+# ranks per node of each approach: DC(1) one client and one dedicated core per node; DN
+# with one rank per node, because Damaris 1.7.1 with two server cores on its dedicated
+# node never wrote the last output and its servers never stopped (seen every time, 2 of 2
+# runs, -N3 --ntasks-per-node=2); TP as DN, the same compute ranks per node
+PPN = {"tp": 1, "dc": 2, "dn": 1}
+
+
+def damaris_nodes(reps: int, everies=(1, 2, 5), modes=("tp", "dc", "dn"), iters=10,
+                  grid="64x64x48", sweeps=120) -> None:
+    """TP, DC(1) and DN(2:1) on the real Damaris 1.7.1 (HDF5 plugin) against time
+    partitioning, across output frequencies, on three nodes of 2 cores, each node a host
+    of its own (network, mount and UTS namespaces: Damaris places dedicated nodes by host
+    name) with its own fake RAPL tree in live mode whose utilisation is that node's jobs'
+    alone: per-node energy. The same allocation (3 nodes of 2 cores) and the same work
+    (grid, sweeps) for every approach: tp = 3 ranks (one per node) compute and write;
+    dc1 = 3 clients + 3 dedicated cores; dn2:1 = 2 clients + the dedicated node's rank,
+    Damaris' server (PPN: why one rank per node)."""
+    iolibs.need("damaris")
+    # the three nodes share this host's cores: no binding, or every node's first task
+    # would be bound to the same core 0 (a waiting rank spins on it, in MPI, with a
+    # computing one: seen, 4 s iterations beside 15 ms ones)
+    os.environ.setdefault("JOULESTEP_TASK_PLUGIN", "task/none")
+    workdir = make_workdir("dam-nodes-")
+    c = Cluster(workdir, nodes=3, netns=True, cpus=2)
+    rows, failed = [], []
+    try:
+        c.start()
+        for n in NODES3:
+            hw = c.netns.host_dir(n) / "hw"
+            fakehw_mod.create(str(hw), packages=1, cpus_per_package=2, fmax_khz=2400000,
+                              fmin_khz=800000)
+            c.serve_fakehw(hw, tick_ms=20, throttle=True, node=n)
+        loc = c.netns.local
+        c.write_plugstack(REPO / "build" / "spank" / "joulestep.so", {
+            "spool": loc / "spool", "state": loc / "state", "sysfs": loc / "hw",
+            "socket_dir": loc / "sock", "backend": "sysfs", "sample_ms": 200})
+        c.restart_slurmd()
+        bench = c.public_path(REPO / "build" / "bench")
+        script = (REPO / "bench" / "jobs" / "damaris-real.sbatch").read_text()
+        for rep in range(reps):
+            for every in everies:
+                for mode, approach, lib in (("tp", "tp", "hdf5"), ("dc", "dc1", "damaris-1.7.1"),
+                                            ("dn", "dn2:1", "damaris-1.7.1")):
+                    if mode not in modes:
+                        continue
+                    out = c.user_dir(USER) / f"out-{mode}-{every}-{rep}"
+                    exports = ",".join(["ALL", f"JS_BENCH={bench}", f"JS_IO={mode}", "JS_K=1",
+                                        "JS_D=1", f"JS_GRID={grid}", f"JS_ITERS={iters}",
+                                        f"JS_EVERY={every}", f"JS_SWEEPS={sweeps}",
+                                        f"JS_OUT={out}"])
+                    try:
+                        job, _ = c.run_job(script, USER, [
+                            "-N3", f"-n{3 * PPN[mode]}", f"--ntasks-per-node={PPN[mode]}",
+                            "--energy-policy=monitor",
+                            f"--energy-tag=lib={lib},approach={approach},every={every},"
+                            "exp=real-nodes", f"--export={exports}"], timeout=300)
+                    except ClusterError as e:  # reported, and the matrix goes on
+                        tail = [ln for ln in str(e).splitlines()
+                                if "srun:" in ln or "summary" in ln][:4]
+                        print(f"  {approach} every {every} rep {rep}: FAILED: "
+                              + " / ".join(tail), flush=True)
+                        failed.append((approach, every, rep))
+                        c.run(["scancel", "--user", USER], check=False)
+                        c.wait_idle(120)
+                        continue
+                    recs = {}
+                    for n in NODES3:
+                        recs.update(spool.wait_records(c.netns.host_dir(n) / "spool", job,
+                                                       [("0", n)], c.logs, by_node=True))
+                    node_j = {n: recs[("0", n)]["step"]["energy_total_uj"] / 1e6 for n in NODES3}
+                    st = [recs[("0", n)]["step"] for n in NODES3]
+                    t = (max(x["end_ns"] for x in st) - min(x["start_ns"] for x in st)) / 1e9
+                    io_s = max(sum((p["end_ns"] - p["start_ns"]) / 1e9 for p in
+                                   recs[("0", n)]["phases"] if p["kind"] in ("write", "send"))
+                               for n in NODES3)
+                    rows.append((approach, every, rep, t, sum(node_j.values()),
+                                 min(node_j.values()), max(node_j.values()), io_s))
+                    print(f"  job {job}: {approach} every {every} rep {rep}: {t:.2f} s, "
+                          f"{sum(node_j.values()):.1f} J", flush=True)
+        print(f"\n# 5. Damaris 1.7.1 DC(1), DN(2:1) against TP; 3 nodes x 2 ranks, grid {grid} "
+              f"doubles, {iters} iterations, {sweeps} sweeps, {reps} run(s) each")
+        print("| approach | every | time s | energy J (3 nodes) | node min J | node max J | "
+              "I/O phases s (slowest node) |")
+        print("|---|---|---|---|---|---|---|")
+        for approach in ("tp", "dc1", "dn2:1"):
+            for every in everies:
+                sel = [r for r in rows if r[0] == approach and r[1] == every]
+                if not sel:
+                    continue
+                med = [statistics.median(r[i] for r in sel) for i in range(3, 8)]
+                print(f"| {approach} | {every} | {med[0]:.2f} | {med[1]:.1f} | {med[2]:.1f} | "
+                      f"{med[3]:.1f} | {med[4]:.3f} |")
+        if failed:
+            print("failed runs (left out of the table): "
+                  + ", ".join(f"{a} every {e} rep {r}" for a, e, r in failed))
+        db = workdir / "real-nodes.db"
+        cli = str(REPO / ".venv" / "bin" / "joulestep")
+        subprocess.run([cli, "--db", str(db), "ingest",
+                        *(str(c.netns.host_dir(n) / "spool") for n in NODES3)],
+                       check=True, capture_output=True)
+        for every in everies:
+            res = subprocess.run([cli, "--db", str(db), "compare", "--what", "io", "--by",
+                                  "tag:approach", "--where", f"every={every}",
+                                  "--where", "exp=real-nodes"], capture_output=True, text=True)
+            print(f"\njoulestep compare --what io --by tag:approach --where every={every}:\n"
+                  + (res.stdout or res.stderr))
+    finally:
+        c.stop()
+        if os.environ.get("JOULESTEP_KEEP_CLUSTER"):
+            print(f"cluster files kept in {workdir}")
+        else:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--ranks", type=int, default=2)
     ap.add_argument("--size-mib", type=int, default=64)
     ap.add_argument("--what", default="ckpt,damaris")
+    ap.add_argument("--every", default="1,2,5", help="damaris-nodes: output frequencies")
+    ap.add_argument("--modes", default="tp,dc,dn", help="damaris-nodes: approaches")
+    ap.add_argument("--iters", type=int, default=10, help="damaris-nodes: iterations")
+    ap.add_argument("--grid", default="64x64x48", help="damaris-nodes: NXxNYxNZ doubles")
+    ap.add_argument("--sweeps", type=int, default=120, help="damaris-nodes: compute per iteration")
     a = ap.parse_args()
     what = set(a.what.split(","))
+    if "damaris-nodes" in what:
+        damaris_nodes(a.reps if a.reps != 5 else 1, tuple(int(e) for e in a.every.split(",")),
+                      tuple(a.modes.split(",")), a.iters, a.grid, a.sweeps)
+        what.discard("damaris-nodes")
+        if not what:
+            return 0
     veloc = iolibs.need("veloc")
     iolibs.need("genericio")
     if "damaris" in what:

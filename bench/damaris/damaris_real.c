@@ -77,8 +77,11 @@ static void parse(int argc, char **argv, struct opts *o)
 		usage();
 }
 
-/* The Damaris configuration of the run (rank 0 writes it). */
-static void write_xml(const struct opts *o, const char *path, int clients)
+/* The Damaris configuration of the run (rank 0 writes it). Damaris' servers name
+ * their POSIX shared-memory segment after the buffer (/dev/shm/<name>, removed and
+ * made anew at start): a name of its own per job and step (tag), or two Damaris jobs
+ * on one node would share one segment and crash each other. */
+static void write_xml(const struct opts *o, const char *path, int clients, const char *tag)
 {
 	FILE *f = fopen(path, "we");
 	if (!f)
@@ -88,7 +91,7 @@ static void write_xml(const struct opts *o, const char *path, int clients)
 		"<simulation name=\"jsdam\" language=\"c\" xmlns=\"http://damaris.gforge.inria.fr/damaris/model\">\n"
 		" <architecture>\n  <domains count=\"1\"/>\n"
 		"  <dedicated cores=\"%d\" nodes=\"%d\"/>\n  <placement/>\n"
-		"  <buffer name=\"buffer\" size=\"%lld\"/>\n  <queue name=\"queue\" size=\"100\"/>\n"
+		"  <buffer name=\"jsdam-%s\" size=\"%lld\"/>\n  <queue name=\"queue\" size=\"100\"/>\n"
 		" </architecture>\n <data>\n"
 		"  <parameter name=\"NX\" type=\"int\" value=\"%d\"/>\n"
 		"  <parameter name=\"NY\" type=\"int\" value=\"%d\"/>\n"
@@ -101,7 +104,7 @@ static void write_xml(const struct opts *o, const char *path, int clients)
 		"   <option key=\"XDMFMode\">NoIteration</option>\n"
 		"   <option key=\"FilesPath\">%s/</option>\n  </store>\n </storage>\n"
 		" <actions/>\n</simulation>\n",
-		strcmp(o->mode, "dc") ? 0 : o->k, strcmp(o->mode, "dn") ? 0 : o->nodes,
+		strcmp(o->mode, "dc") ? 0 : o->k, strcmp(o->mode, "dn") ? 0 : o->nodes, tag,
 		/* room for 4 outputs of every client in the shared buffer */
 		4LL * o->nx * o->ny * o->nz * 8 + (1 << 20), o->nx, o->ny, o->nz, clients, o->out);
 	fclose(f);
@@ -131,8 +134,11 @@ static void write_h5(const struct opts *o, const double *a, int nzl, int out)
 	H5Fclose(f);
 }
 
-/* The simulation of one compute rank (comm: the compute ranks). */
-static void simulate(const struct opts *o, MPI_Comm comm, int tp)
+/* The simulation of one compute rank (comm: the compute ranks). Returns its field,
+ * which the caller frees only after the servers have it: with dedicated nodes Damaris'
+ * RemoteClient hands a block over with MPI_Isend from the caller's memory and returns
+ * (src/client/RemoteClient.cpp), and nothing in its API waits for that send. */
+static double *simulate(const struct opts *o, MPI_Comm comm, int tp)
 {
 	int me, n;
 	MPI_Comm_rank(comm, &me);
@@ -176,7 +182,7 @@ static void simulate(const struct opts *o, MPI_Comm comm, int tp)
 		printf("js-damaris-real: summary library=%s mode=%s clients=%d outputs=%d "
 		       "bytes_per_output=%lld\n", tp ? "HDF5" : "Damaris-1.7.1", o->mode, n, outputs,
 		       bytes * n);
-	free(a);
+	return a;
 }
 
 int main(int argc, char **argv)
@@ -189,27 +195,35 @@ int main(int argc, char **argv)
 	parse(argc, argv, &o);
 	jsb_markers_sync(1);
 	if (!strcmp(o.mode, "tp")) {
-		simulate(&o, MPI_COMM_WORLD, 1);
+		free(simulate(&o, MPI_COMM_WORLD, 1));
 		MPI_Finalize();
 		return 0;
 	}
-	char xml[4096];
-	const char *job = getenv("SLURM_JOB_ID");
+	char xml[4096], tag[64];
+	const char *job = getenv("SLURM_JOB_ID"), *step = getenv("SLURM_STEP_ID");
 	snprintf(xml, sizeof(xml), "%s/damaris-%s.xml", o.out, job ? job : "0");
+	snprintf(tag, sizeof(tag), "%.20s.%.20s", job ? job : "0", step ? step : "0");
 	if (g_rank == 0)
-		write_xml(&o, xml, 1);
+		write_xml(&o, xml, 1, tag);
 	MPI_Barrier(MPI_COMM_WORLD);
 	if (damaris_initialize(xml, MPI_COMM_WORLD) != DAMARIS_OK)
 		jsb_die("rank %d: damaris_initialize(%s) failed", g_rank, xml);
 	int is_client = 0;
+	double *a = NULL;
 	int rc = damaris_start(&is_client);
 	if ((rc == DAMARIS_OK || rc == DAMARIS_NO_SERVER) && is_client) {
 		MPI_Comm comm;
 		damaris_client_comm_get(&comm);
-		simulate(&o, comm, 0);
+		a = simulate(&o, comm, 0);
 		damaris_stop();
 	}
+	/* Every rank, the servers once damaris_start returned (all clients stopped): the
+	 * clients make MPI progress here, so that their last blocks reach the servers,
+	 * from memory still theirs. Without it (a client freed its block and left) the
+	 * dedicated node waited for the last output for ever. */
+	MPI_Barrier(MPI_COMM_WORLD);
 	damaris_finalize();
+	free(a);
 	MPI_Finalize();
 	return 0;
 }

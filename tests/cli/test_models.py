@@ -107,6 +107,19 @@ def test_config_parse_ok():
     assert M.parse_config("DC(2)").name == "DC(2)"
 
 
+def test_config_parse_tag_forms():
+    """A job's --energy-tag value cannot hold parentheses (the plugin's tag charset is
+    [A-Za-z0-9_.:+-]), so the forms a tag can carry name the same configurations:
+    dc<k> and dn<c>:<d> (what the real-Damaris jobs are tagged with)."""
+    assert M.parse_config("dc1") == M.Config("DC", k=1)
+    assert M.parse_config("DC12") == M.Config("DC", k=12)
+    assert M.parse_config("dn2:1") == M.Config("DN", c=2, d=1)
+    assert M.parse_config("DN15:1").name == "DN(15:1)"
+    for bad in ("dn1", "dc", "dn2:", "tp", "dc1x"):  # dn1 (Yildiz's DN(ONE)) has no ratio
+        with pytest.raises(ValueError, match="allowed DC"):
+            M.parse_config(bad)
+
+
 def test_interpolation_and_range_errors():
     t = {1: 1.0, 8: 0.9, 16: 0.8}
     assert M.interpolate_scalability(t, 8) == 0.9

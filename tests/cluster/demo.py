@@ -49,6 +49,7 @@ REAL_RAPL = pathlib.Path("/sys/class/powercap/intel-rapl:0/energy_uj")
 FMAX, FMIN = 2400000, 800000
 SWEEP = [2400000, 2000000, 1600000, 1200000]
 SWEEP_REPS = 2
+SWEEP_TRIES = 2  # sweeps before the demo reports a fit it could not make
 
 # The short versions of the experiments (docs/experiments.md), as bench/jobs/submit.sh
 # submits them: (experiment, its settings).
@@ -145,6 +146,8 @@ class Demo:
     def start(self):
         header("Slurm cluster: munged, slurmctld, slurmd on node1 and node2")
         ensure_user(USER)
+        # two slurmd on this host; not the network-namespace cluster (tests/cluster/netns.py):
+        # there the fake nodes' live power did not follow the clock (docs/experiments.md)
         self.cluster = Cluster(self.workdir / "cluster", nodes=2)
         self.cluster.start()
         sysfs = self.hardware(self.cluster.nodes)
@@ -155,6 +158,9 @@ class Demo:
         self.cluster.restart_slurmd()  # the job prolog/epilog are read at slurmd start
         c = self.cluster
         print(f"  SLURM_CONF={c.conf}  task plugin {c.task_plugin}, {c.cpus} CPU(s) per node")
+        if c.netns:
+            print("  nodes: " + ", ".join(f"{n} {c.netns.addr[n]}" for n in c.nodes)
+                  + " (network, mount and UTS namespaces: own address, host name, /dev/shm)")
         print("  plugstack.conf: " + c.plugstack.read_text().splitlines()[-1])
         show(c.run(["sinfo", "-N"]), "sinfo -N")
         self.pub = {"build": c.public_path(BUILD), "bench": c.public_path(REPO / "bench"),
@@ -271,30 +277,51 @@ class Demo:
             self.failed.append("joulestep " + " ".join(map(str, args)))
         return res
 
-    def tune(self):
-        header("tune: sweep a write phase, fit it, install the tuned policy")
+    def sweep(self, name: str) -> bool:
+        """One `tune` sweep job named `name`, ingested; whether it completed."""
         work = self.workdir / "io_work.py"
-        work.write_text(IO_WORK)
-        os.chmod(work, 0o644)
-        script = self.workdir / "sweep.sh"
+        script = self.workdir / f"{name}.sh"
         self.cli("tune", "--freqs", ",".join(map(str, SWEEP)), "--reps", SWEEP_REPS,
-                 "--kind", "write", "--name", "demo-sweep", "--time", "00:10:00", "-o", script,
+                 "--kind", "write", "--name", name, "--time", "00:10:00", "-o", script,
                  "--", "python3", work, 12)
         res, job = self.cluster.sbatch(script.read_text(), user=USER,
                                        args=["-w", self.cluster.nodes[0],
                                              self.path_export])
         if job is None:
             self.failed.append("sweep: sbatch failed")
-            return show(res, "sbatch sweep.sh")
-        print(f"  sweep: job {job}, {len(SWEEP)} clocks x {SWEEP_REPS} repetitions, "
+            show(res, "sbatch sweep.sh")
+            return False
+        print(f"  sweep {name}: job {job}, {len(SWEEP)} clocks x {SWEEP_REPS} repetitions, "
               f"{SWEEP[-1] // 1000}-{SWEEP[0] // 1000} MHz")
-        self.jobs["sweep"] = [job]
-        self.wait_all(("sweep",))
+        self.jobs[name] = [job]
+        self.wait_all((name,))
         time.sleep(1)  # the last step's record
         self.cli("ingest", self.spool)
+        return True
+
+    def tune(self):
+        header("tune: sweep a write phase, fit it, install the tuned policy")
+        work = self.workdir / "io_work.py"
+        work.write_text(IO_WORK)
+        os.chmod(work, 0o644)
         self.tuned.parent.mkdir(mode=0o755, exist_ok=True)
         tmp = self.workdir / "tuned.json.new"
-        self.cli("model", "dvfs", "--where", "sweep=demo-sweep", "--kind", "write", "--save", tmp)
+        # A busy host can starve the sweep's polling write phase for a moment: the fake
+        # node then sees it at part of its CPU, and one sample draws a fraction of the
+        # power of its twin at the same clock (seen: half). A fit of such a sweep fails;
+        # the demo then sweeps once more, and says so.
+        for attempt in range(1, SWEEP_TRIES + 1):
+            name = "demo-sweep" if attempt == 1 else f"demo-sweep-{attempt}"
+            if not self.sweep(name):
+                return
+            fit = self.cli("model", "dvfs", "--where", f"sweep={name}", "--kind", "write",
+                           "--save", tmp, check=attempt == SWEEP_TRIES)
+            if fit.returncode == 0:
+                break
+            if attempt < SWEEP_TRIES:
+                print(f"  the fit of sweep {name} failed (a sample disturbed by the host's "
+                      f"other load?): sweeping again ({attempt + 1} of {SWEEP_TRIES})")
+        self.sweep_name = name
         if tmp.exists():
             shutil.copyfile(tmp, self.tuned)  # root-owned 0644: what the plugin accepts
             os.chmod(self.tuned, 0o644)
@@ -363,7 +390,8 @@ class Demo:
         for fig, args in (("io", ["--where", "exp=damaris-approaches"]),
                           ("dumps", ["--by", "tag:dump", "--where", "policy=monitor",
                                     "--where", f"field=gen{DUMP_SIZES['DUMP_SIZE']}"]),
-                          ("power", ["--kind", "write", "--where", "sweep=demo-sweep"])):
+                          ("power", ["--kind", "write", "--where",
+                                     f"sweep={getattr(self, 'sweep_name', 'demo-sweep')}"])):
             self.cli("plot", fig, self.plots / f"{fig}.png", *args, check=False)
 
     def stop(self):

@@ -330,14 +330,19 @@ class Cluster:
             host, the PMIx namespace ("slurm.pmix.<job>.<step>") and the local rank, the
             same for job 1 of two test clusters running at once: each cluster has its own
             directory (<workdir>/shm, sticky and world-writable like /tmp);
-          - several nodes (nodes=N): all slurmd share one host, so the node's ranks would
-            find each other's segments by host name: TCP over loopback only."""
+          - several nodes (nodes=N) on one host name: the node's ranks would find each
+            other's segments by host name: TCP over loopback only;
+          - several nodes in network namespaces (netns=True): each node is a host by name
+            (UTS namespace), address and /dev/shm, as on a real cluster: shared memory
+            within a node, TCP over each node's own interface between nodes."""
         env = {"OMPI_MCA_mpi_yield_when_idle": "1",
                "OMPI_MCA_btl_vader_single_copy_mechanism": "none",
                "OMPI_MCA_btl_vader_backing_directory": str(self.workdir / "shm")}
-        if self.nnodes > 1:  # netns: each node's own interface (the same name in every node)
-            env.update({"OMPI_MCA_btl": "self,tcp", "OMPI_MCA_btl_tcp_if_include":
-                        netns_mod.NODE_IF if getattr(self, "netns", None) else "lo"})
+        if self.nnodes > 1 and getattr(self, "netns", None):
+            env.update({"OMPI_MCA_btl": "self,vader,tcp",
+                        "OMPI_MCA_btl_tcp_if_include": netns_mod.NODE_IF})
+        elif self.nnodes > 1:
+            env.update({"OMPI_MCA_btl": "self,tcp", "OMPI_MCA_btl_tcp_if_include": "lo"})
         return env
 
     def _mkdir(self, path: pathlib.Path, mode=0o755):
@@ -414,7 +419,8 @@ class Cluster:
         if self.nnodes > 1:
             self.slurmd_ports = dict(zip(self.nodes, node_ports))
             node_lines = "\n".join(
-                f"NodeName={n} NodeAddr={node_addr.get(n, '127.0.0.1')} NodeHostname={self.host} "
+                f"NodeName={n} NodeAddr={node_addr.get(n, '127.0.0.1')} "
+                f"NodeHostname={n if self.netns else self.host} "
                 f"Port={self.slurmd_ports[n]} CPUs={self.cpus} Boards=1 SocketsPerBoard=1 "
                 f"CoresPerSocket={self.cpus} ThreadsPerCore=1 State=UNKNOWN" for n in self.nodes)
             part_nodes = ",".join(self.nodes)
@@ -888,7 +894,12 @@ PartitionName=debug Nodes={part_nodes} Default=YES MaxTime=INFINITE State=UP
         return info
 
     def job_state(self, job_id) -> str:
-        return self.job_info(job_id).get("JobState", "UNKNOWN")
+        """The job's state; UNKNOWN while slurmctld does not answer in time (a busy
+        host can hold it for longer than scontrol's 15 s: wait_job asks again)."""
+        try:
+            return self.job_info(job_id).get("JobState", "UNKNOWN")
+        except subprocess.TimeoutExpired:
+            return "UNKNOWN"
 
     def wait_job(self, job_id, timeout: float = 60) -> str:
         """Wait until the job reaches a terminal state and return it (e.g. COMPLETED)."""

@@ -3,6 +3,7 @@
 VELOC's backend daemon, which outlives the jobs that start it and must not outlive a test."""
 from __future__ import annotations
 
+import contextlib
 import os
 import pathlib
 import signal
@@ -72,7 +73,7 @@ def _is_backend(pid: int, uid: int) -> bool:
         cmd = pathlib.Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
         return False
-    return st.st_uid == uid and b"veloc-backend" in cmd
+    return st.st_uid == uid and cmd.split(b"\0")[0].rsplit(b"/", 1)[-1] == b"veloc-backend"
 
 
 def stop_backend(uid: int, timeout: float = 10.0) -> int | None:
@@ -80,14 +81,21 @@ def stop_backend(uid: int, timeout: float = 10.0) -> int | None:
     files it leaves in /dev/shm. Returns the pid stopped, or None when none ran."""
     pid = backend_pid(uid)
     stopped = None
-    if pid and _is_backend(pid, uid):
-        os.kill(pid, signal.SIGTERM)
+    # also those whose pid file is in another /dev/shm (a netns node's own, harness.py)
+    pids = ([pid] if pid else []) + [int(d.name) for d in pathlib.Path("/proc").iterdir()
+                                      if d.name.isdigit() and int(d.name) != pid]
+    for pid in pids:
+        if not _is_backend(pid, uid):
+            continue
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
         end = time.monotonic() + timeout
         while _is_backend(pid, uid) and time.monotonic() < end:
             time.sleep(0.05)
         if _is_backend(pid, uid):
-            os.kill(pid, signal.SIGKILL)
-        stopped = pid
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        stopped = stopped or pid
     for f in pathlib.Path("/dev/shm").glob("veloc-*"):
         try:
             if f.lstat().st_uid == uid:

@@ -26,6 +26,12 @@ its own network namespace, reachable only through namespace addresses:
    The same path shows each node its own directory, as /var/spool/joulestep does on
    real nodes, so plugstack.conf is the same on every node (no %n): the test puts the
    node's fake hardware tree, joulestep spool, journal (state) and socket directory there.
+   /dev/shm is a tmpfs of the node's own (512 MiB at most), as on separate hosts: shared
+   memory segments of the same name on two nodes (Damaris' buffer) must not be one.
+ - Host names: slurmd also runs in its own UTS namespace whose host name is the node's
+   name (NodeHostname in slurm.conf), so every node is a host of its own by name too:
+   MPI_Get_processor_name differs per node, and Damaris (which groups ranks into nodes
+   by that name) can place dedicated nodes.
  - Names carry the cluster id (the harness marker). A registry file
    /run/joulestep-test/netns/<id> names the owning process; `reap_stale` removes the
    namespaces and links of clusters whose owner died (called by harness.reap_stale).
@@ -52,7 +58,7 @@ NODE_IF = "eth0"            # each node's interface (Open MPI: btl_tcp_if_includ
 LOCAL = "local"             # <workdir>/local: the node-local directory, in each node's view
 REGISTRY = pathlib.Path("/run/joulestep-test/netns")
 SBIN = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-NEED = ("ip", "nsenter", "unshare", "mount")
+NEED = ("ip", "nsenter", "unshare", "mount", "hostname")
 
 
 class NetnsError(RuntimeError):
@@ -236,11 +242,17 @@ class Hosts:
 
     def wrap(self, node: str, argv: list) -> list:
         """argv run as node `node`: in its network namespace, in a new mount namespace
-        where <workdir>/local is the node's own directory."""
+        where <workdir>/local is the node's own directory and /dev/shm a tmpfs of its own
+        (POSIX shared memory is per host: Damaris names its segment after the buffer in its
+        XML, the same on every node), and a new UTS namespace whose
+        host name is the node's name (what gethostname() and so MPI_Get_processor_name
+        say: libraries that group ranks by host, as Damaris does, see one host per node)."""
         return [_tool("nsenter"), f"--net=/run/netns/{self.ns[node]}", "--",
-                _tool("unshare"), "--mount", "--propagation", "private", "--",
-                "/bin/sh", "-c", 'mount --bind "$1" "$2" && shift 2 && exec "$@"', "sh",
-                str(self.host_dir(node)), str(self.local), *map(str, argv)]
+                _tool("unshare"), "--mount", "--uts", "--propagation", "private", "--",
+                "/bin/sh", "-c",
+                'mount --bind "$1" "$2" && mount -t tmpfs -o mode=1777,size=512m jsshm /dev/shm '
+                '&& hostname "$3" && shift 3 && exec "$@"', "sh",
+                str(self.host_dir(node)), str(self.local), node, *map(str, argv)]
 
     def node_pid(self, node: str, comm: str = "slurmd") -> int:
         """The pid of `comm` (default slurmd) in node's network namespace."""
@@ -252,9 +264,9 @@ class Hosts:
 
     def on_node(self, node: str, argv: list) -> list:
         """argv run beside node's slurmd: its network and mount namespaces (so
-        <workdir>/local is that node's directory), e.g. `joulestep ingest` on the node."""
-        return [_tool("nsenter"), f"--target={self.node_pid(node)}", "--net", "--mount", "--",
-                *map(str, argv)]
+        <workdir>/local is that node's directory) and host name, e.g. `joulestep ingest` on the node."""
+        return [_tool("nsenter"), f"--target={self.node_pid(node)}", "--net", "--mount", "--uts",
+                "--", *map(str, argv)]
 
     def teardown(self):
         """Remove this cluster's namespaces and link (idempotent, also after a failed

@@ -357,6 +357,8 @@ def test_damaris_real(bench, mode):
     check_energy(rec)
     summary = "library=HDF5 mode=tp" if mode == "tp" else "library=Damaris-1.7.1 mode=dc"
     assert summary in text, text
+    if mode == "dc":  # the shared-memory segment is the job's own (/dev/shm/<buffer name>)
+        assert f'<buffer name="jsdam-{job}.0"' in (out / f"damaris-{job}.xml").read_text()
 
 
 # ---------------------------------------------------------------- Damaris

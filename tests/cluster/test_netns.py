@@ -35,6 +35,7 @@ import time
 import pytest
 
 import fakehw
+import iolibs
 import netns
 import spool
 from harness import Cluster, make_workdir
@@ -147,11 +148,12 @@ def test_nodes_are_separate_hosts(ns3):
     for n in NODES:
         (ns3.dirs[n] / "whoami").write_text(n + "\n")
     res = c.srun(["-N3", "-n3", "sh", "-c",
-                  f'echo "JOB $SLURM_JOB_ID"; echo "HOST $SLURMD_NODENAME $(cat {ns3.local}/whoami)"; '
+                  f'echo "JOB $SLURM_JOB_ID"; echo "HOST $SLURMD_NODENAME $(cat {ns3.local}/whoami) $(hostname)"; '
                   f'ip -4 -o addr show | awk \'{{print "ADDR", ENVIRON["SLURMD_NODENAME"], $2, $4}}\''],
                  user=USER)
     assert res.returncode == 0, res.stderr + c.logs()
-    assert sorted(re.findall(r"^HOST (\S+) (\S+)$", res.stdout, re.M)) == [(n, n) for n in NODES]
+    # its own node-local directory and its own host name (UTS namespace)
+    assert sorted(re.findall(r"^HOST (\S+) (\S+) (\S+)$", res.stdout, re.M)) == [(n, n, n) for n in NODES]
     addrs = {}
     for node, dev, cidr in re.findall(r"^ADDR (\S+) (\S+) (\S+)$", res.stdout, re.M):
         addrs.setdefault(node, set()).add((dev, cidr.split("/")[0]))
@@ -280,6 +282,112 @@ def test_ingest_three_spools_and_compare(ns3, tmp_path):
         assert node_j["node3"] == pytest.approx(3 * node_j["node1"], rel=0.01)
         assert row["node_min_j"] == pytest.approx(node_j["node1"], rel=1e-9)
         assert row["node_max_j"] == pytest.approx(node_j["node3"], rel=1e-9)
+
+
+def damaris_node_id(host: str) -> int:
+    """Damaris 1.7.1's node id of a host (src/env/Hardware.cpp, GetNodeID): a 64-bit
+    FNV-style hash of MPI_Get_processor_name, cast to int, made non-negative. Damaris
+    orders the ranks by it, and its first nodes (of d) become the dedicated ones."""
+    h, fnv = 14695981039346656037, (1 << 40) + (1 << 8) + 0xB3
+    for ch in host.encode():
+        h = ((h ^ ch) * fnv) & ((1 << 64) - 1)
+    v = h & 0xFFFFFFFF
+    v = v - (1 << 32) if v >= 1 << 31 else v
+    return v if v >= 0 else -v
+
+
+REAL: dict = {}  # the real-Damaris DN job, for the model test
+
+
+def test_damaris_real_dedicated_node(ns3):
+    """The real Damaris 1.7.1 with one dedicated node (<dedicated cores="0" nodes="1"/>)
+    and its HDF5 plugin, on -N3 -n3 (one rank per node): the rank of the node Damaris
+    orders first (by the hash of its host name: the UTS namespace's node name) is the
+    server and computes nothing; the two others compute and hand their blocks over.
+    Checked: which node is the dedicated one, the files the plugin wrote, each client's
+    phases and bytes, and each node's energy against the fake hardware's truth."""
+    bench = ns3.c.public_path(REPO / "build" / "bench" / "js-damaris-real")
+    if not iolibs.need("damaris") or not pathlib.Path(bench).exists():
+        pytest.fail("build/bench/js-damaris-real is missing: run `make` after make iolibs")
+    c = ns3.c
+    # 256 KiB blocks: above Open MPI's TCP eager limit (64 KiB), so a client's block
+    # travels to the server after damaris_write returned (Damaris' RemoteClient sends it
+    # with MPI_Isend); 6 outputs, the last just before the clients stop
+    nx, ny, nz, iters, every = 64, 64, 16, 6, 1
+    out = c.user_dir(USER) / f"dnr-out-{time.monotonic_ns()}"
+    dam = (f"{bench} --mode dn --nodes 1 --grid {nx}x{ny}x{nz} --iters {iters} "
+           f"--every {every} --sweeps 2 --out {out}")
+    script = f"""#!/bin/sh
+#SBATCH -N3 -n3
+#SBATCH --energy-tag=lib=damaris-1.7.1,approach=dn2:1,exp=netns-real
+mkdir -p {out}
+srun --mpi=pmix --kill-on-bad-exit=1 -o dnr-%j-%t.out sh -c '{dam} && {ns3.adv("0")}'
+cat dnr-$SLURM_JOB_ID-*.out
+"""
+    job, text = c.run_job(script, USER, timeout=120)
+    truth = adv_truth(text)
+    assert set(truth) == {f"0@{n}" for n in NODES} | {"*"}, text
+    assert f"library=Damaris-1.7.1 mode=dn clients=2 outputs={iters // every}" in text, text
+    server = min(NODES, key=lambda n: (damaris_node_id(n), NODES.index(n)))
+    outputs = iters // every
+    block = nx * ny * (nz // 2) * 8
+    files = {p.name: p.stat().st_size for p in out.iterdir() if p.suffix == ".h5"}
+    assert set(files) == {f"jsdam_It{o}_Pr0.h5" for o in range(outputs)}, (files, text)
+    for size in files.values():  # both clients' blocks and HDF5's metadata
+        assert 2 * block < size < 2 * block + 65536, files
+    recs = ns3.records(job, [("batch", "node1")] + [("0", n) for n in NODES])
+    for n in NODES:
+        r = recs[("0", n)]
+        kinds: dict = {}
+        for p in r["phases"]:
+            kinds.setdefault(p["kind"], []).append(p)
+        if n == server:  # the dedicated node: Damaris' server, no phase of ours
+            assert kinds == {}, (n, sorted(kinds))
+        else:
+            assert {k: len(v) for k, v in kinds.items()} == {"compute": iters, "send": outputs}
+            assert all(len(p["ranks"]) == 1 and p["bytes"] == block for p in kinds["send"])
+        assert close(r["step"]["energy_cpu_uj"], truth[f"0@{n}"][0]), (n, r["step"], truth)
+        assert close(r["step"]["energy_dram_uj"], truth[f"0@{n}"][1]), (n, r["step"], truth)
+    REAL.update(job=job, truth=truth, recs=recs)
+
+
+def test_model_damaris_on_real_records(ns3, tmp_path):
+    """`joulestep model damaris` and `compare --what io` on the records of the real DN
+    job: the measured energy is the job's (every node's) energy, the accuracy Dorier's
+    Table 3 formula against the prediction computed here from the calibration."""
+    if not REAL:
+        pytest.skip("needs test_damaris_real_dedicated_node's job (run the module whole)")
+    db = tmp_path / "real.db"
+    _cli("--db", db, "ingest", *(ns3.spool(n) for n in NODES))
+    recs = REAL["recs"]
+    node_j = {n: recs[("0", n)]["step"]["energy_total_uj"] / 1e6 for n in NODES}
+    # what the fake hardware put on the nodes (the batch step on node1 holds step 0's
+    # node1 part: counted once)
+    truth_j = sum(sum(REAL["truth"][f"0@{n}"]) / 1e6 for n in NODES)
+    t_base, p_idle, p_max = 12.0, 40.0, 100.0
+    got = json.loads(_cli("--db", db, "--format", "json", "model", "damaris",
+                          "--t-base", t_base, "--s-cores", "1:1", "--s-nodes", "1:1,2:1,3:1",
+                          "--p-idle", p_idle, "--p-max", p_max, "--nodes", 3,
+                          "--cores-per-node", 1, "--approach", "DN(2:1)",
+                          "--where", "exp=netns-real"))
+    acc = got["accuracy"]
+    assert len(acc) == 1 and acc[0]["config"] == "DN(2:1)" and acc[0]["runs"] == 1, got
+    assert acc[0]["measured_j"] == pytest.approx(truth_j, rel=0.01)
+    assert acc[0]["measured_j"] == pytest.approx(sum(node_j.values()), rel=1e-6)
+    # Dorier eqs. 1-4: T_sim = T_base / (1 core x 2 compute nodes), P_sim = (2 P_max +
+    # (P_idle + P_max) / 2) / 3 per node, times the 3 nodes of the allocation
+    pred = t_base / 2 * (2 * p_max + (p_idle + p_max) / 2) / 3 * 3
+    assert acc[0]["predicted_j"] == pytest.approx(pred, rel=1e-9)
+    assert acc[0]["accuracy_pct"] == pytest.approx(
+        100 * (1 - abs(pred - truth_j) / truth_j), rel=0.01, abs=0.5)
+    # compare --what io: the per-node statistics of the real run
+    rows = json.loads(_cli("--db", db, "--format", "json", "compare", "--what", "io", "--by",
+                           "tag:approach", "--where", "exp=netns-real"))["table"]
+    assert len(rows) == 1 and rows[0]["tag:approach"] == "dn2:1" and rows[0]["nodes"] == 3
+    vals = list(node_j.values())
+    assert rows[0]["node_min_j"] == pytest.approx(min(vals), rel=1e-9)
+    assert rows[0]["node_max_j"] == pytest.approx(max(vals), rel=1e-9)
+    assert rows[0]["energy_j"] == pytest.approx(sum(vals), rel=1e-9)
 
 
 # ------------------------------------------------------------ namespaces themselves

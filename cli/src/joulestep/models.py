@@ -53,6 +53,9 @@ __all__ = [
 
 _CONFIG_RE = re.compile(r"^\s*(DC)\s*\(\s*(\d+)\s*\)\s*$|^\s*(DN)\s*\(\s*(\d+)\s*:\s*(\d+)\s*\)\s*$",
                         re.IGNORECASE)
+# the same in the forms a job tag can carry (no parentheses: the plugin's tag values are
+# [A-Za-z0-9_.:+-]): dc<k>, dn<c>:<d>, e.g. --energy-tag=approach=dn2:1
+_CONFIG_TAG_RE = re.compile(r"^\s*(DC)(\d+)\s*$|^\s*(DN)(\d+):(\d+)\s*$", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -71,17 +74,18 @@ class Config:
 
 def parse_config(text: str) -> Config:
     """Parse 'DC(k)' (k >= 1 dedicated cores per node) or 'DN(c:d)' (c:d
-    compute:I/O nodes, c, d >= 1). Raises ValueError naming what is allowed.
+    compute:I/O nodes, c, d >= 1), or their tag forms 'dck' and 'dnc:d' (a job
+    tag cannot hold parentheses). Raises ValueError naming what is allowed.
     TP is not accepted: the model does not cover it (Dorier et al. 2016 §3.2)."""
     if isinstance(text, Config):
         return text
-    m = _CONFIG_RE.match(str(text))
+    m = _CONFIG_RE.match(str(text)) or _CONFIG_TAG_RE.match(str(text))
     if not m:
         hint = " (TP is not modelled: its I/O time is too variable, Dorier et al. 2016 §3.2)" \
             if str(text).strip().upper() == "TP" else ""
         raise ValueError(f"bad configuration {text!r}: allowed DC(k) with k >= 1 "
                          f"dedicated cores per node, or DN(c:d) with c:d compute:I/O "
-                         f"nodes, e.g. DC(1), DN(15:1){hint}")
+                         f"nodes, e.g. DC(1), DN(15:1) (in a tag: dc1, dn15:1){hint}")
     if m.group(1):
         k = int(m.group(2))
         if k < 1:
