@@ -115,3 +115,63 @@ def test_grace_module_power_integrated_per_step(grace):
     want = module_w * st["duration_ns"] / 1e3          # W x ns -> uJ
     assert abs(st["energy_node_uj"] - want) <= 0.02 * want
     assert st["energy_node_uj"] < (module_w + inner_w) * st["duration_ns"] / 1e3 * 0.9
+
+
+# ------------------------------------------------------------ amd_energy hwmon
+@pytest.fixture(scope="module")
+def amdhw(cluster, build_dir):
+    env = NodeEnv(cluster, build_dir, "jsamdhw", FMAX, FMIN, vendor="amd", amd_energy=True)
+    env.configure(cluster="jstest", backend="amd_energy")
+    try:
+        yield env
+    finally:
+        env.close()
+        cluster.write_plugstack(None)
+
+
+def test_amd_energy_hwmon_step_record(amdhw):
+    """backend=amd_energy on the live cluster: the step's CPU energy is the socket
+    counters' (the per-core counters inside them never added), DRAM not measured."""
+    job, out = amdhw.run_job(f"#!/bin/sh\n#SBATCH -n1\n{amdhw.adv('a', 2)}\n{amdhw.adv('a', 1)}\n")
+    rec = amdhw.wait_records(job, ["batch"])["batch"]
+    st = rec["step"]
+    replies = [json.loads(m.group(1)) for m in re.finditer(r"^ADV a (\{.*\})$", out, re.M)]
+    assert len(replies) == 2, out
+    sockets = {z: sum(r["zones"][z]["energy_uj"] for r in replies)
+               for z in replies[0]["zones"] if replies[0]["zones"][z]["kind"] == "amd_socket"}
+    assert sorted(z["id"] for z in rec["zones"]) == sorted(sockets)
+    truth = sum(sockets.values())
+    assert truth > 0
+    assert abs(st["energy_cpu_uj"] - truth) <= 0.005 * truth
+    assert st["energy_dram_uj"] is None and st["dram_not_measured"]
+    assert st["energy_total_uj"] == st["energy_cpu_uj"]
+
+
+def test_amd_energy_counter_reset_inside_a_step(amdhw):
+    """A socket counter that goes back inside a step (amd_energy accumulates to 64
+    bits, so it is a reset, never a wrap): that socket's energy is null and
+    uncertain, the other socket's stays exact, and the step has no CPU total."""
+    flag = amdhw.root / "reset-done"
+    flag.unlink(missing_ok=True)
+    before = len(fakehw.truth_log(str(amdhw.hw)))
+    script = (f"#!/bin/sh\n#SBATCH -n1\n{amdhw.adv('a', 1)}\n"
+              f"while [ ! -e {flag} ]; do sleep 0.1; done\n{amdhw.adv('b', 1)}\n")
+    res = {}
+    th = threading.Thread(target=lambda: res.update(r=amdhw.run_job(script)))
+    th.start()
+    deadline = time.monotonic() + amdhw.job_timeout
+    while len(fakehw.truth_log(str(amdhw.hw))) == before and time.monotonic() < deadline:
+        time.sleep(0.1)
+    fakehw.set_counter(str(amdhw.hw), "amd_energy:0", 1000)
+    time.sleep(1.0)   # sample_ms=200: the step's sampler reads the low value
+    flag.touch()
+    th.join(amdhw.job_timeout + 30)
+    job, out = res["r"]
+    rec = amdhw.wait_records(job, ["batch"])["batch"]
+    zones = {z["id"]: z for z in rec["zones"]}
+    replies = [json.loads(m.group(1)) for m in re.finditer(r"^ADV \S+ (\{.*\})$", out, re.M)]
+    assert len(replies) == 2, out
+    assert zones["amd_energy:0"]["energy_uj"] is None and zones["amd_energy:0"]["uncertain"]
+    other = sum(r["zones"]["amd_energy:1"]["energy_uj"] for r in replies)
+    assert zones["amd_energy:1"]["energy_uj"] == other
+    assert rec["step"]["energy_cpu_uj"] is None and rec["step"]["energy_total_uj"] is None
