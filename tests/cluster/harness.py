@@ -322,6 +322,9 @@ class Cluster:
         """Open MPI settings for `srun --mpi=pmix` jobs on this test cluster; in the
         clients' environment, so every job submitted through the harness gets them
         (sbatch exports it). Why each (docs/experiments.md, "Open MPI on the test cluster"):
+          - pml=ob1, mtl=^ofi,psm,psm2, osc=^ucx: the test cluster has no fabric; Debian's
+            Open MPI otherwise probes UCX, libfabric and PSM in every rank's MPI_Init, the
+            window in which the demo's ranks crashed (docs/experiments.md);
           - mpi_yield_when_idle: ranks outnumber the cores (sbatch -O on 2 cores); a rank
             waiting in MPI yields its core instead of spinning on it;
           - btl_vader_single_copy_mechanism=none: no CMA (process_vm_readv needs ptrace
@@ -336,6 +339,7 @@ class Cluster:
             (UTS namespace), address and /dev/shm, as on a real cluster: shared memory
             within a node, TCP over each node's own interface between nodes."""
         env = {"OMPI_MCA_mpi_yield_when_idle": "1",
+               "OMPI_MCA_pml": "ob1", "OMPI_MCA_mtl": "^ofi,psm,psm2", "OMPI_MCA_osc": "^ucx",
                "OMPI_MCA_btl_vader_single_copy_mechanism": "none",
                "OMPI_MCA_btl_vader_backing_directory": str(self.workdir / "shm")}
         if self.nnodes > 1 and getattr(self, "netns", None):
