@@ -64,22 +64,29 @@ def test_amd_pm_counters_step_record(hpe):
     assert st["energy_node_uj"] > st["energy_cpu_uj"]
 
 
-def test_pm_counters_reset_inside_a_step(hpe):
-    flag = hpe.root / "reset-done"
+def _job_with_fault_inside(env, fault) -> tuple[str, str]:
+    """A one-step job that advances the hardware (tag a), waits while fault() runs,
+    then advances again (tag b): fault() falls inside the step, between two
+    readings. Returns (job, output)."""
+    flag = env.root / "fault-done"
     flag.unlink(missing_ok=True)
-    before = len(fakehw.truth_log(str(hpe.hw)))
-    script = (f"#!/bin/sh\n#SBATCH -n1\n{hpe.adv('a', 1)}\n"
-              f"while [ ! -e {flag} ]; do sleep 0.1; done\n{hpe.adv('b', 1)}\n")
+    before = len(fakehw.truth_log(str(env.hw)))
+    script = (f"#!/bin/sh\n#SBATCH -n1\n{env.adv('a', 1)}\n"
+              f"while [ ! -e {flag} ]; do sleep 0.1; done\n{env.adv('b', 1)}\n")
     res = {}
-    th = threading.Thread(target=lambda: res.update(r=hpe.run_job(script)))
+    th = threading.Thread(target=lambda: res.update(r=env.run_job(script)))
     th.start()
-    deadline = time.monotonic() + hpe.job_timeout
-    while len(fakehw.truth_log(str(hpe.hw))) == before and time.monotonic() < deadline:
+    deadline = time.monotonic() + env.job_timeout
+    while len(fakehw.truth_log(str(env.hw))) == before and time.monotonic() < deadline:
         time.sleep(0.1)
-    fakehw.pm_reset(str(hpe.hw))
+    fault()
     flag.touch()
-    th.join(hpe.job_timeout + 30)
-    job, out = res["r"]
+    th.join(env.job_timeout + 30)
+    return res["r"]
+
+
+def test_pm_counters_reset_inside_a_step(hpe):
+    job, out = _job_with_fault_inside(hpe, lambda: fakehw.pm_reset(str(hpe.hw)))
     st = hpe.wait_records(job, ["batch"])["batch"]["step"]
     assert st["energy_node_uj"] is None
     assert "generation changed" in st["node_meter_sources"]
@@ -151,22 +158,11 @@ def test_amd_energy_counter_reset_inside_a_step(amdhw):
     """A socket counter that goes back inside a step (amd_energy accumulates to 64
     bits, so it is a reset, never a wrap): that socket's energy is null and
     uncertain, the other socket's stays exact, and the step has no CPU total."""
-    flag = amdhw.root / "reset-done"
-    flag.unlink(missing_ok=True)
-    before = len(fakehw.truth_log(str(amdhw.hw)))
-    script = (f"#!/bin/sh\n#SBATCH -n1\n{amdhw.adv('a', 1)}\n"
-              f"while [ ! -e {flag} ]; do sleep 0.1; done\n{amdhw.adv('b', 1)}\n")
-    res = {}
-    th = threading.Thread(target=lambda: res.update(r=amdhw.run_job(script)))
-    th.start()
-    deadline = time.monotonic() + amdhw.job_timeout
-    while len(fakehw.truth_log(str(amdhw.hw))) == before and time.monotonic() < deadline:
-        time.sleep(0.1)
-    fakehw.set_counter(str(amdhw.hw), "amd_energy:0", 1000)
-    time.sleep(1.0)   # sample_ms=200: the step's sampler reads the low value
-    flag.touch()
-    th.join(amdhw.job_timeout + 30)
-    job, out = res["r"]
+    def reset():
+        fakehw.set_counter(str(amdhw.hw), "amd_energy:0", 1000)
+        time.sleep(1.0)   # sample_ms=200: the step's sampler reads the low value
+
+    job, out = _job_with_fault_inside(amdhw, reset)
     rec = amdhw.wait_records(job, ["batch"])["batch"]
     zones = {z["id"]: z for z in rec["zones"]}
     replies = [json.loads(m.group(1)) for m in re.finditer(r"^ADV \S+ (\{.*\})$", out, re.M)]
