@@ -404,6 +404,22 @@ i=0; while [ ! -e {go}.2 ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done
     (d / "oc.go.2").unlink(missing_ok=True)
 
 
+def _kill_batch_stepd(fe, job):
+    """SIGKILL the batch step's slurmstepd (and the script and sleep it leaves
+    behind), then end the job: only the job epilog runs after it."""
+    pid = stepd_pid(job)
+    assert pid
+    os.kill(pid, signal.SIGKILL)
+    wait_for(lambda: not cmdline(pid) or "slurmstepd" not in cmdline(pid), "slurmstepd gone", 10)
+    for p in job_pids(job):  # the orphaned script and its sleep
+        try:
+            os.kill(p, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    fe.c.scancel(job)
+    fe.c.wait_job(job)
+
+
 # ------------------------------------------------------------------ defect 12
 def test_killed_slurmstepd_is_restored_by_the_job_epilog(fe):
     """slurmstepd is SIGKILLed while a write phase holds its CPU down; no other step
@@ -424,17 +440,7 @@ sleep 300
     wait_for(flag.exists, "the write phase")
     lowered = [c for c in range(fe.ncpus) if fe.files(c)["effective_khz"] == int(0.85 * FMAX)]
     assert len(lowered) == 1
-    pid = stepd_pid(job)
-    assert pid
-    os.kill(pid, signal.SIGKILL)
-    wait_for(lambda: not cmdline(pid) or "slurmstepd" not in cmdline(pid), "slurmstepd gone", 10)
-    for p in job_pids(job):  # the orphaned script and its sleep
-        try:
-            os.kill(p, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    fe.c.scancel(job)
-    fe.c.wait_job(job)
+    _kill_batch_stepd(fe, job)
     # no further step: only the epilog can put the clock back
     wait_for(lambda: fe.files(lowered[0])["effective_khz"] == orig[lowered[0]]["effective_khz"],
              "the epilog restoring the CPU", 60)
@@ -543,17 +549,7 @@ sleep 300
     wait_for(flag.exists, "the write phase")
     assert int(f.read_text()) == UNC_IO_MHZ * 1000
     assert list(fe.state.glob("uncore-*"))
-    pid = stepd_pid(job)
-    assert pid
-    os.kill(pid, signal.SIGKILL)
-    wait_for(lambda: not cmdline(pid) or "slurmstepd" not in cmdline(pid), "slurmstepd gone", 10)
-    for p in job_pids(job):
-        try:
-            os.kill(p, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    fe.c.scancel(job)
-    fe.c.wait_job(job)
+    _kill_batch_stepd(fe, job)
     wait_for(lambda: int(f.read_text()) == UNC_MAX, "the epilog restoring the uncore", 60)
     fe.c.wait_idle(60)
     assert not list(fe.state.glob("uncore-*"))
