@@ -270,22 +270,36 @@ static DIR *opendir_checked(int pfd, const char *name)
 	return d;
 }
 
-int js_pending_flush(const char *spool, const char *state, unsigned max, unsigned *moved,
-		     unsigned *lost)
+/* <state>/pending as a directory stream (root-owned, 0700, no link
+ * followed): 0 with *pd NULL when there is none yet, -errno on failure. */
+static int open_pending(const char *state, DIR **pd)
 {
 	char dir[JS_PATH_MAX * 2];
-	int rc = 0;
-	*moved = *lost = 0;
+	*pd = NULL;
 	snprintf(dir, sizeof(dir), "%s/" PENDING_DIR, state);
 	int pfd = js_root_dirfd(dir, 0700, false);
 	if (pfd < 0)
 		return pfd == -ENOENT ? 0 : pfd;
-	DIR *pd = fdopendir(pfd);
-	if (!pd) {
-		rc = -errno;
+	*pd = fdopendir(pfd);
+	if (!*pd) {
+		int rc = -errno;
 		close(pfd);
 		return rc;
 	}
+	return 0;
+}
+
+int js_pending_flush(const char *spool, const char *state, unsigned max, unsigned *moved,
+		     unsigned *lost)
+{
+	int rc = 0;
+	*moved = *lost = 0;
+	DIR *pd;
+	int prc = open_pending(state, &pd);
+	if (prc < 0 || !pd)
+		return prc;
+	int pfd = dirfd(pd);
+	char dir[JS_PATH_MAX * 2];
 	struct dirent *ce;
 	unsigned seen = 0;
 	while (!rc && seen < max && (ce = readdir(pd))) {
@@ -440,18 +454,11 @@ static int resolve_cluster(const char *spool, const char *state, const char *clu
 
 int js_pending_started_resolve(const char *spool, const char *state, uint32_t job_id, unsigned *lost)
 {
-	char dir[JS_PATH_MAX * 2];
 	*lost = 0;
-	snprintf(dir, sizeof(dir), "%s/" PENDING_DIR, state);
-	int pfd = js_root_dirfd(dir, 0700, false);
-	if (pfd < 0)
-		return pfd == -ENOENT ? 0 : pfd;
-	DIR *pd = fdopendir(pfd);
-	if (!pd) {
-		int rc = -errno;
-		close(pfd);
-		return rc;
-	}
+	DIR *pd;
+	int prc = open_pending(state, &pd);
+	if (prc < 0 || !pd)
+		return prc;
 	int rc = 0;
 	struct dirent *ce;
 	while ((ce = readdir(pd))) /* every cluster: the step's may be Slurm's name */
