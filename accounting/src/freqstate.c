@@ -43,25 +43,12 @@ static bool gov_ok(const char *g)
 	return true;
 }
 
-/* 36 characters of [0-9a-f-], as /proc/sys/kernel/random/boot_id */
-static bool boot_id_ok(const char *b)
-{
-	size_t i, n = strlen(b);
-
-	if (n != JS_BOOT_ID_LEN - 1)
-		return false;
-	for (i = 0; i < n; i++)
-		if (!((b[i] >= '0' && b[i] <= '9') || (b[i] >= 'a' && b[i] <= 'f') || b[i] == '-'))
-			return false;
-	return true;
-}
-
 int js_freq_saved_format(const struct js_freq_saved *s, char *buf, size_t len)
 {
 	int n;
 
 	if (!s || !buf || !gov_ok(s->governor) || s->cpu < 0 ||
-	    (s->boot_id[0] && !boot_id_ok(s->boot_id)))
+	    (s->boot_id[0] && !js_boot_id_ok(s->boot_id)))
 		return -EINVAL;
 	n = snprintf(buf, len, "cpu=%d\ngovernor=%s\nmin_khz=%u\nmax_khz=%u\nsetspeed_khz=%u\n%s%s%s",
 		     s->cpu, s->governor, s->min_khz, s->max_khz, s->setspeed_khz,
@@ -117,7 +104,7 @@ int js_freq_saved_parse(const char *buf, struct js_freq_saved *out)
 			continue;
 		}
 		if (!strcmp(line, "boot_id")) { /* optional: absent in older backups */
-			if (!boot_id_ok(eq) || s.boot_id[0])
+			if (!js_boot_id_ok(eq) || s.boot_id[0])
 				return -EINVAL;
 			js_fmt(s.boot_id, sizeof(s.boot_id), "%s", eq);
 			continue;
@@ -563,16 +550,6 @@ static void drop_stale(int dfd, int cpu)
 	unlinkat(dfd, name, 0);
 }
 
-/* This boot's id (0 or -errno). */
-static int current_boot_id(char *buf, size_t len)
-{
-	ssize_t n = js_read_file("/proc/sys/kernel/random/boot_id", buf, len);
-
-	if (n < 0)
-		return (int)n;
-	return boot_id_ok(buf) ? 0 : -EINVAL;
-}
-
 /* Is cpu's backup one to drop unreplayed: of another boot, or torn? */
 static bool backup_stale(int dfd, int cpu, const char *boot)
 {
@@ -619,7 +596,7 @@ int js_freq_acquire_entry(const char *state_dir, const char *sysfs_root, int cpu
 	if (rc < 0)
 		return rc;
 	memset(&s, 0, sizeof(s));
-	if (current_boot_id(s.boot_id, sizeof(s.boot_id)) < 0)
+	if (js_boot_id(s.boot_id, sizeof(s.boot_id)) < 0)
 		s.boot_id[0] = '\0'; /* no /proc boot_id: backups stay boot-less */
 	rc = open_locked(state_dir, true, &dfd, &lfd);
 	if (rc < 0)
@@ -701,7 +678,7 @@ int js_freq_release(const char *state_dir, const char *sysfs_root, int cpu,
 	/* owners whose process died (a killed slurmstepd) do not hold the CPU:
 	 * their changes are undone for the live ones, and the last live owner
 	 * restores the original */
-	if (current_boot_id(boot, sizeof(boot)) < 0)
+	if (js_boot_id(boot, sizeof(boot)) < 0)
 		boot[0] = '\0';
 	n = settle_owners(odfd, sysfs_root, cpu, boot, &ndead);
 	close(odfd);
@@ -757,7 +734,7 @@ int js_freq_recover(const char *state_dir, const char *sysfs_root, bool force,
 			js_cpuset_set(&backups, cpu);
 	}
 	closedir(d);
-	if (current_boot_id(boot, sizeof(boot)) < 0)
+	if (js_boot_id(boot, sizeof(boot)) < 0)
 		boot[0] = '\0';
 	for (cpu = 0; cpu < JS_MAX_CPUS; cpu++) {
 		bool backup = js_cpuset_isset(&backups, cpu);

@@ -65,6 +65,10 @@ void js_fmt(char *buf, size_t len, const char *fmt, ...)
 ssize_t js_read_file(const char *path, char *buf, size_t len);
 ssize_t js_read_fileat(int dirfd, const char *name, char *buf, size_t len);
 int js_read_u64_file(const char *path, uint64_t *out);
+/* /proc/sys/kernel/random/boot_id: 36 characters of [0-9a-f-]
+ * (JS_BOOT_ID_LEN - 1). js_boot_id: 0, or -errno with buf "". */
+bool js_boot_id_ok(const char *b);
+int js_boot_id(char *buf, size_t len);
 /* pread an energy_uj counter held open in fd and parse it strictly:
  * 0, or -errno (read error, -EINVAL garbage, -ERANGE too long / over max_uj). */
 int js_read_counter_fd(int fd, uint64_t max_uj, uint64_t *out_uj);

@@ -130,15 +130,6 @@ struct entry {
 	uint32_t min_khz, max_khz;
 };
 
-static int boot_id(char *buf, size_t len)
-{
-	ssize_t n = js_read_file("/proc/sys/kernel/random/boot_id", buf, len);
-	if (n <= 0)
-		return n < 0 ? (int)n : -EINVAL;
-	buf[strcspn(buf, "\n")] = 0;
-	return 0;
-}
-
 static int entry_name(char *buf, size_t len, const char *dom)
 {
 	for (const char *p = dom; *p; p++)
@@ -206,7 +197,7 @@ int js_uncore_journal_acquire(const char *state_dir, const char *sysfs_root,
 	if (rc < 0)
 		return rc;
 	e.pid = pid ? pid : (int)getpid();
-	if ((rc = js_proc_starttime(e.pid, &e.start)) < 0 || (rc = boot_id(e.boot, sizeof(e.boot))) < 0)
+	if ((rc = js_proc_starttime(e.pid, &e.start)) < 0 || (rc = js_boot_id(e.boot, sizeof(e.boot))) < 0)
 		return rc;
 	if ((rc = js_state_open_locked(state_dir, true, &dfd, &lfd)) < 0)
 		return rc;
@@ -248,7 +239,7 @@ int js_uncore_journal_release(const char *state_dir, const char *sysfs_root,
 	if ((rc = js_state_open_locked(state_dir, false, &dfd, &lfd)) < 0)
 		return rc == -ENOENT ? 0 : rc;
 	rc = entry_read(dfd, name, &e);
-	if (rc == 0 && boot_id(boot, sizeof(boot)) == 0 && !strcmp(boot, e.boot))
+	if (rc == 0 && js_boot_id(boot, sizeof(boot)) == 0 && !strcmp(boot, e.boot))
 		rc = restore(root, d->name, &e);
 	else
 		rc = rc == -ENOENT ? 0 : rc;
@@ -270,7 +261,7 @@ int js_uncore_journal_recover(const char *state_dir, const char *sysfs_root, boo
 		return 0;
 	if (rc < 0)
 		return rc;
-	boot_id(boot, sizeof(boot));
+	js_boot_id(boot, sizeof(boot));
 	dup = fcntl(dfd, F_DUPFD_CLOEXEC, 0);
 	DIR *dir = dup >= 0 ? fdopendir(dup) : NULL;
 	struct dirent *de;

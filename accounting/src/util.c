@@ -77,6 +77,28 @@ ssize_t js_read_file(const char *path, char *buf, size_t len)
 	return n;
 }
 
+bool js_boot_id_ok(const char *b)
+{
+	size_t i, n = strlen(b);
+
+	if (n != JS_BOOT_ID_LEN - 1)
+		return false;
+	for (i = 0; i < n; i++)
+		if (!((b[i] >= '0' && b[i] <= '9') || (b[i] >= 'a' && b[i] <= 'f') || b[i] == '-'))
+			return false;
+	return true;
+}
+
+int js_boot_id(char *buf, size_t len)
+{
+	ssize_t n = js_read_file("/proc/sys/kernel/random/boot_id", buf, len);
+	int rc = n < 0 ? (int)n : js_boot_id_ok(buf) ? 0 : -EINVAL;
+
+	if (rc < 0 && len)
+		buf[0] = '\0';
+	return rc;
+}
+
 int js_parse_u64(const char *buf, size_t len, uint64_t *out)
 {
 	uint64_t v = 0;
