@@ -124,7 +124,8 @@ int js_policy_enforce(struct js_policy *p, const struct js_conf *c, char *err,
 int js_policy_format(const struct js_policy *p, char *buf, size_t len);
 
 /* What a phase of `kind` asks for under policy p:
- *   JS_RATIO_INHERIT: nothing, keep the enclosing level's clock;
+ *   JS_RATIO_INHERIT: nothing of its own: an I/O kind (js_io_kind) keeps
+ *                     its enclosing phase's clock, any other the base one;
  *   JS_RATIO_BASE:    the step's base clock;
  *   > 0:              that ratio of fmax. */
 #define JS_RATIO_INHERIT (-1.0)

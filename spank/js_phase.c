@@ -319,6 +319,11 @@ static uint64_t clamp_t(struct js_phases *ps, uint64_t t, uint64_t now)
 }
 
 /* Bring the clock to the level of the most recently opened open phase. */
+bool js_io_kind(const char *kind)
+{
+	return !strcmp(kind, "checkpoint") || !strcmp(kind, "flush") || !strcmp(kind, "write");
+}
+
 bool js_gpu_io_kind(const char *kind)
 {
 	return !strcmp(kind, "checkpoint") || !strcmp(kind, "flush") || !strcmp(kind, "write");
@@ -403,12 +408,18 @@ static struct js_sphase *phase_new(struct js_phases *ps, const char *kind, const
 	p->nth = nth;
 	p->marker_start_ns = t;
 	p->bytes = -1;
-	p->gpu_low = js_gpu_io_kind(kind) || (parent >= 0 && ps->ph[parent].gpu_low);
-	p->uncore_low = js_uncore_io_kind(kind) || (parent >= 0 && ps->ph[parent].uncore_low);
+	/* one rule for every clock (docs/phase-protocol.md, "Blocking and
+	 * overlapping I/O"): an I/O phase inherits its enclosing phase's lowered
+	 * clocks; a phase of any other kind runs at the base clocks whatever
+	 * encloses it, unless the policy names its kind */
+	bool io = js_io_kind(kind);
+	const struct js_sphase *up = io && parent >= 0 ? &ps->ph[parent] : NULL;
+	p->gpu_low = js_gpu_io_kind(kind) || (up && up->gpu_low);
+	p->uncore_low = js_uncore_io_kind(kind) || (up && up->uncore_low);
 	if (own_ratio != JS_RATIO_INHERIT)
 		p->eff_ratio = own_ratio;
 	else
-		p->eff_ratio = parent >= 0 ? ps->ph[parent].eff_ratio : JS_RATIO_BASE;
+		p->eff_ratio = up ? up->eff_ratio : JS_RATIO_BASE;
 	/* the energy interval starts when the meter is read */
 	p->start_ns = ps->ops.now_ns(ps->ops.ctx);
 	ps->ops.snap(ps->ops.ctx, &p->e_cpu0_uj, &p->e_dram0_uj, &p->uncertain);

@@ -111,6 +111,11 @@ struct js_phase_ops {
 
 struct js_phases;
 
+/* Is this a blocking I/O kind (checkpoint, flush, write)? Only these
+ * inherit an enclosing phase's lowered clocks; any other kind (compute,
+ * compress, flush-overlap, ...) runs at the base clocks whatever encloses
+ * it, unless the policy names its kind. */
+bool js_io_kind(const char *kind);
 /* Does a phase of this kind lower the GPUs' clock under +gpu-io
  * (checkpoint, flush, write)? */
 bool js_gpu_io_kind(const char *kind);

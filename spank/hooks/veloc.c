@@ -13,19 +13,31 @@
  *     that the wait is not counted in the checkpoint.
  *   VELOC_Checkpoint_begin .. VELOC_Checkpoint_end returns: checkpoint
  *     (when the program calls them itself).
- *   After either returns: flush, in async mode only (the `mode` of the
- *     config VELOC_Init read; in sync mode VELOC writes the persistent tier
- *     inside the checkpoint). Closed when VELOC_Checkpoint_wait or
- *     VELOC_Finalize returns, when the program's own
- *     VELOC_Checkpoint_finished says finished, or at the next checkpoint.
+ *   After either returns, in async mode only (the `mode` of the config
+ *     VELOC_Init read; in sync mode VELOC writes the persistent tier inside
+ *     the checkpoint): flush-overlap, the program's own run while VELOC's
+ *     backend writes the persistent tier in the background. It is not an
+ *     I/O phase (nothing is slowed in it, docs/phase-protocol.md "Blocking
+ *     and overlapping flushes"): it holds the program's compute. Closed at
+ *     the program's next VELOC call that waits or checkpoints, or when the
+ *     program's own VELOC_Checkpoint_finished says finished.
+ *   flush: the time the program is blocked on the flush: the program's
+ *     VELOC_Checkpoint_wait, the wait VELOC_Checkpoint makes first (the hook
+ *     makes it itself, so that it is not counted in the checkpoint), and
+ *     VELOC_Finalize(drain). Only after an async checkpoint of ours.
+ *   VELOC 1.8 cannot tell when the background transfer ends: its
+ *     VELOC_Checkpoint_finished is unimplemented with its default socket
+ *     queue (prints an error, says "not finished"), and a second thread may
+ *     not share the client's socket; so the overlap is recorded apart from
+ *     the flush instead (docs/design.md).
  * Label (both phases): the checkpoint's name. Bytes: the sizes of the memory
  * regions written (VELOC_Mem_protect count x base_size; on VELOC master also
  * VELOC_Region_protect's named groups: a checkpoint writes its own name's
  * group, else the default one), VELOC's own header not included, on both
  * the checkpoint and its flush; unknown ("-") for file-based checkpoints
- * (VELOC_Route_file). The flush phase spans the program's own code until it
- * waits: phases the program marks itself in between must be closed before
- * it waits.
+ * (VELOC_Route_file), on the checkpoint, its overlap and its flush. The
+ * overlap spans the program's own code until it waits: phases the program
+ * marks itself in between must be closed before it waits.
  * Threads and fork (issue 23, defect 9): no lock is held across a call into
  * VELOC or a marker; a forked child starts with its parent's phases
  * forgotten; the phases nest per process with those of libjoulestep-mpiio
@@ -67,15 +79,16 @@ static int regions_overflow;  /* more regions than tracked: sizes unknown  */
 static int ckpt_claimed;      /* a checkpoint begun by the program is open */
 static int ckpt_h;            /* its phase (js_hook_begin), 0: not marked  */
 static long long ckpt_bytes;  /* its bytes so far; -1 unknown              */
-static int flush_h;           /* the open flush phase, 0: none             */
-static long long flush_bytes;
-static char ckpt_label[65];   /* the checkpoint's name, for its flush too  */
+static int overlap_h;         /* the open flush-overlap phase, 0: none     */
+static long long overlap_bytes;
+static char overlap_label[65];/* its checkpoint's name, for the flush too  */
+static char ckpt_label[65];   /* the checkpoint's name, for its overlap    */
 
 static void forked_child(void)
 {
 	pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
 	mu = fresh;
-	ckpt_claimed = ckpt_h = flush_h = 0;
+	ckpt_claimed = ckpt_h = overlap_h = 0;
 }
 
 __attribute__((constructor)) static void veloc_hook_init(void)
@@ -160,15 +173,33 @@ static const char *label_of(const char *name)
 	return strcmp(name, "-") ? name : NULL;
 }
 
-/* Close the open flush phase, if any (mu not held). */
-static void close_flush(void)
+/* Close the open flush-overlap phase, if any (mu not held); its bytes and
+ * label in *bytes and label (may be NULL). Returns 1 when one was open. */
+static int close_overlap(long long *bytes, char label[65])
 {
 	pthread_mutex_lock(&mu);
-	int h = flush_h;
-	long long bytes = flush_bytes;
-	flush_h = 0;
+	int h = overlap_h;
+	long long b = overlap_bytes;
+	if (label)
+		snprintf(label, 65, "%s", overlap_label);
+	overlap_h = 0;
 	pthread_mutex_unlock(&mu);
-	js_hook_end(h, bytes);
+	js_hook_end(h, b);
+	if (bytes)
+		*bytes = b;
+	return h != 0;
+}
+
+/* Before a call that blocks until the background flush is done (mu not
+ * held): the overlap ends and, when one was open (*was set), a flush phase
+ * begins. Returns its handle (0: none) and its bytes in *bytes. */
+static int blocking_flush_begin(long long *bytes, int *was)
+{
+	char label[65];
+	int open = close_overlap(bytes, label);
+	if (was)
+		*was = open;
+	return open ? js_hook_begin("flush", label[0] ? label : NULL) : 0;
 }
 
 /* VELOC_Checkpoint_finished's answer as "finished": VELOC 1.8 returns its
@@ -213,23 +244,25 @@ static int config_sync_mode(const char *cfg)
 	return sync;
 }
 
-/* After a successful checkpoint (mu not held): a flush phase while VELOC still
- * writes it to the persistent tier, i.e. in async mode (Algorithm 1). Not
- * asked of VELOC_Checkpoint_finished: with VELOC 1.8's default socket queue
- * it cannot tell, and prints an error line into the program's output at
- * every call (docs/design.md); the program's own calls to it are heeded. */
-static void open_flush(long long bytes, const char *label)
+/* After a successful checkpoint (mu not held): a flush-overlap phase while
+ * VELOC still writes it to the persistent tier, i.e. in async mode
+ * (Algorithm 1). Not asked of VELOC_Checkpoint_finished: with VELOC 1.8's
+ * default socket queue it cannot tell, and prints an error line into the
+ * program's output at every call (docs/design.md); the program's own calls
+ * to it are heeded. */
+static void open_overlap(long long bytes, const char *label)
 {
 	pthread_mutex_lock(&mu);
 	int sync = sync_mode == 1;
 	pthread_mutex_unlock(&mu);
 	if (sync)
 		return; /* written inside the checkpoint */
-	int h = js_hook_begin("flush", label);
+	int h = js_hook_begin("flush-overlap", label);
 	pthread_mutex_lock(&mu);
-	int old = flush_h;
-	flush_h = h;
-	flush_bytes = bytes;
+	int old = overlap_h;
+	overlap_h = h;
+	overlap_bytes = bytes;
+	snprintf(overlap_label, sizeof(overlap_label), "%s", label ? label : "");
 	pthread_mutex_unlock(&mu);
 	js_hook_end(old, -1); /* none, unless two threads checkpoint at once */
 }
@@ -380,7 +413,7 @@ JS_HOOK_API int VELOC_Checkpoint_begin(const char *name, int version)
 		MISSING(VELOC_Checkpoint_begin);
 	if (js_hook_busy)
 		return real_VELOC_Checkpoint_begin(name, version);
-	close_flush();
+	close_overlap(NULL, NULL); /* VELOC's begin does not wait for it */
 	int rc;
 	CALL(rc, real_VELOC_Checkpoint_begin(name, version));
 	if (rc != V_SUCCESS)
@@ -459,7 +492,7 @@ JS_HOOK_API int VELOC_Checkpoint_end(int success)
 	if (h) {
 		js_hook_end(h, rc == V_SUCCESS ? bytes : -1);
 		if (rc == V_SUCCESS)
-			open_flush(bytes, label[0] ? label : NULL);
+			open_overlap(bytes, label[0] ? label : NULL);
 	}
 	return rc;
 }
@@ -471,13 +504,16 @@ JS_HOOK_API int VELOC_Checkpoint_wait(void)
 		MISSING(VELOC_Checkpoint_wait);
 	if (js_hook_busy)
 		return real_VELOC_Checkpoint_wait();
+	long long bytes = -1;
+	int h = blocking_flush_begin(&bytes, NULL);
 	int rc;
 	CALL(rc, real_VELOC_Checkpoint_wait());
-	close_flush();
+	js_hook_end(h, rc == V_SUCCESS ? bytes : -1);
 	return rc;
 }
 
-/* A program polling for its flush: the flush ends when VELOC says finished. */
+/* A program polling for its flush: the overlap ends when VELOC says
+ * finished (nothing blocked on it: no flush phase). */
 JS_HOOK_API int VELOC_Checkpoint_finished(void)
 {
 	REAL(VELOC_Checkpoint_finished);
@@ -488,7 +524,7 @@ JS_HOOK_API int VELOC_Checkpoint_finished(void)
 	int rc;
 	CALL(rc, real_VELOC_Checkpoint_finished());
 	if (says_finished(rc))
-		close_flush();
+		close_overlap(NULL, NULL);
 	return rc;
 }
 
@@ -499,20 +535,18 @@ JS_HOOK_API int VELOC_Checkpoint(const char *name, int version)
 		MISSING(VELOC_Checkpoint);
 	if (js_hook_busy)
 		return real_VELOC_Checkpoint(name, version);
-	pthread_mutex_lock(&mu);
-	int flushing = flush_h != 0;
-	pthread_mutex_unlock(&mu);
-	if (flushing) {
+	long long fbytes = -1;
+	int was = 0;
+	int fh = blocking_flush_begin(&fbytes, &was);
+	if (was) {
 		typedef int (*wait_fn)(void);
 		static void *cache;
 		wait_fn w = (wait_fn)js_hook_next(&cache, "VELOC_Checkpoint_wait",
 						  (void *)VELOC_Checkpoint_wait);
-		if (w) {
-			int r;
+		int r = V_FAILURE;
+		if (w)
 			CALL(r, w()); /* VELOC_Checkpoint waits first anyway */
-			(void)r;
-		}
-		close_flush();
+		js_hook_end(fh, r == V_SUCCESS ? fbytes : -1);
 	}
 	pthread_mutex_lock(&mu);
 	long long bytes = selected_bytes(V_CKPT_ALL, NULL, 0, name);
@@ -523,7 +557,7 @@ JS_HOOK_API int VELOC_Checkpoint(const char *name, int version)
 	CALL(rc, real_VELOC_Checkpoint(name, version));
 	js_hook_end(began, rc == V_SUCCESS ? bytes : -1);
 	if (began && rc == V_SUCCESS)
-		open_flush(bytes, label_of(name));
+		open_overlap(bytes, label_of(name));
 	return rc;
 }
 
@@ -534,9 +568,15 @@ JS_HOOK_API int VELOC_Finalize(int drain)
 		MISSING(VELOC_Finalize);
 	if (js_hook_busy)
 		return real_VELOC_Finalize(drain);
+	long long bytes = -1;
+	int fh = 0;
+	if (drain) /* VELOC_Finalize(1) waits for the flush first */
+		fh = blocking_flush_begin(&bytes, NULL);
+	else
+		close_overlap(NULL, NULL);
 	int rc;
 	CALL(rc, real_VELOC_Finalize(drain));
-	close_flush();
+	js_hook_end(fh, rc == V_SUCCESS ? bytes : -1);
 	pthread_mutex_lock(&mu);
 	int h = ckpt_h;
 	ckpt_claimed = ckpt_h = 0;

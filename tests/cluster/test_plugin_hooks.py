@@ -147,16 +147,21 @@ def mpiio_truth():
 
 
 def veloc_truth(mode: str):
-    """(kind, label, bytes) of prog_veloc CFG ND NI K; the flush only in async mode (Algorithm 1:
-    in sync mode VELOC writes the persistent tier inside the checkpoint; in async mode VELOC
-    1.8's socket queue cannot say "finished" before the program waits)."""
+    """(kind, label, bytes) of prog_veloc CFG ND NI K; the overlap and the flush only in async
+    mode (Algorithm 1: in sync mode VELOC writes the persistent tier inside the checkpoint).
+    In async mode each checkpoint is followed by its flush-overlap (the program's own run)
+    and by its flush (the program blocked in the next wait: prog_veloc waits before each
+    checkpoint and at the end; VELOC 1.8's socket queue cannot say "finished" earlier)."""
     full, sel = ND * DOUBLE + NI * INT, NI * INT
     out = []
     for label, b in [("ckpt", full)] * K + [("sel", sel)] + [("conv", full)] * 2:
         out.append(("checkpoint", label, b))
         if mode == "async":
-            out.append(("flush", label, b))
+            out += [("flush-overlap", label, b), ("flush", label, b)]
     return out
+
+
+VELOC_KINDS = ("checkpoint", "flush-overlap", "flush")
 
 
 def phases(rec):
@@ -207,16 +212,16 @@ def test_mpiio_hook_marks_writes_with_their_bytes(henv, runs):
 
 def test_veloc_hook_marks_checkpoint_and_flush(henv, runs):
     """The real VELOC 1.8. Async: each checkpoint (begin..end, VELOC_Checkpoint as a whole)
-    is a checkpoint phase, then a flush phase until the wait; sync: checkpoints only (the
-    flush is inside the checkpoint). Bytes are the protected regions written; the flush
+    is a checkpoint phase, then a flush-overlap phase until the program waits, then a flush
+    phase while it waits; sync: checkpoints only (the flush is inside the checkpoint). Bytes are the protected regions written; the flush
     starts after its checkpoint ends and ends before the next one begins."""
     job, out, recs = runs["hooked"]
     rec = recs["batch"]
-    got = [p for p in phases(rec) if p[0] in ("checkpoint", "flush") and not p[1].startswith("MPI_")]
+    got = [p for p in phases(rec) if p[0] in VELOC_KINDS and not p[1].startswith("MPI_")]
     want = veloc_truth("async") + veloc_truth("sync")
     assert got == want, out
     ordered = [p for p in sorted(rec["phases"], key=lambda p: p["seq"])
-               if p["kind"] in ("checkpoint", "flush") and not p["label"].startswith("MPI_")]
+               if p["kind"] in VELOC_KINDS and not p["label"].startswith("MPI_")]
     for a, b in zip(ordered, ordered[1:]):
         assert a["marker_end_ns"] <= b["marker_start_ns"], (a, b)
     assert all(p["depth"] == 0 and not p["open_at_step_end"] for p in ordered)
@@ -393,16 +398,17 @@ def test_forked_and_threaded_programs(henv):
         assert line in out, out
     ckpt = 1000 * DOUBLE + 10 * INT  # region 0, and region 1 protected while T was inside
     rec = henv.records(job, ["batch"])["batch"]
-    assert phases(rec) == [("checkpoint", "t", ckpt), ("flush", "t", ckpt),
-                           ("write", "MPI_File_write", n * INT)], out
+    assert phases(rec) == [("checkpoint", "t", ckpt), ("flush-overlap", "t", ckpt),
+                           ("flush", "t", ckpt), ("write", "MPI_File_write", n * INT)], out
     assert out_file.stat().st_size == n * INT
 
 
 def test_flush_ended_by_another_thread_inside_a_nested_write(henv):
-    """Issue 23, defect 9: the main thread's VELOC flush is open and the main thread is
-    inside an MPI_File_write nested in it when another thread's VELOC_Checkpoint_wait
-    ends the flush. That END must not close the write (the latest open phase): it is
-    sent once the write has ended, so each phase keeps its own bytes."""
+    """The main thread's VELOC flush-overlap is open and the main thread is inside an
+    MPI_File_write nested in it when another thread's VELOC_Checkpoint_wait ends the
+    overlap. That END must not close the write (the latest open phase): it is sent once
+    the write has ended, so each phase keeps its own bytes. The waiting thread's flush is
+    not marked: another thread's phase (the write) is open."""
     d = henv.c.user_dir(USER)
     va = veloc_cfg(henv, "veloc-flush-mt", "async")
     n = 777
@@ -413,10 +419,10 @@ def test_flush_ended_by_another_thread_inside_a_nested_write(henv):
     assert "flush: checkpoint 0 write 0 wait 0 finalize 0" in out, out
     rec = henv.records(job, ["batch"])["batch"]
     ckpt = 1000 * DOUBLE
-    assert phases(rec) == [("checkpoint", "f", ckpt), ("flush", "f", ckpt),
+    assert phases(rec) == [("checkpoint", "f", ckpt), ("flush-overlap", "f", ckpt),
                            ("write", "MPI_File_write", n * INT)], out
     ph = sorted(rec["phases"], key=lambda p: p["seq"])
-    assert ph[2]["marker_end_ns"] <= ph[1]["marker_end_ns"], ph  # the flush ended after the write
+    assert ph[2]["marker_end_ns"] <= ph[1]["marker_end_ns"], ph  # the overlap ended after the write
 
 
 def test_veloc_hook_on_veloc_master_api(henv):
@@ -424,7 +430,8 @@ def test_veloc_hook_on_veloc_master_api(henv):
     -DFAKE_VELOC_MASTER, stands in): VELOC_Region_protect's named groups give each
     checkpoint its own bytes (its name's group, else the default one), and the
     program's own VELOC_Checkpoint_finished, a status there (VELOC_SUCCESS when
-    finished), closes the flush: the program's next phase is not nested in it."""
+    finished), closes the flush-overlap: the program's next phase is not nested in it,
+    and no flush is recorded (the program never blocked on it)."""
     d = veloc_cfg(henv, "veloc-master", "async")
     ds = veloc_cfg(henv, "veloc-master-sync", "sync")
     exe = f"{henv.t}/prog_veloc_master"
@@ -438,8 +445,39 @@ def test_veloc_hook_on_veloc_master_api(henv):
 
     def truth(flush):
         return [x for lbl, b in (("grpA", grp), ("other", other))
-                for x in [("checkpoint", lbl, b, 0)] + ([("flush", lbl, b, 0)] if flush else [])
+                for x in [("checkpoint", lbl, b, 0)] + ([("flush-overlap", lbl, b, 0)] if flush else [])
                 + [("compute", "between", None, 0)]]
     assert got == truth(True) + truth(False), out
     sizes = sorted(f.stat().st_size for f in (d / "persistent").iterdir())
     assert sizes == sorted([grp, other])
+
+
+def test_veloc_async_flush_holds_no_compute(henv):
+    """The real VELOC 1.8 in async mode, VELOC's heatdis pattern: VELOC_Checkpoint, then
+    SPIN ms of compute, K times, then a wait. The compute is in each checkpoint's
+    flush-overlap, not in its flush: the flush is only the time the program is blocked on
+    the background transfer (a few MB to the persistent tier: milliseconds), so it must be
+    far shorter than the compute; and under a policy that slows flushes, the overlap, which
+    holds the compute, runs at the base clock (it is not an I/O kind), the flush does not."""
+    spin_ms, k, nd = 400, 3, 2 * 1024 * 1024  # 16 MiB of doubles per checkpoint
+    va = veloc_cfg(henv, "veloc-spin", "async")
+    job, out = henv.run_job("#!/bin/sh\n#SBATCH -n1\n#SBATCH --energy-hooks=veloc\n"
+                            "#SBATCH --energy-policy=phase:flush=0.5\n"
+                            f"VELOC_BIN={henv.veloc_bin} {henv.prog_veloc} {va}/veloc.cfg "
+                            f"{nd} 1 {k} {spin_ms}\n")
+    henv.stop_veloc_backend()
+    assert "finalize 0" in out and all(f"spin {v} 0 1" in out for v in range(k)), out
+    rec = henv.records(job, ["batch"])["batch"]
+    ph = sorted((p for p in rec["phases"] if p["kind"] in VELOC_KINDS), key=lambda p: p["seq"])
+    b = nd * DOUBLE + INT
+    assert [(p["kind"], p["label"], p["bytes"]) for p in ph] == \
+        [x for _ in range(k) for x in (("checkpoint", "spin", b), ("flush-overlap", "spin", b),
+                                       ("flush", "spin", b))], out
+    dur_ms = lambda p: (p["end_ns"] - p["start_ns"]) / 1e6
+    for p in ph:
+        if p["kind"] == "flush-overlap":
+            assert dur_ms(p) >= 0.9 * spin_ms, p      # the compute is here
+            assert p["freq_khz"] is None, p            # at the base clock: not I/O
+        if p["kind"] == "flush":
+            assert dur_ms(p) < spin_ms / 4, p          # and not here
+            assert p["freq_khz"] is not None, p        # a blocking flush is slowed

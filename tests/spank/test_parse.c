@@ -263,14 +263,17 @@ static void phases_gpu_io_levels(void **st)
 	assert_false(f.low[1]);
 	assert_int_equal(js_phases_end(ps, 0, -1, 0, &seq), 0);
 	assert_int_equal(js_phases_end(ps, 1, -1, 0, &seq), 0);
-	/* a compute inside a checkpoint stays lowered (it inherits) */
+	/* a compress inside a checkpoint runs at the base clocks: only I/O
+	 * kinds inherit the lowered clock (docs/phase-protocol.md) */
 	assert_int_equal(js_phases_begin(ps, 0, "checkpoint", NULL, JS_RATIO_INHERIT, 0, &seq, &khz), 0);
-	assert_int_equal(js_phases_begin(ps, 0, "compress", NULL, JS_RATIO_INHERIT, 0, &seq, &khz), 0);
 	assert_int_equal(f.n, 3);
 	assert_true(f.low[2]);
+	assert_int_equal(js_phases_begin(ps, 0, "compress", NULL, JS_RATIO_INHERIT, 0, &seq, &khz), 0);
+	assert_int_equal(f.n, 4);
+	assert_false(f.low[3]);
 	/* step end: every open phase closed, no change (the caller unlocks) */
 	js_phases_close_all(ps, 20);
-	assert_int_equal(f.n, 3);
+	assert_int_equal(f.n, 4);
 	js_phases_free(ps);
 }
 
@@ -301,16 +304,90 @@ static void phases_uncore_io_levels(void **st)
 	assert_true(f.low[0]);
 	assert_int_equal(js_phases_get(ps, seq)->uncore_khz, 1200000);
 	assert_int_equal(js_phases_begin(ps, 0, "compress", NULL, JS_RATIO_INHERIT, 0, &seq, &khz), 0);
-	assert_int_equal(f.n, 1);                     /* inside the flush: still low */
-	assert_int_equal(js_phases_end(ps, 0, -1, 0, &seq), 0);
-	assert_int_equal(js_phases_end(ps, 0, -1, 0, &seq), 0);
-	assert_int_equal(f.n, 2);                     /* back in the checkpoint */
+	assert_int_equal(f.n, 2);                     /* inside the flush: base clocks */
 	assert_false(f.low[1]);
-	assert_int_equal(js_phases_begin(ps, 0, "write", NULL, JS_RATIO_INHERIT, 0, &seq, &khz), 0);
-	assert_int_equal(f.n, 3);
+	assert_int_equal(js_phases_end(ps, 0, -1, 0, &seq), 0);
+	assert_int_equal(f.n, 3);                     /* back in the flush: low */
 	assert_true(f.low[2]);
+	assert_int_equal(js_phases_end(ps, 0, -1, 0, &seq), 0);
+	assert_int_equal(f.n, 4);                     /* back in the checkpoint */
+	assert_false(f.low[3]);
+	assert_int_equal(js_phases_begin(ps, 0, "write", NULL, JS_RATIO_INHERIT, 0, &seq, &khz), 0);
+	assert_int_equal(f.n, 5);
+	assert_true(f.low[4]);
 	js_phases_close_all(ps, 20);                  /* the caller restores */
-	assert_int_equal(f.n, 3);
+	assert_int_equal(f.n, 5);
+	js_phases_free(ps);
+}
+
+/* One rule for every clock (docs/phase-protocol.md, "Blocking and
+ * overlapping I/O"): a phase of a non-I/O kind runs at the base CPU, GPU
+ * and uncore clocks whatever encloses it (a compute marked inside an
+ * asynchronous VELOC flush's overlap, or inside a write); an I/O kind
+ * nested in another I/O phase inherits its clocks. */
+struct allfake {
+	uint64_t now;
+	int nr, ng, nu;
+	double ratios[32];
+	bool glow[32], ulow[32];
+};
+static int a_set(void *ctx, double r, uint32_t *khz, uint64_t *took)
+{
+	struct allfake *f = ctx;
+	f->ratios[f->nr++] = r;
+	*khz = r == JS_RATIO_BASE ? 0 : (uint32_t)(r * 2400000);
+	*took = 0;
+	return 0;
+}
+static uint64_t a_now(void *ctx) { return ((struct allfake *)ctx)->now; }
+static int a_gpu(void *ctx, bool low, uint32_t *mhz)
+{
+	struct allfake *f = ctx;
+	f->glow[f->ng++] = low;
+	*mhz = low ? 800 : 0;
+	return 0;
+}
+static int a_unc(void *ctx, bool low, uint32_t *khz)
+{
+	struct allfake *f = ctx;
+	f->ulow[f->nu++] = low;
+	*khz = low ? 1200000 : 0;
+	return 0;
+}
+static void phases_non_io_kinds_run_at_base_clocks(void **st)
+{
+	(void)st;
+	struct allfake f = {.now = 10};
+	struct js_phase_ops ops = {.ctx = &f, .set_ratio = a_set, .snap = g_snap, .now_ns = a_now,
+				   .set_gpu = a_gpu, .set_uncore = a_unc};
+	struct js_phases *ps = js_phases_new(100, 8, &ops, 0);
+	uint32_t seq, khz;
+	/* a write at 0.5 (the policy's ratio for write): all three lowered */
+	assert_int_equal(js_phases_begin(ps, 0, "write", NULL, 0.5, 0, &seq, &khz), 0);
+	assert_int_equal(f.nr, 1);
+	assert_true(f.ratios[0] == 0.5);
+	assert_true(f.ng == 1 && f.glow[0] && f.nu == 1 && f.ulow[0]);
+	/* a compute inside it (no ratio of its own): every clock back to base */
+	assert_int_equal(js_phases_begin(ps, 0, "compute", NULL, JS_RATIO_INHERIT, 0, &seq, &khz), 0);
+	assert_int_equal(khz, 0);
+	assert_true(f.nr == 2 && f.ratios[1] == JS_RATIO_BASE);
+	assert_true(f.ng == 2 && !f.glow[1] && f.nu == 2 && !f.ulow[1]);
+	assert_int_equal(js_phases_end(ps, 0, -1, 0, &seq), 0);
+	assert_true(f.nr == 3 && f.ratios[2] == 0.5); /* back in the write */
+	assert_true(f.ng == 3 && f.glow[2] && f.nu == 3 && f.ulow[2]);
+	/* a flush nested in the write inherits its clocks: nothing changes */
+	assert_int_equal(js_phases_begin(ps, 0, "flush", NULL, JS_RATIO_INHERIT, 0, &seq, &khz), 0);
+	assert_true(f.nr == 3 && f.ng == 3 && f.nu == 3);
+	assert_int_equal(js_phases_end(ps, 0, -1, 0, &seq), 0);
+	assert_int_equal(js_phases_end(ps, 0, -1, 0, &seq), 0);
+	assert_true(f.nr == 4 && f.ratios[3] == JS_RATIO_BASE);
+	/* VELOC's asynchronous flush-overlap holds the program's compute: it
+	 * is not I/O, and a compute inside it runs at the base clocks */
+	assert_int_equal(js_phases_begin(ps, 0, "flush-overlap", NULL, JS_RATIO_INHERIT, 0, &seq, &khz), 0);
+	assert_int_equal(js_phases_begin(ps, 0, "compute", NULL, JS_RATIO_INHERIT, 0, &seq, &khz), 0);
+	assert_true(f.nr == 4 && f.ng == 4 && f.nu == 4);
+	assert_false(f.glow[3]);
+	js_phases_close_all(ps, 20);
 	js_phases_free(ps);
 }
 
@@ -1008,18 +1085,20 @@ static void phases_ckpt_and_limits(void **st)
 	assert_int_equal(js_phases_begin(ps, 0, "checkpoint", NULL, R("checkpoint"), 999999, &seq, &khz), 0);
 	assert_true(js_phases_get(ps, 0)->start_ns == 10); /* future t clamped to now */
 	assert_int_equal(khz, 1200000);
-	/* compress inside inherits the lowered clock: no new apply */
-	assert_int_equal(js_phases_begin(ps, 0, "compress", NULL, R("compress"), 0, &seq, &khz), 0);
-	assert_int_equal(khz, 1200000);
-	assert_int_equal(f.nset, 1);
 	/* flush is never throttled, even nested */
 	assert_int_equal(js_phases_begin(ps, 0, "flush", NULL, R("flush"), 0, &seq, &khz), 0);
 	assert_int_equal(khz, 0);
 	assert_true(f.ratios[1] == JS_RATIO_BASE);
+	assert_int_equal(js_phases_end(ps, 0, -1, 0, &seq), 0);
+	assert_true(f.ratios[2] == 0.5); /* back to the checkpoint's clock */
+	/* a compress inside runs at the base clock: not an I/O kind */
+	assert_int_equal(js_phases_begin(ps, 0, "compress", NULL, R("compress"), 0, &seq, &khz), 0);
+	assert_int_equal(khz, 0);
+	assert_true(f.ratios[3] == JS_RATIO_BASE);
 	/* max_phases=3 */
 	assert_int_equal(js_phases_begin(ps, 0, "write", NULL, R("write"), 0, &seq, &khz), -ENOSPC);
 	assert_int_equal(js_phases_end(ps, 0, -1, 0, &seq), 0);
-	assert_true(f.ratios[2] == 0.5); /* back to the checkpoint's clock */
+	assert_true(f.ratios[4] == 0.5); /* back to the checkpoint's clock */
 	js_phases_free(ps);
 }
 
@@ -1241,6 +1320,7 @@ int main(void)
 		cmocka_unit_test(policy_uncore_io),
 		cmocka_unit_test(phases_uncore_io_levels),
 		cmocka_unit_test(phases_gpu_io_levels),
+		cmocka_unit_test(phases_non_io_kinds_run_at_base_clocks),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
