@@ -337,7 +337,8 @@ class Cluster:
             other's segments by host name: TCP over loopback only;
           - several nodes in network namespaces (netns=True): each node is a host by name
             (UTS namespace), address and /dev/shm, as on a real cluster: shared memory
-            within a node, TCP over each node's own interface between nodes."""
+            within a node, TCP over each node's own interface between nodes;
+          - several nodes: SLURM_PMIX_FENCE=ring (below)."""
         env = {"OMPI_MCA_mpi_yield_when_idle": "1",
                "OMPI_MCA_pml": "ob1", "OMPI_MCA_mtl": "^ofi,psm,psm2", "OMPI_MCA_osc": "^ucx",
                "OMPI_MCA_btl_vader_single_copy_mechanism": "none",
@@ -347,6 +348,14 @@ class Cluster:
                         "OMPI_MCA_btl_tcp_if_include": netns_mod.NODE_IF})
         elif self.nnodes > 1:
             env.update({"OMPI_MCA_btl": "self,tcp", "OMPI_MCA_btl_tcp_if_include": "lo"})
+        if self.nnodes > 1:
+            # Slurm's PMIx fences by the ring (direct connections between the steps'
+            # slurmstepd) for every fence, not the tree for fences without data: on
+            # this cluster the tree released a node's ranks from MPI_Init's last fence
+            # before another node's ranks were through the one before it, and a rank
+            # still without its PML callbacks took a message and crashed in MPI_Init
+            # (docs/experiments.md, "Open MPI on the test cluster")
+            env["SLURM_PMIX_FENCE"] = "ring"
         return env
 
     def _mkdir(self, path: pathlib.Path, mode=0o755):
