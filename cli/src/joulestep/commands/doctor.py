@@ -56,6 +56,7 @@ def doctor(ctx, sysfs, write_test, libdir, node, plugstack, fmt, db=None,
     if node:
         from .. import nodecheck
         r["node"] = nodecheck.check(plugstack)
+        r["node"]["problems"] += dr.node_line_problems(r["node"], r["measures"])
     if c.fmt == "json":
         emit(to_json(r))
     elif c.fmt == "csv":
@@ -129,6 +130,11 @@ def _print_measures(m: dict) -> None:
                                    f"({u['layout']}): +uncore-io can cap it (uncore_io_mhz=)"
                                    if u else "none (no intel_uncore_frequency): +uncore-io "
                                    "not applied here"))
+    g = m.get("gpus")
+    vendor = {"nvidia": "NVIDIA", "amd": "AMD"}.get((g or {}).get("vendor"))
+    click.echo("GPU energy: " + (f"{g['count']} {vendor} GPU(s) ({g['driver']} driver): "
+                                 f"gpu_backend={g['backend']}" if g else
+                                 "no GPU (no PCI device bound to nvidia or amdgpu)"))
     n = m["node_meter"]
     if n:
         click.echo(f"node meter: {n['source']} ({len(n['channels'])} channels; node total "
