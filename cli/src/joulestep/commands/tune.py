@@ -60,7 +60,10 @@ def tune(command, kind, reps, sysfs, fmin_khz, fmax_khz, step_khz, freqs, min_ra
                          ntasks=ntasks, time_limit=time_limit)
     except tn.TuneError as e:
         raise click.ClickException(str(e)) from None
-    tn.write(output, text)
+    try:
+        tn.write(output, text)
+    except OSError as e:
+        raise click.ClickException(f"cannot write {output}: {e.strerror}") from None
     click.echo(f"wrote {output}: {len(fs)} frequencies "
                f"({fs[-1] / 1e6:.2f}-{fs[0] / 1e6:.2f} GHz) x {reps} repetitions"
                + (f"; {below} below min_ratio {min_ratio:g} left out (the plugin "
