@@ -179,13 +179,15 @@ def job_text(s: dict, utc: bool = False) -> str:
                 f":{p['label']}" if p["label"] else "")
             rows.append([str(p["seq"]), kind, fmt(p["duration_s"], "s"),
                          fmt(p["energy_cpu_j"], "J"), _dram(st, p["energy_dram_j"]),
-                         fmt(p["avg_power_w"], "W"), fmt(p["bytes"], "B"),
+                         fmt(p["bytes"], "B"),
                          fmt(None if p["gib_per_s"] is None else p["gib_per_s"] * 2**30,
                              "B/s"),
                          fmt(p["j_per_gib"], "J"), num(p["freq_mhz"]), _saving(p)])
-        lines.append(table(["SEQ", "PHASE", "TIME", "CPU", "DRAM", "AVG_POWER",
-                            "DATA", "RATE", "PER_GIB", "MHZ", "SAVING"], rows,
-                           right={0, 2, 3, 4, 5, 6, 7, 8, 9, 10}))
+        # 80 columns with units in the cells: a phase's power is in JSON
+        # and CSV (avg_power_w)
+        lines.append(table(["SEQ", "PHASE", "TIME", "CPU", "DRAM", "DATA", "RATE",
+                            "J/GIB", "MHZ", "SAVING"], rows,
+                           right={0, 2, 3, 4, 5, 6, 7, 8, 9}))
     hidden = [(st, p) for st in s["steps"] for p in st["phases"]
               if p.get("energy_note")]
     if hidden:
