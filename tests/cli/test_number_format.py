@@ -60,8 +60,12 @@ def test_fixed_decimals_scaled_unit_and_value_kept(x, unit):
 def test_plain_numbers_never_scientific(x):
     text = fmt(x)
     assert not SCI.search(text), text
-    if abs(x) >= 1e-6 and not re.search(r"[kMGT]$", text):
-        assert float(text) == pytest.approx(x, rel=5e-3, abs=1e-6)
+    m = re.fullmatch(r"(-?[\d.]+)([kMGTnpfa]?)", text)
+    if abs(x) >= 1e-21 and m and m.group(2) not in "kMGT":
+        scale = {"": 1, "n": 1e-9, "p": 1e-12, "f": 1e-15, "a": 1e-18}[m.group(2)]
+        # three significant digits (fixed decimals from 10^-6: at most 6)
+        assert float(m.group(1)) * scale == pytest.approx(x, rel=5e-3, abs=5e-7 if
+                                                          abs(x) >= 1e-6 else 0)
 
 
 def test_column_units():

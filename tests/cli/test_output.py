@@ -56,8 +56,14 @@ def _num_reference(x, digits=3):
         return f"{x:.0f}"
     if ax >= 0.01:
         return f"{x:.{max(digits - len(str(int(ax))), 0)}f}" if ax >= 1 else f"{x:.3f}"
-    if ax < 5e-7:
-        return ("-" if x < 0 else "") + "<0.000001"
+    if ax < 0.9995e-6:
+        sign = "-" if x < 0 else ""
+        for lim, suf in ((1e-9, "n"), (1e-12, "p"), (1e-15, "f"), (1e-18, "a")):
+            if ax >= lim * 0.9995:
+                v = ax / lim
+                return sign + (f"{v:.0f}" if v >= 99.95 else f"{v:.1f}" if v >= 9.995
+                               else f"{v:.2f}" if v >= 0.9995 else f"{v:.3f}") + suf
+        return sign + "<0.001a"
     dec = min(6, digits - 1 - math.floor(math.log10(ax)))
     return f"{x:.{dec}f}".rstrip("0").rstrip(".")
 

@@ -167,7 +167,7 @@ def job_text(s: dict, utc: bool = False) -> str:
                            "threads that are not the step's)")
     lines += _saving_legend(s["steps"])
     if any(st.get("dram_not_measured") for st in s["steps"]):
-        lines.append("(n/m: DRAM not measured, no dram zone on the node; TOTAL_J is "
+        lines.append("(n/m: DRAM not measured, no dram zone on the node; TOTAL is "
                      "the CPU's)")
     for st in s["steps"]:
         if not st["phases"]:
@@ -346,9 +346,9 @@ def report_text(r: dict, utc: bool = False) -> str:
                               f"{t['gpu_steps'] + t['gpu_not_measured_steps']} GPU "
                               "steps (a GPU split by MIG or shared with another job, "
                               "an uncertain counter, or no vendor library: see `joulestep "
-                              "job`): their totals are CPU + DRAM, and GPU_J leaves them out.")
+                              "job`): their totals are CPU + DRAM, and GPU leaves them out.")
     if any(g["total_includes"].endswith(")") for g in r["top"]):
-        lines += [""] + _wrap("INCLUDES: what ENERGY_J holds (cpu, dram, gpu); * some "
+        lines += [""] + _wrap("INCLUDES: what ENERGY holds (cpu, dram, gpu); * some "
                               "steps' DRAM or GPUs not measured (--format json: "
                               "total_includes).")
     lines += [""] + _wrap(r["scope_note"] + ".")

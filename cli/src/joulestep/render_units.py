@@ -7,7 +7,8 @@ helpers of output.py (num, energy_text, co2_text) call it.  A figure is
 shown with three significant digits in the largest unit of its ladder that
 it reaches 1 of (below the smallest unit: three decimals, then "<0.001"),
 so a column can hold 4 ms and 3 days and each reads right.  Plain numbers
-(counts, MHz, percentages) have no unit and keep k/M/G/T for large values.
+(counts, MHz, percentages, fitted coefficients) have no unit: k/M/G/T for
+large values, fixed decimals down to 10^-6, n/p/f/a below (2.12n).
 """
 from __future__ import annotations
 
@@ -76,8 +77,13 @@ def _plain(x: float, digits: int) -> str:
         return f"{x:.{max(digits - len(str(int(ax))), 0)}f}"
     if ax >= 0.01:
         return f"{x:.3f}"
-    if ax < 5e-7:
-        return "<0.000001" if x > 0 else "-<0.000001"
+    if ax < 0.9995e-6:
+        # a fitted coefficient such as 2.12e-09: SI suffixes, as k/M/G above
+        sign = "-" if x < 0 else ""
+        for lim, suf in ((1e-9, "n"), (1e-12, "p"), (1e-15, "f"), (1e-18, "a")):
+            if ax >= lim * 0.9995:
+                return f"{sign}{_digits(ax / lim)}{suf}"
+        return f"{sign}<0.001a"
     # three significant digits, at most six decimals
     dec = min(6, digits - 1 - math.floor(math.log10(ax)))
     return f"{x:.{dec}f}".rstrip("0").rstrip(".")
