@@ -606,9 +606,10 @@ def _nesting_note(r, names: dict, inner) -> tuple[str, str | None]:
                         "time, or the counters disagree): not added to the job "
                         f"total (step {names[inside]}'s energy is, in full)")
     if inner and ctotal < (total or 0):
-        return "rest", (f"contains step(s) {kids}: its {total / 1e6:.6g} J "
+        from .render_units import fmt
+        return "rest", (f"contains step(s) {kids}: its {fmt(total / 1e6, 'J', ' ')} "
                         f"include theirs, so it adds only the other "
-                        f"{ctotal / 1e6:.6g} J to the job total")
+                        f"{fmt(ctotal / 1e6, 'J', ' ')} to the job total")
     if inner and any(k[23] == 0 and (k[15] or 0) > 0 for k in inner):
         return "all", (f"contains step(s) {kids}, which do not fit in its "
                        "measurement: its own energy is added, theirs is not")

@@ -80,18 +80,19 @@ def _node_text(n: dict):
 
 def _text(r: dict):
     from ..output import table
+    from ..render_units import fmt
     rows = [[z["id"], z["name"] or "-", "yes" if z["counted"] else "no",
              "yes" if z["readable"] else "NO",
-             f"{z['wrap_period_s']:.0f}" if z["wrap_period_s"] else "-",
+             fmt(z["wrap_period_s"], "s") if z["wrap_period_s"] else "-",
              z["reason"] or ""] for z in r["zones"]]
     click.echo(f"sysfs {r['sysfs']}: {r['counted']['package']} package zone(s), "
                f"{r['counted']['dram']} dram zone(s) counted")
     if rows:
-        click.echo(table(["ZONE", "NAME", "COUNTED", "READABLE", "WRAP_S", "NOTE"],
+        click.echo(table(["ZONE", "NAME", "COUNTED", "READABLE", "WRAP", "NOTE"],
                          rows, right={4}))
     _print_measures(r["measures"])
     if r["min_wrap_period_s"]:
-        click.echo(f"shortest wrap period {r['min_wrap_period_s']:.0f} s at max "
+        click.echo(f"shortest wrap period {fmt(r['min_wrap_period_s'], 's', ' ')} at max "
                    "power: sample faster than that")
     cf = r["cpufreq"]
     if cf["cpus"]:
