@@ -52,8 +52,10 @@ def test_times_in_range_still_work(store):
 
 
 @pytest.mark.parametrize("args", [
-    ["plot", "scaling", "/no/such/dir/x.png", "--where", "study=ckpt"],
-    ["export", "steps", "-o", "/no/such/dir/x.csv"],
-    ["tune", "--freqs", "1000,1100,1200,1300", "-o", "/no/such/dir/t.sh", "--", "true"]])
-def test_output_in_a_missing_folder(store, args):
-    one_line_error(store.db, args, "/no/such/dir")
+    ["plot", "scaling", "{missing}/x.png", "--where", "study=ckpt"],
+    ["export", "steps", "-o", "{missing}/x.csv"],
+    ["tune", "--freqs", "1000,1100,1200,1300", "-o", "{missing}/t.sh", "--", "true"]])
+def test_output_in_a_missing_folder(store, tmp_path, args):
+    missing = tmp_path / "no" / "such" / "dir"        # never created
+    one_line_error(store.db, [a.format(missing=missing) for a in args], str(missing))
+    assert not (tmp_path / "no").exists()
