@@ -286,7 +286,7 @@ def _label(v) -> str:
 
 def _g(x: float) -> str:
     """A fitted coefficient: 4 significant digits, fixed notation."""
-    return fmt(x, digits=4) if abs(x) >= 0.01 or x == 0 else f"{x:.6f}".rstrip("0")
+    return fmt(x, digits=4)
 
 
 def _gid_bars(container, name: str) -> None:
