@@ -98,3 +98,17 @@ def test_only_admins_list_other_users():
         jl.who(["bob", "alice"], "bob", admin=False)
     assert jl.who(["alice", "carol"], "root", admin=True) == ["alice", "carol"]
     assert jl.who(None, "root", admin=True) == ["root"]
+
+
+def test_help_promises_only_the_columns_the_table_has(loaded):
+    """Its help promised a kWh column the table lacked: the columns it
+    names are the table's, and kWh is where it is (JSON and CSV)."""
+    import re
+    help_ = " ".join(loaded("jobs", "--help").stdout.split())
+    cols = re.search(r"like sacct: (.*?)\.", help_).group(1)
+    assert "kWh" not in cols.split("(")[0], cols
+    head = loaded("jobs", "--user", "bob", *SINCE).stdout.splitlines()[0].split()
+    assert "KWH" not in head and "WH" not in head
+    assert "kWh and CO2 with --format json or csv" in help_
+    got = json.loads(loaded("jobs", "--user", "bob", *SINCE, "--format", "json").stdout)
+    assert got["jobs"][0]["kwh"] == pytest.approx(220 / 3.6e6)
