@@ -14,7 +14,7 @@ TIMES = ["99999999d", "99999999999999999999s", "9999-12-31", "0001-01-01",
 TIME_OPTS = [["report", "--since"], ["report", "--until"], ["jobs", "--starttime"],
              ["jobs", "--endtime"], ["compare", "--by", "tag:strategy", "--since"],
              ["export", "steps", "--since"], ["model", "dvfs", "--until"],
-             ["plot", "scaling", "x.png", "--since"]]
+             ["plot", "scaling", "{tmp}/x.png", "--since"]]
 
 
 @pytest.fixture(params=["sqlite"])
@@ -42,8 +42,8 @@ def one_line_error(db, args, needle):
 
 @pytest.mark.parametrize("t", TIMES)
 @pytest.mark.parametrize("opt", TIME_OPTS, ids=lambda o: "-".join(o))
-def test_times_out_of_range(store, opt, t):
-    one_line_error(store.db, [*opt, t], t)
+def test_times_out_of_range(store, tmp_path, opt, t):
+    one_line_error(store.db, [*(o.format(tmp=tmp_path) for o in opt), t], t)
 
 
 def test_times_in_range_still_work(store):
