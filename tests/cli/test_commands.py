@@ -127,15 +127,52 @@ def test_tune_writes_a_valid_script(run, tmp_path):
     out = tmp_path / "sweep.sh"
     r = run("tune", "--sysfs", hw, "--reps", 2, "--kind", "write", "-o", out,
             "--", "dd", "if=/dev/zero", "of=/dev/null", "bs=1M", "count=10")
-    assert "17 frequencies" in r.output
+    # 800-2400 MHz in 100 MHz steps; the plugin refuses fixed:R below its
+    # min_ratio (0.5 by default): 1200-2400 MHz, 13 frequencies (it swept
+    # down to 800 MHz, and those sruns were refused)
+    assert "13 frequencies" in r.output and "4 below min_ratio 0.5" in r.output
     text = out.read_text()
-    assert "FREQS=(2400000 2300000" in text and " 800000)" in text
+    assert "FREQS=(2400000 2300000" in text and " 1200000)" in text
     assert "--energy-policy=fixed:$ratio" in text
     assert "joulestep-phase begin write sweep; dd if=/dev/zero" in text
     assert os.access(out, os.X_OK)
     subprocess.run(["bash", "-n", str(out)], check=True)
     r = run("tune", "--freqs", "1000,2000", "-o", out, "--", "true", ok=False)
     assert "at least 4" in r.output
+
+
+def _sweep(text):
+    import re
+    freqs = [int(f) for f in re.search(r"^FREQS=\((.*)\)$", text, re.M).group(1).split()]
+    return freqs, int(re.search(r"^FMAX=(\d+)$", text, re.M).group(1))
+
+
+@pytest.mark.parametrize("min_ratio", ["0.5", "0.75", "0.6"])
+def test_tune_never_sweeps_below_min_ratio(run, tmp_path, min_ratio):
+    """Every srun's fixed:R is one the plugin accepts (R >= min_ratio, as
+    the script's awk prints R: six decimals)."""
+    hw = tmp_path / "hw"
+    subprocess.run(["python3", str(recgen.pathlib.Path(__file__).resolve().parents[1]
+                                   / "fakehw" / "fakehw.py"), "create", str(hw)],
+                   check=True)
+    out = tmp_path / "sweep.sh"
+    for args in (["--sysfs", hw], ["--fmin-khz", 500000, "--fmax-khz", 2000000],
+                 ["--freqs", "400000,900000,1300000,1500000,1700000,2000000"]):
+        r = run("tune", *args, "--min-ratio", min_ratio, "-o", out, "--", "true",
+                ok=None)
+        if r.exit_code:
+            assert "at least 4" in r.output and "min_ratio" in r.output, r.output
+            continue
+        freqs, fmax = _sweep(out.read_text())
+        assert all(float(f"{f / fmax:.6f}") >= float(min_ratio) for f in freqs), freqs
+        want = [f for f in (range(2400000, 799999, -100000) if args[0] == "--sysfs" else
+                            range(2000000, 499999, -50000) if args[0] == "--fmin-khz" else
+                            (2000000, 1700000, 1500000, 1300000, 900000, 400000))
+                if f / max(freqs) >= float(min_ratio)]
+        assert freqs == want
+    r = run("tune", "--min-ratio", "0", "--freqs", "1,2,3,4", "-o", out, "--", "true",
+            ok=False)
+    assert "--min-ratio" in r.output
 
 
 def test_plot_files(study, tmp_path):

@@ -75,7 +75,7 @@ def test_job_shows_gpu_energy_and_what_the_total_includes(run, db, tmp_path):
     text = run("job", "7").stdout
     assert "GPU 500 J); total includes CPU + DRAM + GPU" in text
     assert "GPU 2 Fake H100 (fakehw) GPU-fake-2: no energy: split by MIG" in text
-    assert "phase 0 checkpoint: GPU 50 J (clock <= 800 MHz)" in text
+    assert "phase 0 checkpoint: GPU 50.0 J (clock <= 800 MHz)" in text
     assert st["0"]["phases"][0]["gpu_clock_mhz"] == 800
     if not str(db).startswith("postgres"):
         conn = sqlite3.connect(db)

@@ -42,7 +42,22 @@ def test_period_and_table(loaded):
     head, line = text.splitlines()[:2]
     assert head.split()[:4] == ["JOBID", "USER", "ACCOUNT", "PARTITION"]
     assert line.split()[:4] == ["43", "bob", "chem", "debug"]
-    assert " 2025-11-22T00:00:00 " in text     # first seen (submitted), as sacct: no offset
+    # first seen (submitted), with its UTC offset (the table is in local time)
+    assert " 2025-11-22T00:00:00+00:00 " in text
+
+
+def test_table_times_carry_their_offset(loaded, monkeypatch):
+    """The table is in local time: a time without its offset is ambiguous
+    (it printed 2025-11-22T05:30:00 here)."""
+    import time
+    monkeypatch.setenv("TZ", "XYZ-05:30")          # POSIX rule: no tzdata needed
+    time.tzset()
+    try:
+        text = loaded("jobs", "--user", "bob", *SINCE).stdout
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+    assert " 2025-11-22T05:30:00+05:30 " in text, text
     r = loaded("jobs", "--starttime", "2025-12-01", "--endtime", "2025-11-01", ok=False)
     assert "--since" in r.output or "--starttime" in r.output
 
@@ -83,3 +98,17 @@ def test_only_admins_list_other_users():
         jl.who(["bob", "alice"], "bob", admin=False)
     assert jl.who(["alice", "carol"], "root", admin=True) == ["alice", "carol"]
     assert jl.who(None, "root", admin=True) == ["root"]
+
+
+def test_help_promises_only_the_columns_the_table_has(loaded):
+    """Its help promised a kWh column the table lacked: the columns it
+    names are the table's, and kWh is where it is (JSON and CSV)."""
+    import re
+    help_ = " ".join(loaded("jobs", "--help").stdout.split())
+    cols = re.search(r"like sacct: (.*?)\.", help_).group(1)
+    assert "kWh" not in cols.split("(")[0], cols
+    head = loaded("jobs", "--user", "bob", *SINCE).stdout.splitlines()[0].split()
+    assert "KWH" not in head and "WH" not in head
+    assert "kWh and CO2 with --format json or csv" in help_
+    got = json.loads(loaded("jobs", "--user", "bob", *SINCE, "--format", "json").stdout)
+    assert got["jobs"][0]["kwh"] == pytest.approx(220 / 3.6e6)

@@ -54,8 +54,13 @@ def test_compare_phases_sums_count_nested_phases_once(loaded):
     (row,) = doc["table"]
     assert row["energy_j_sum"] == approx(72) and row["duration_s_sum"] == approx(6)
     assert row["n"] == 3
-    # per phase, each phase's own measurement: mean of 48, 24, 8 J
-    assert row["energy_j"] == approx((48 + 24 + 8) / 3)
+    # the mean counts the nested flush once too, as the sum does: each
+    # phase's own part, 48, 24 - 8 and 8 J (it took 48, 24, 8 J: 80 J / 3,
+    # a mean times n that was not the sum)
+    assert row["energy_j"] == approx((48 + 16 + 8) / 3)
+    assert row["energy_j"] * row["n"] == approx(row["energy_j_sum"])
+    assert row["duration_s"] == approx((4 + 1 + 1) / 3)
+    assert row["energy_j_std"] == approx(pd.Series([48.0, 16.0, 8.0]).std())
 
 
 def test_export_phases_full_has_counted_figures(loaded):

@@ -42,8 +42,8 @@ def test_single_node_job_counts_the_outer_step_once(run, tmp_path):
     assert by["extern"]["energy_joulestep_j"] is None
     assert doc["totals"]["energy_total_j"] == 500   # joulestep's own, nothing added
     text = " ".join(run("job", 100).output.split())      # lines unwrapped
-    assert "1900 J over the same steps, against 500 J above (not added" in text, text
-    assert "step extern: 2000 J on 1 node(s), not recorded by joulestep" in text
+    assert "1.90 kJ over the same steps, against 500 J above (not added" in text, text
+    assert "step extern: 2.00 kJ on 1 node(s), not recorded by joulestep" in text
 
 
 def test_step_inside_another_on_some_nodes_only_gives_no_job_figure(run, tmp_path):

@@ -388,8 +388,9 @@ class Demo:
         header(f"Plots in {self.plots}")
         self.plots.mkdir(exist_ok=True)
         for fig, args in (("io", ["--where", "exp=damaris-approaches"]),
-                          ("dumps", ["--by", "tag:dump", "--where", "policy=monitor",
-                                    "--where", f"field=gen{DUMP_SIZES['DUMP_SIZE']}"]),
+                          ("dumps", ["--by", "tag:dump", "--error-bound", "tag:eb",
+                                     "--where", "policy=monitor",
+                                     "--where", f"field=gen{DUMP_SIZES['DUMP_SIZE']}"]),
                           ("power", ["--kind", "write", "--where",
                                      f"sweep={getattr(self, 'sweep_name', 'demo-sweep')}"])):
             self.cli("plot", fig, self.plots / f"{fig}.png", *args, check=False)

@@ -617,9 +617,9 @@ def compare_generic(df: pd.DataFrame, by: str,
     (rows), for each metric its total (<m>_sum), mean, <m>_std, and
     <m>_ratio = mean / baseline's mean.  With counted_cpu_uj,
     counted_dram_uj, counted_total_uj and counted_duration_ns columns
-    (frames.steps; counted_phases) the totals add those: a step or phase
-    inside another is counted once; means stay per row as measured (baseline default: the first value in
-    sorted order).  energy_j is CPU + DRAM; with a counted_gpu_uj column
+    (frames.steps; counted_phases) the totals, means and spreads are of
+    those: a step or phase inside another is counted once in each, so mean
+    x n is the total (baseline default: the first value in sorted order).  energy_j is CPU + DRAM; with a counted_gpu_uj column
     (frames.phases; steps: studies.counted_gpu_uj) rows that had GPUs add
     the metric gpu_j, the GPUs' energy (NaN where a GPU had no figure,
     never 0)."""
@@ -637,8 +637,8 @@ def compare_generic(df: pd.DataFrame, by: str,
     for m in metrics:
         col = g[f"counted_{m}" if f"counted_{m}" in df.columns else m]
         out[f"{m}_sum"] = col.agg(_nan_sum) if m == "gpu_j" else col.sum()
-        out[m] = g[m].agg(_nan_mean) if m == "gpu_j" else g[m].mean()
-        out[f"{m}_std"] = g[m].std()
+        out[m] = col.agg(_nan_mean) if m == "gpu_j" else col.mean()
+        out[f"{m}_std"] = col.std()
     out = out.reset_index().sort_values(by).reset_index(drop=True)
     if baseline is None:
         baseline = out[by].iloc[0]

@@ -164,21 +164,37 @@ def plugin_path(root: str | os.PathLike = "/") -> str | None:
     return None
 
 
-def plugstack_line(root: pathlib.Path, zl: list[dict], libdir: str | None) -> str:
+def plugstack_line(root: pathlib.Path, zl: list[dict], libdir: str | None,
+                   meas: dict | None = None) -> str:
     """The plugstack.conf line for this node: accepted by the plugin's own
-    parser (tests/cli/test_doctor.py runs it through
-    joulestep-plugstack-check).  libdir None: the installed plugin
-    (plugin_path), else its bare name, which Slurm looks up in PluginDir."""
+    parser (tests/cli/test_doctor*.py run it through
+    joulestep-plugstack-check), and right for the node (node_measures):
+    the backend= that reads its CPU energy (none where nothing does: the
+    default, never one that measures nothing there), node_energy= for its
+    node meter, gpu_backend= for its GPUs.  libdir None: the installed
+    plugin (plugin_path), else its bare name, which Slurm looks up in
+    PluginDir."""
+    if meas is None:
+        meas = node_measures(root, zl)
     if libdir:
         plugin = f"{libdir.rstrip('/')}/joulestep.so"
     else:
         plugin = plugin_path() or "joulestep.so"
     args = [plugin, "spool=/var/spool/joulestep", "state=/var/lib/joulestep"]
-    if str(root) != "/sys":
-        # libpowercap reads /sys itself: a fake or other tree needs sysfs
-        args += [f"sysfs={root}", "backend=sysfs"]
-    else:
-        args.append("backend=powercap,sysfs")
+    fake = str(root) != "/sys"
+    if fake:
+        args.append(f"sysfs={root}")
+    backend = meas["backend"]
+    if backend == "powercap,sysfs" and fake:
+        backend = "sysfs"       # libpowercap reads /sys itself: a fake tree needs sysfs
+    elif backend is None and not fake and not meas["node_meter"] and not meas["gpus"]:
+        backend = "powercap,sysfs"      # /sys read by another user: the default
+    if backend:
+        args.append(f"backend={backend}")
+    if meas["node_meter"]:
+        args.append(f"node_energy={meas['node_meter']['source']}")
+    if meas["gpus"]:
+        args.append(f"gpu_backend={meas['gpus']['backend']}")
     args.append("default_policy=monitor")
     return "optional " + " ".join(args)
 
@@ -245,6 +261,27 @@ def node_meter(root: pathlib.Path) -> dict | None:
             "total": "+".join(mods) if len(mods) == len(socks) else None}
 
 
+#: PCI driver -> (vendor, the plugin's gpu_backend=) (docs/design.md, "GPUs in
+#: the plugin")
+GPU_DRIVERS = {"nvidia": ("nvidia", "nvml"), "amdgpu": ("amd", "amdsmi")}
+_PCI_ADDR = re.compile(r"[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]")
+
+
+def gpus(root: pathlib.Path) -> dict | None:
+    """The node's GPUs, as the PCI devices bound to the nvidia or amdgpu
+    driver ({"vendor", "driver", "count", "backend"}: the gpu_backend= that
+    reads them); None without any."""
+    for drv, (vendor, backend) in GPU_DRIVERS.items():
+        d = root / "bus" / "pci" / "drivers" / drv
+        try:
+            n = sum(1 for p in d.iterdir() if _PCI_ADDR.fullmatch(p.name))
+        except OSError:
+            continue
+        if n:
+            return {"vendor": vendor, "driver": drv, "count": n, "backend": backend}
+    return None
+
+
 UNCORE_DIR = "devices/system/cpu/intel_uncore_frequency"
 _CLASSIC = re.compile(r"package_\d+_die_\d+")
 _TPMI = re.compile(r"uncore\d+")
@@ -278,7 +315,7 @@ def node_measures(root: pathlib.Path, zl: list[dict]) -> dict:
     amd = amd_energy(root)
     out = {"amd_energy": amd, "cpu": None, "cpu_source": None, "dram": None,
            "dram_not_measured": None, "backend": None, "node_meter": node_meter(root),
-           "uncore": uncore(root)}
+           "uncore": uncore(root), "gpus": gpus(root)}
     if pk:
         out["cpu_source"] = f"RAPL powercap, {len(pk)} package zone(s)"
         out["backend"] = "powercap,sysfs"
@@ -295,6 +332,9 @@ def node_measures(root: pathlib.Path, zl: list[dict]) -> dict:
             "no CPU energy source" if not out["cpu_source"] else
             "no dram zone: the energy source gives package energy only"
             + (" (AMD)" if amd or not any(z["name"] == "psys" for z in zl) else ""))
+    # the plugin runs on without CPU energy: its node meter and GPUs still count
+    out["measurable"] = bool(out["cpu_source"] or (out["node_meter"] or {}).get("total")
+                             or out["gpus"])
     return out
 
 
@@ -305,8 +345,13 @@ def diagnose(root: str = "/sys", do_write: bool = False,
     cf = cpufreq(r)
     counted = [z for z in zl if z["counted"]]
     problems = []
-    if not counted:
-        problems.append("no RAPL package or dram zone: energy cannot be measured")
+    meas = node_measures(r, zl)
+    if not meas["measurable"]:
+        problems.append("nothing can be measured: no RAPL package zone, no amd_energy "
+                        "socket counter, no node meter (pm_counters, Grace hwmon), no GPU")
+    elif not counted and not meas["cpu_source"]:
+        problems.append("no RAPL package zone and no amd_energy: CPU energy cannot be "
+                        "measured (the node meter and GPUs still are)")
     elif not all(z["readable"] for z in counted):
         problems.append("energy_uj is not readable by this user (root-only since "
                         "the PLATYPUS fix); slurmstepd runs as root, so the "
@@ -326,16 +371,36 @@ def diagnose(root: str = "/sys", do_write: bool = False,
         if not wt.get("ok"):
             problems.append(f"write test: {wt['detail']}")
     wraps = [z["wrap_period_s"] for z in counted if z["wrap_period_s"]]
-    meas = node_measures(r, zl)
     if not counted and meas["cpu_source"]:    # amd_energy only
-        problems[0] = (f"no RAPL zone; CPU energy from {meas['cpu_source']}: "
-                       "set backend=amd_energy")
+        problems.insert(0, f"no RAPL zone; CPU energy from {meas['cpu_source']}: "
+                        "set backend=amd_energy")
     return {"sysfs": str(r), "zones": zl, "measures": meas,
             "counted": {"package": sum(1 for z in counted if z.get("kind") == "package"),
                         "dram": sum(1 for z in counted if z.get("kind") == "dram")},
             "min_wrap_period_s": min(wraps) if wraps else None,
             "cpufreq": cf, "write_test": wt, "problems": problems,
-            "plugstack": plugstack_line(r, zl, libdir)}
+            "plugstack": plugstack_line(r, zl, libdir, meas)}
+
+
+def node_line_problems(node: dict, meas: dict) -> list[str]:
+    """`doctor --node`: what the node's accepted plugstack lines get wrong
+    for this node: nothing measurable at all, or a backend= list without
+    the backend that reads its CPU energy (amd_energy on a node without
+    RAPL zones: powercap and sysfs measure nothing there)."""
+    out = []
+    if not meas["measurable"]:
+        out.append("nothing can be measured on this node (no RAPL, amd_energy, node "
+                   "meter or GPU): every job runs unmeasured")
+    want = meas["backend"]
+    for d in node["lines"]:
+        if not d.get("accepted") or not want:
+            continue
+        kv = dict(a.split("=", 1) for a in d["args"] if "=" in a)
+        have = kv.get("backend", "powercap,sysfs").split(",")
+        if not set(want.split(",")) & set(have):
+            out.append(f"{d['file']}:{d['line']}: backend={','.join(have)} measures "
+                       f"nothing here ({meas['cpu_source']}): set backend={want}")
+    return out
 
 
 def records_lost(c) -> int | None:

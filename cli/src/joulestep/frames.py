@@ -171,28 +171,31 @@ def frame_table(df: pd.DataFrame, prefer: list[str] | None = None,
                 width: int = 80) -> str:
     """Render a DataFrame in <= width columns: the preferred columns first,
     as many as fit; the rest are named in a footnote."""
-    from .output import num, table
+    from .output import table
+    from .render_units import column_unit, fmt
+    units = {c: column_unit(c) for c in df.columns}
     cols = list(dict.fromkeys(c for c in (prefer or list(df.columns))
                               if c in df.columns))
     recs = records(df)
 
-    def cell(v):
+    def cell(v, c):
         if v is None:
             return "-"
         if isinstance(v, bool):
             return "yes" if v else ""
         if isinstance(v, (int, float)):
-            return num(v)
+            unit, factor = units[c]
+            return fmt(v * factor if unit else v, unit)
         return str(v)
     chosen, used = [], 0
     for c in cols:
-        w = max([len(header(c))] + [len(cell(r[c])) for r in recs]) + 1
+        w = max([len(header(c))] + [len(cell(r[c], c)) for r in recs]) + 1
         if used + w > width and chosen:
             continue
         chosen.append(c)
         used += w
     text = table([header(c) for c in chosen],
-                 [[cell(r[c]) for c in chosen] for r in recs],
+                 [[cell(r[c], c) for c in chosen] for r in recs],
                  right={i for i, c in enumerate(chosen)
                         if df[c].dtype.kind in "iuf"}, width=width)
     rest = [c for c in df.columns if c not in chosen]

@@ -6,6 +6,8 @@ import json
 import math
 import re
 
+from .render_units import fmt
+
 WIDTH = 80
 
 #: what textwrap's replace_whitespace turns into spaces
@@ -57,42 +59,15 @@ def local_time(iso: str | None, utc: bool = False) -> str | None:
     return t.astimezone().isoformat(timespec="seconds")
 
 
-def _fixed(v: float) -> str:
-    """v >= 0 in fixed notation, about 3 significant digits, never below
-    0.001 (what text output shows of energy, CO2 and the like)."""
-    if v >= 100:
-        return f"{v:.0f}"
-    if v >= 10:
-        return f"{v:.1f}"
-    if v >= 1:
-        return f"{v:.2f}"
-    return f"{v:.3f}"
-
-
-def _scaled(v: float, units) -> str:
-    """v in the first unit of ``units`` [(name, size)], shown in the largest
-    unit it reaches 1 of; fixed notation; under 0.001 of the first unit
-    "< 0.001"."""
-    if v == 0:
-        return f"0 {units[0][0]}"
-    if 0 < v < 0.0005:
-        return f"< 0.001 {units[0][0]}"
-    name, size = units[0]
-    for n, sz in units[1:]:
-        if abs(v) >= sz:
-            name, size = n, sz
-    return f"{_fixed(v / size)} {name}"
-
-
 def energy_text(kwh: float) -> str:
     """Energy for text output: Wh, kWh or MWh, never in scientific notation
     (0.017 Wh, not 1.667e-05 kWh)."""
-    return _scaled(kwh * 1000, (("Wh", 1), ("kWh", 1e3), ("MWh", 1e6)))
+    return fmt(kwh * 1000, "Wh", " ")
 
 
 def co2_text(g: float) -> str:
     """CO2 mass for text output: g, kg or t."""
-    return _scaled(g, (("g", 1), ("kg", 1e3), ("t", 1e6)))
+    return fmt(g, "g", " ")
 
 
 def money_text(x: float, currency: str) -> str:
@@ -103,17 +78,8 @@ def money_text(x: float, currency: str) -> str:
 
 
 def num_fixed(x, digits: int = 3) -> str:
-    """num() without scientific notation: what it shows as 1.23e-04 is
-    "0.000123" down to 6 decimals, "<0.000001" below (tables of energy and
-    money in large units)."""
-    if x is None or (isinstance(x, float) and math.isnan(x)):
-        return "-"
-    ax = abs(x)
-    if ax == 0 or ax >= 0.01:
-        return num(x, digits)
-    if ax < 5e-7:
-        return "<0.000001"
-    return f"{x:.6f}".rstrip("0")
+    """A plain number (render_units.fmt): kept for its callers."""
+    return fmt(x, digits=digits)
 
 
 def money_cell(x) -> str:
@@ -126,61 +92,25 @@ def money_cell(x) -> str:
 
 
 def num(x, digits: int = 3) -> str:
-    """Compact human number for tables: 3 significant digits, k/M/G/T."""
-    if type(x) is float and 0.01 <= abs(x) < 100 and not x.is_integer():
-        # the common case, first (a job's table calls this hundreds of times)
-        ax = abs(x)
-        return f"{x:.3f}" if ax < 1 else f"{x:.{max(digits - (ax >= 10) - 1, 0)}f}"
-    if x is None:
-        return "-"
-    if isinstance(x, float) and math.isnan(x):
-        return "-"
-    ax = abs(x)
-    if ax == 0:
-        return "0"
-    if isinstance(x, int) or (isinstance(x, float) and x.is_integer()):
-        if ax < 1e7:
-            return str(int(x))
-    for lim, div, suf in ((1e12, 1e12, "T"), (1e9, 1e9, "G"), (1e6, 1e6, "M"),
-                          (1e4, 1e3, "k")):
-        if ax >= lim:
-            v = x / div
-            return f"{v:.{max(digits - len(str(int(abs(v)))), 0)}f}{suf}"
-    if ax >= 100:
-        return f"{x:.0f}"
-    if ax >= 0.01:
-        return f"{x:.{max(digits - len(str(int(ax))), 0)}f}" if ax >= 1 else f"{x:.3f}"
-    return f"{x:.2e}"
+    """A number without unit for tables (counts, MHz, %): render_units.fmt,
+    the one formatter; figures with a unit go through fmt(x, unit)."""
+    return fmt(x, digits=digits)
 
 
 def table(headers: list[str], rows: list[list], right: set[int] | None = None,
           width: int = WIDTH) -> str:
     """Plain-text table; cells are str already.  Columns after the first are
-    right-aligned unless listed otherwise; the widest text column is cut to
-    keep the line within ``width``."""
+    right-aligned unless listed otherwise.  One space between columns where
+    two would pass ``width``; no cell is ever cut: a long name widens its
+    column (as sacct's %N), since a cut one can make two rows read the same."""
     if right is None:
         right = set(range(1, len(headers)))
     cells = [list(map(str, r)) for r in rows]
     widths = [max(map(len, col)) for col in zip(headers, *cells)]
-    sep = 2
-    total = sum(widths) + sep * (len(widths) - 1)
-    if total > width:
-        sep = 1
-        total = sum(widths) + sep * (len(widths) - 1)
-    cut = None      # the one column that may be too narrow for its cells
-    if total > width:
-        left = [i for i in range(len(headers)) if i not in right]
-        if left:
-            cut = max(left, key=lambda k: widths[k])
-            widths[cut] = max(len(headers[cut]), widths[cut] - (total - width), 4)
-    fmt = (" " * sep).join(f"{{:{'>' if i in right else '<'}{w}}}"
-                           for i, w in enumerate(widths))
-    out = []
-    for r in [headers] + cells:
-        if cut is not None and len(r[cut]) > widths[cut]:
-            r = r[:cut] + [r[cut][: widths[cut] - 1] + "~"] + r[cut + 1:]
-        out.append(fmt.format(*r).rstrip())
-    return "\n".join(out)
+    sep = 2 if sum(widths) + 2 * (len(widths) - 1) <= width else 1
+    fmt_ = (" " * sep).join(f"{{:{'>' if i in right else '<'}{w}}}"
+                            for i, w in enumerate(widths))
+    return "\n".join(fmt_.format(*r).rstrip() for r in [headers] + cells)
 
 
 def to_json(obj) -> str:

@@ -2,7 +2,13 @@
 from __future__ import annotations
 
 from .output import (WIDTH, co2_text, energy_text, local_time, money_cell, money_text,
-                     num, num_fixed, table, wrap)
+                     num, table, wrap)
+from .render_units import fmt
+
+
+def _j(x) -> str:
+    """Energy in prose: "29.0 MJ" (render_units.fmt)."""
+    return fmt(x, "J", " ")
 
 
 def _wrap(text: str, indent: str = "") -> list[str]:
@@ -16,7 +22,7 @@ def _saving(d: dict) -> str:
     if d.get("saving_j") is None:
         return "no model"        # not estimated: the note under the table says why
     pct = d.get("saving_pct")
-    return f"{num(d['saving_j'])}J" + (f" {pct:.0f}%" if pct is not None else "")
+    return fmt(d["saving_j"], "J") + (f" {pct:.0f}%" if pct is not None else "")
 
 
 def _gpu_lines(steps: list) -> list[str]:
@@ -28,21 +34,21 @@ def _gpu_lines(steps: list) -> list[str]:
         if not lines:
             continue
         out += ["", f"GPUs of step {st['step_id']} on {st['node']} (GPU "
-                f"{num(st.get('energy_gpu_j'))} J; total includes "
+                f"{_j(st.get('energy_gpu_j'))}; total includes "
                 f"{st.get('total_includes') or 'CPU + DRAM'}):"] + lines
         for p in st["phases"]:
             if "energy_gpu_j" in p:
                 clock = (f" (clock <= {p['gpu_clock_mhz']} MHz)"
                          if p.get("gpu_clock_mhz") else "")
                 out.append(f"  phase {p['seq']} {_phase_name(p)}: GPU "
-                           f"{num(p['energy_gpu_j'])} J{clock}")
+                           f"{_j(p['energy_gpu_j'])}{clock}")
     return out
 
 
 def _dram(step: dict, j) -> str:
     """A DRAM figure; "n/m" (not measured) where the step's node has no
     dram zone, never a 0 or a blank that reads as one."""
-    return "n/m" if step.get("dram_not_measured") and j is None else num(j)
+    return "n/m" if step.get("dram_not_measured") and j is None else fmt(j, "J")
 
 
 def _incarnation_lines(runs: list, utc: bool) -> list[str]:
@@ -52,10 +58,10 @@ def _incarnation_lines(runs: list, utc: bool) -> list[str]:
                        "times (the energy above adds them; STEP#N is run N):")
     rows = [[str(r["incarnation"]), local_time(r["start_time"], utc),
              local_time(r["end_time"], utc), str(r["steps_n"]),
-             ",".join(r["nodes"]), num(r["energy_total_j"])
+             ",".join(r["nodes"]), fmt(r["energy_total_j"], "J")
              + (f" ({r['steps_unmeasured']} unmeasured)" if r["steps_unmeasured"] else "")]
             for r in runs]
-    out.append(table(["RUN", "STARTED", "ENDED", "STEPS", "NODES", "TOTAL_J"], rows,
+    out.append(table(["RUN", "STARTED", "ENDED", "STEPS", "NODES", "TOTAL"], rows,
                      right={0, 3, 5}))
     return out
 
@@ -66,9 +72,9 @@ def _shared_lines(steps: list) -> list[str]:
     for st in steps:
         if st.get("energy_basis") == "estimated":
             out += _wrap(f"Shared node, step {st['step_id']} on {st['node']}: estimated "
-                         f"{num(st['estimated_energy_total_j'])} J (CPU "
-                         f"{num(st['estimated_energy_cpu_j'])} J, DRAM "
-                         f"{num(st['estimated_energy_dram_j'])} J); the table's "
+                         f"{_j(st['estimated_energy_total_j'])} (CPU "
+                         f"{_j(st['estimated_energy_cpu_j'])}, DRAM "
+                         f"{_j(st['estimated_energy_dram_j'])}); the table's "
                          "figures are measured, the whole packages'")
     return out
 
@@ -88,10 +94,10 @@ def job_text(s: dict, utc: bool = False) -> str:
         "",
         ("Energy (estimated: shared node) " if t.get("energy_basis") == "estimated"
          else "Energy ")
-        + f"{num(t['energy_total_j'])} J (CPU {num(t['energy_cpu_j'])} J, "
-        + (f"DRAM {num(t['energy_dram_j'])} J" if not t.get("dram_not_measured")
+        + f"{_j(t['energy_total_j'])} (CPU {_j(t['energy_cpu_j'])}, "
+        + (f"DRAM {_j(t['energy_dram_j'])}" if not t.get("dram_not_measured")
            else "DRAM not measured")
-        + (f", GPU {num(t['energy_gpu_j'])} J" if t.get("energy_gpu_j") is not None else "")
+        + (f", GPU {_j(t['energy_gpu_j'])}" if t.get("energy_gpu_j") is not None else "")
         + f"); total includes {t.get('total_includes') or 'CPU + DRAM'}",
         f"     = {energy_text(t['kwh'])}, {co2_text(t['co2_g'])} CO2, "
         f"{money_text(t['cost'], cur)}",
@@ -99,8 +105,8 @@ def job_text(s: dict, utc: bool = False) -> str:
     lines[2:2] = _slurm_state_lines(s.get("slurm"))
     lines += _slurm_energy_lines(s.get("slurm"), t)
     if t.get("measured_energy_total_j") is not None:
-        lines += _wrap(f"Measured {num(t['measured_energy_total_j'])} J (CPU "
-                       f"{num(t['measured_energy_cpu_j'])} J): whole packages, other jobs' "
+        lines += _wrap(f"Measured {_j(t['measured_energy_total_j'])} (CPU "
+                       f"{_j(t['measured_energy_cpu_j'])}): whole packages, other jobs' "
                        "energy included; never add it up across jobs")
     if t.get("dram_not_measured"):
         lines += _wrap(f"DRAM not measured on {t['dram_not_measured']}")
@@ -110,7 +116,7 @@ def job_text(s: dict, utc: bool = False) -> str:
     if t["saving_status"] == "estimated":
         basis = (t.get("saving_basis") or "cpu+dram").upper()
         lines += _wrap(f"Estimated saving vs {t.get('saving_vs') or 'original clock'}"
-                       f": {num(t['saving_j'])} J (fitted power model applied "
+                       f": {_j(t['saving_j'])} (fitted power model applied "
                        f"to the {basis} energy it was fitted on)")
     elif t["saving_status"] == "not estimated":
         why = "; ".join(dict.fromkeys(st["saving_note"] for st in s["steps"]
@@ -128,23 +134,22 @@ def job_text(s: dict, utc: bool = False) -> str:
         if len(runs) > 1:       # which run of the requeued job
             name += f"#{st['incarnation']}"
         rows.append([name, st["node"], st["policy"] or "-",
-                     num(st["duration_s"]), num(st["energy_cpu_j"]),
-                     _dram(st, st["energy_dram_j"]), num(st["energy_total_j"]),
-                     num(st["avg_power_w"]), num(st["freq_mhz"]),
-                     num_fixed(None if st["kwh"] is None else st["kwh"] * 1000),
+                     fmt(st["duration_s"], "s"), fmt(st["energy_cpu_j"], "J"),
+                     _dram(st, st["energy_dram_j"]), fmt(st["energy_total_j"], "J"),
+                     fmt(st["avg_power_w"], "W"), num(st["freq_mhz"]),
                      _saving(st)])
-    lines.append(table(["STEP", "NODE", "POLICY", "TIME_S", "CPU_J", "DRAM_J",
-                        "TOTAL_J", "AVG_W", "MHZ", "WH", "SAVING"], rows,
-                       right={3, 4, 5, 6, 7, 8, 9, 10}))
+    lines.append(table(["STEP", "NODE", "POLICY", "TIME", "CPU", "DRAM",
+                        "TOTAL", "AVG_POWER", "MHZ", "SAVING"], rows,
+                       right={3, 4, 5, 6, 7, 8, 9}))
     lines += _gpu_lines(s["steps"])
     lines += _shared_lines(s["steps"])
     for st in s["steps"]:
         if st.get("node_meter_sources"):
             lines += _wrap(f"Node meter, step {st['step_id']} on {st['node']}: "
-                           + (f"{num(st['energy_node_j'])} J "
+                           + (f"{_j(st['energy_node_j'])} "
                               f"({st['node_meter_sources']}"
                               f"{', integrated power' if st['node_meter_integrated'] else ''})"
-                              f" against RAPL's {num(st['energy_total_j'])} J"
+                              f" against RAPL's {_j(st['energy_total_j'])}"
                               if st["energy_node_j"] is not None else
                               f"not measured ({st['node_meter_sources']})"))
     for st in s["steps"]:
@@ -162,7 +167,7 @@ def job_text(s: dict, utc: bool = False) -> str:
                            "threads that are not the step's)")
     lines += _saving_legend(s["steps"])
     if any(st.get("dram_not_measured") for st in s["steps"]):
-        lines.append("(n/m: DRAM not measured, no dram zone on the node; TOTAL_J is "
+        lines.append("(n/m: DRAM not measured, no dram zone on the node; TOTAL is "
                      "the CPU's)")
     for st in s["steps"]:
         if not st["phases"]:
@@ -172,15 +177,17 @@ def job_text(s: dict, utc: bool = False) -> str:
         for p in st["phases"]:
             kind = "  " * p["depth"] + p["kind"] + (
                 f":{p['label']}" if p["label"] else "")
-            rows.append([str(p["seq"]), kind, num(p["duration_s"]),
-                         num(p["energy_cpu_j"]), _dram(st, p["energy_dram_j"]),
-                         num(p["avg_power_w"]),
-                         num(None if p["bytes"] is None else p["bytes"] / 2**30),
-                         num(p["gib_per_s"]), num(p["j_per_gib"]),
-                         num(p["freq_mhz"]), _saving(p)])
-        lines.append(table(["SEQ", "PHASE", "TIME_S", "CPU_J", "DRAM_J", "AVG_W",
-                            "GIB", "GIB/S", "J/GIB", "MHZ", "SAVING"], rows,
-                           right={0, 2, 3, 4, 5, 6, 7, 8, 9, 10}))
+            rows.append([str(p["seq"]), kind, fmt(p["duration_s"], "s"),
+                         fmt(p["energy_cpu_j"], "J"), _dram(st, p["energy_dram_j"]),
+                         fmt(p["bytes"], "B"),
+                         fmt(None if p["gib_per_s"] is None else p["gib_per_s"] * 2**30,
+                             "B/s"),
+                         fmt(p["j_per_gib"], "J"), num(p["freq_mhz"]), _saving(p)])
+        # 80 columns with units in the cells: a phase's power is in JSON
+        # and CSV (avg_power_w)
+        lines.append(table(["SEQ", "PHASE", "TIME", "CPU", "DRAM", "DATA", "RATE",
+                            "J/GIB", "MHZ", "SAVING"], rows,
+                           right={0, 2, 3, 4, 5, 6, 7, 8, 9}))
     hidden = [(st, p) for st in s["steps"] for p in st["phases"]
               if p.get("energy_note")]
     if hidden:
@@ -240,16 +247,16 @@ def _slurm_energy_lines(sl: dict | None, t: dict) -> list[str]:
         return []
     out = _wrap(
         "Node meter (Slurm acct_gather_energy, whole nodes): "
-        + (f"{num(sl['energy_node_j'])} J over the same steps, against "
-           f"{num(t['energy_total_j'])} J above (not added to it)"
+        + (f"{_j(sl['energy_node_j'])} over the same steps, against "
+           f"{_j(t['energy_total_j'])} above (not added to it)"
            if sl["energy_node_j"] is not None else
            f"no job figure ({sl['energy_node_note'] or 'see the steps'})"))
     for st in sl["steps"]:
         if st["energy_node_j"] is None:
             continue
-        out += _wrap(f"  step {st['step_id']}: {num(st['energy_node_j'])} J on "
+        out += _wrap(f"  step {st['step_id']}: {_j(st['energy_node_j'])} on "
                      f"{st['nnodes'] or '?'} node(s)"
-                     + (f", joulestep {num(st['energy_joulestep_j'])} J"
+                     + (f", joulestep {_j(st['energy_joulestep_j'])}"
                         if st["energy_joulestep_j"] is not None else
                         ", not recorded by joulestep"), "  ")
     return out
@@ -272,8 +279,8 @@ def _nested_phase_notes(steps: list) -> list[str]:
             out += _wrap(f"- step {st['step_id']} on {st['node']}: {_phase_name(p)} "
                          f"(seq {p['seq']}) ran inside {_phase_name(outer)} (seq "
                          f"{outer['seq']}): its energy is part of that phase's "
-                         f"{num(outer['energy_total_j'])} J"
-                         + (f", which adds only the other {num(own)} J" if own is not None
+                         f"{_j(outer['energy_total_j'])}"
+                         + (f", which adds only the other {_j(own)}" if own is not None
                             else ""), "  ")
     if out:
         out = ["", "Phases inside other phases (counted once):"] + out
@@ -289,10 +296,10 @@ def report_text(r: dict, utc: bool = False) -> str:
         + (f", cluster {r['cluster']}" if r["cluster"] else ""),
         ("Total (estimated: shared nodes) " if t.get("energy_basis") == "estimated"
          else "Total ")
-        + f"{num(t['energy_total_j'])} J = {energy_text(t['kwh'])}, "
+        + f"{_j(t['energy_total_j'])} = {energy_text(t['kwh'])}, "
         f"{co2_text(t['co2_g'])} CO2, {money_text(t['cost'], r['currency'])}",
         f"Total includes {t['total_includes']}"
-        + (f"; GPU {num(t['energy_gpu_j'])} J" if t["energy_gpu_j"] is not None
+        + (f"; GPU {_j(t['energy_gpu_j'])}" if t["energy_gpu_j"] is not None
            else ""),
         f"{t['jobs']} jobs, {t['steps']} steps. Frequency policy adoption: "
         f"{t['policy_steps_pct']:.1f} % of steps,",
@@ -301,15 +308,12 @@ def report_text(r: dict, utc: bool = False) -> str:
         "",
     ]
     rows = []
-    # one unit for the energy column, from the total: Wh below 1 kWh
-    wh = t["kwh"] < 1
-    scale, unit = (1000, "WH") if wh else (1, "KWH")
     for g in r["top"]:
         rows.append([str(g["key"]), str(g["jobs"]), str(g["steps"]),
-                     _gpu_cell(g), num(g["energy_total_j"]),
+                     _gpu_cell(g), fmt(g["energy_total_j"], "J"),
                      _includes_cell(g), f"{g['share_pct']:.1f}",
-                     num_fixed(g["kwh"] * scale), money_cell(g["cost"]),
-                     num(g["avg_power_w"]), f"{g['policy_steps_pct']:.0f}"])
+                     fmt(g["kwh"] * 1000, "Wh"), money_cell(g["cost"]),
+                     fmt(g["avg_power_w"], "W"), f"{g['policy_steps_pct']:.0f}"])
     rest = r["groups"][len(r["top"]):]
     if rest:
         e = sum(g["energy_total_j"] for g in rest)
@@ -319,13 +323,13 @@ def report_text(r: dict, utc: bool = False) -> str:
                                 "gpu_steps": sum(g["gpu_steps"] for g in rest),
                                 "gpu_not_measured_steps": sum(
                                     g["gpu_not_measured_steps"] for g in rest)}),
-                     num(e), "-",
+                     fmt(e, "J"), "-",
                      f"{sum(g['share_pct'] for g in rest):.1f}",
-                     num_fixed(sum(g["kwh"] for g in rest) * scale),
+                     fmt(sum(g["kwh"] for g in rest) * 1000, "Wh"),
                      money_cell(sum(g["cost"] for g in rest)), "-",
                      "-"])
-    head = [r["by"].upper(), "JOBS", "STEPS", "GPU_J", "ENERGY_J", "INCLUDES",
-            "SHARE%", unit, "COST_" + r["currency"].upper(), "AVG_W", "POLICY%"]
+    head = [r["by"].upper(), "JOBS", "STEPS", "GPU", "ENERGY", "INCLUDES",
+            "SHARE%", "WH", "COST_" + r["currency"].upper(), "AVG_POWER", "POLICY%"]
     if t["total_includes"] == "CPU + DRAM":
         # every total holds CPU + DRAM (the headline says so): no GPU_J,
         # no INCLUDES column
@@ -342,9 +346,9 @@ def report_text(r: dict, utc: bool = False) -> str:
                               f"{t['gpu_steps'] + t['gpu_not_measured_steps']} GPU "
                               "steps (a GPU split by MIG or shared with another job, "
                               "an uncertain counter, or no vendor library: see `joulestep "
-                              "job`): their totals are CPU + DRAM, and GPU_J leaves them out.")
+                              "job`): their totals are CPU + DRAM, and GPU leaves them out.")
     if any(g["total_includes"].endswith(")") for g in r["top"]):
-        lines += [""] + _wrap("INCLUDES: what ENERGY_J holds (cpu, dram, gpu); * some "
+        lines += [""] + _wrap("INCLUDES: what ENERGY holds (cpu, dram, gpu); * some "
                               "steps' DRAM or GPUs not measured (--format json: "
                               "total_includes).")
     lines += [""] + _wrap(r["scope_note"] + ".")
@@ -355,7 +359,7 @@ def _gpu_cell(g: dict) -> str:
     """report's GPU_J: the GPU energy in the total, n/m where no step's GPUs
     were measured, - for no GPU steps."""
     if g["gpu_steps"]:
-        return num(g["energy_gpu_j"])
+        return fmt(g["energy_gpu_j"], "J")
     return "n/m" if g["gpu_not_measured_steps"] else "-"
 
 
@@ -364,6 +368,11 @@ def _includes_cell(g: dict) -> str:
     text = g["total_includes"]
     head = text.split(" (", 1)[0]
     return head.lower().replace(" ", "") + ("*" if text != head else "")
+
+
+def _wh(mwh, sep: str = "") -> str:
+    """Energy given in MWh, scaled (render_units.fmt)."""
+    return fmt(None if mwh is None else mwh * 1e6, "Wh", sep)
 
 
 _SHORT = {"estimated": "est", "estimated (same duration assumed)": "est, same t",
@@ -377,9 +386,9 @@ def _pct(x) -> str:
 
 def _whatif_row(label: str, kind: str, k: dict) -> list[str]:
     n_est = k["status"] == "not estimated"
-    return [label, kind, num(k["duration_s"]), num(k["energy_j"]),
-            num(k.get("freq_mhz")), "-" if n_est else num(k["saving_j"]),
-            _pct(k["saving_pct"]), "-" if n_est else num(k["extra_time_s"]),
+    return [label, kind, fmt(k["duration_s"], "s"), fmt(k["energy_j"], "J"),
+            num(k.get("freq_mhz")), "-" if n_est else fmt(k["saving_j"], "J"),
+            _pct(k["saving_pct"]), "-" if n_est else fmt(k["extra_time_s"], "s"),
             _SHORT.get(k["status"], k["status"])]
 
 
@@ -403,8 +412,8 @@ def whatif_job_lines(w: dict) -> list[str]:
                                     {**pol["totals"], "status": pol["status"]}))
         if pol["why"]:
             notes[pol["policy"]] = pol["why"]
-    lines.append(table(["POLICY", "KIND", "TIME_S", "ENERGY_J", "MHZ", "SAVING_J",
-                        "SAVING%", "EXTRA_S", "STATUS"], rows,
+    lines.append(table(["POLICY", "KIND", "TIME", "ENERGY", "MHZ", "SAVING",
+                        "SAVING%", "EXTRA_TIME", "STATUS"], rows,
                        right={2, 3, 4, 5, 6, 7}))
     for pol, why in notes.items():
         lines += _wrap(f"- {pol}: not estimated: {why}", "  ")
@@ -422,34 +431,34 @@ def whatif_report_text(r: dict, top: int, utc: bool = False) -> str:
     lines += _wrap(f"ESTIMATE from the fitted power models, not measured: the "
                    f"phases of the {t['jobs']} jobs ({t['steps']} steps) that "
                    f"ran under monitor and marked phases, "
-                   f"{num_fixed(t['energy_mwh'])} MWh.")
-    lines += _wrap(f"Saving {num_fixed(t['saving_mwh'])} MWh ({_pct(t['saving_pct'])} "
+                   f"{_wh(t['energy_mwh'], ' ')}.")
+    lines += _wrap(f"Saving {_wh(t['saving_mwh'], ' ')} ({_pct(t['saving_pct'])} "
                    f"% of the estimated phases' CPU+DRAM energy) = "
-                   f"{num_fixed(t['co2_g'] / 1000)} kg "
+                   f"{co2_text(t['co2_g'])} "
                    f"CO2, {money_text(t['cost'], cur)}; step time "
                    f"{'+' if t['extra_time_s'] >= 0 else ''}"
-                   f"{num(t['extra_time_s'] / 3600)} h.")
+                   f"{fmt(t['extra_time_s'], 's', ' ')}.")
     if t["not_estimated_j"]:
         why = "; ".join(dict.fromkeys(k["why"] for k in r["kinds"] if k["why"]))
-        lines += _wrap(f"Not estimated: {num_fixed(t['not_estimated_mwh'])} MWh:"
+        lines += _wrap(f"Not estimated: {_wh(t['not_estimated_mwh'], ' ')}:"
                        f" {why}.")
-    rows = [[str(g["key"]), str(g["jobs"]), str(g["steps"]), num_fixed(g["energy_mwh"]),
-             num_fixed(g["saving_mwh"]), _pct(g["saving_pct"]), num_fixed(g["co2_g"] / 1000),
-             money_cell(g["cost"]), num(g["extra_time_s"] / 3600)]
+    rows = [[str(g["key"]), str(g["jobs"]), str(g["steps"]), _wh(g["energy_mwh"]),
+             _wh(g["saving_mwh"]), _pct(g["saving_pct"]), fmt(g["co2_g"], "g"),
+             money_cell(g["cost"]), fmt(g["extra_time_s"], "s")]
             for g in r["groups"][:top]]
     if len(r["groups"]) > top:
         lines.append(f"(the top {top} of {len(r['groups'])} groups; all with "
                      "--format json|csv)")
-    lines += ["", table([r["by"].upper(), "JOBS", "STEPS", "PHASE_MWH",
-                         "SAVING_MWH", "SAVING%", "CO2_KG", "COST", "EXTRA_H"],
+    lines += ["", table([r["by"].upper(), "JOBS", "STEPS", "PHASE_ENERGY",
+                         "SAVING", "SAVING%", "CO2", "COST", "EXTRA_TIME"],
                         rows), "", "Per phase kind (a phase's own part):"]
-    rows = [[k["kind"], num_fixed(k["energy_mwh"]), num(k["freq_mhz"]),
-             num_fixed(k["saving_mwh"]) if k["status"] != "not estimated" else "-",
-             _pct(k["saving_pct"]), num(k["extra_time_s"] / 3600)
+    rows = [[k["kind"], _wh(k["energy_mwh"]), num(k["freq_mhz"]),
+             _wh(k["saving_mwh"]) if k["status"] != "not estimated" else "-",
+             _pct(k["saving_pct"]), fmt(k["extra_time_s"], "s")
              if k["status"] != "not estimated" else "-",
              _SHORT.get(k["status"], k["status"])] for k in r["kinds"]]
-    lines.append(table(["KIND", "PHASE_MWH", "MHZ", "SAVING_MWH", "SAVING%",
-                        "EXTRA_H", "STATUS"], rows))
+    lines.append(table(["KIND", "PHASE_ENERGY", "MHZ", "SAVING", "SAVING%",
+                        "EXTRA_TIME", "STATUS"], rows))
     lines += [""] + _wrap(r["scope_note"] + " (SAVING% is of the CPU+DRAM "
                           "energy).")
     return "\n".join(lines) + "\n"

@@ -606,9 +606,10 @@ def _nesting_note(r, names: dict, inner) -> tuple[str, str | None]:
                         "time, or the counters disagree): not added to the job "
                         f"total (step {names[inside]}'s energy is, in full)")
     if inner and ctotal < (total or 0):
-        return "rest", (f"contains step(s) {kids}: its {total / 1e6:.6g} J "
+        from .render_units import fmt
+        return "rest", (f"contains step(s) {kids}: its {fmt(total / 1e6, 'J', ' ')} "
                         f"include theirs, so it adds only the other "
-                        f"{ctotal / 1e6:.6g} J to the job total")
+                        f"{fmt(ctotal / 1e6, 'J', ' ')} to the job total")
     if inner and any(k[23] == 0 and (k[15] or 0) > 0 for k in inner):
         return "all", (f"contains step(s) {kids}, which do not fit in its "
                        "measurement: its own energy is added, theirs is not")
@@ -658,14 +659,26 @@ def parse_time(text: str | None, now: float | None = None) -> int | None:
     m = _REL.match(t)
     if m:
         mult = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}[m.group(2)]
-        return int((now - int(m.group(1)) * mult) * 1e9)
+        return _in_range(int((now - int(m.group(1)) * mult) * 1e9), text)
     try:
         d = dt.datetime.fromisoformat(t)
     except ValueError:
         raise QueryError(f"cannot read time {text!r}: use an ISO date "
                          "(2025-11-01, 2025-11-01T08:00, with optional +HH:MM),"
                          " 'now', or an age like 30d, 12h, 2w") from None
-    return int(d.timestamp() * 1e9)
+    try:
+        return _in_range(int(d.timestamp() * 1e9), text)
+    except (OverflowError, ValueError):        # year 1 less the local offset
+        return _in_range(-1, text)
+
+
+def _in_range(ns: int, text: str) -> int:
+    """ns since the epoch as the store keeps them (64-bit integers from
+    1970): a time outside is refused, not passed on to overflow the query."""
+    if not 0 <= ns < 2**63:
+        raise QueryError(f"time {text!r} is out of range: allowed from 1970-01-01 "
+                         "to 2262-04-11 (ns since the epoch in 64 bits)")
+    return ns
 
 
 GROUPS = {

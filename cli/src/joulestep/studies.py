@@ -227,12 +227,13 @@ def dvfs_warnings(fits: pd.DataFrame) -> list[str]:
     """One warning per fit whose `a` the sweep does not determine to
     models.A_REL_SE_TARGET (10 %), with the repetitions per frequency that
     would (standard errors shrink as 1/sqrt(repetitions))."""
+    from .render_units import fmt
     out = []
     for r in frames.records(fits):
         if r.get("reps_needed") is None:
             continue
         out.append(
-            f"{r['node_model']}/{r['kind']}: a = {r['a']:.4g} +- {r['se_a']:.2g} "
+            f"{r['node_model']}/{r['kind']}: a = {fmt(r['a'])} +- {fmt(r['se_a'])} "
             f"({100 * r['rel_se_a']:.0f} %): this sweep cannot determine a to better "
             f"than {100 * models.A_REL_SE_TARGET:.0f} %; about {r['reps_needed']} "
             f"repetitions per frequency (now {r['reps']:g}) would (the standard "

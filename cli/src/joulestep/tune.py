@@ -14,11 +14,22 @@ class TuneError(ValueError):
     pass
 
 
+#: the plugin's default min_ratio= (spank/js_parse.c)
+MIN_RATIO = 0.5
+
+
 def frequencies(sysfs: str | None = None, fmin_khz: int | None = None,
                 fmax_khz: int | None = None, step_khz: int = 50_000,
-                freqs: list[int] | None = None) -> list[int]:
-    """The sweep's frequencies, highest first: the given list; else the
-    node's scaling_available_frequencies; else fmin..fmax in step_khz."""
+                freqs: list[int] | None = None,
+                min_ratio: float = MIN_RATIO) -> tuple[list[int], int]:
+    """The sweep's frequencies, highest first, and how many were left out
+    below ``min_ratio``: the given list; else the node's
+    scaling_available_frequencies; else fmin..fmax in step_khz.  None is
+    below min_ratio x the highest, as the script writes the ratio (six
+    decimals): the plugin refuses fixed:R under its min_ratio=."""
+    if not 0 < min_ratio <= 1:
+        raise TuneError(f"--min-ratio {min_ratio}: a number in (0, 1], the "
+                        "plugin's min_ratio=")
     if freqs:
         out = sorted(set(freqs), reverse=True)
     else:
@@ -38,9 +49,11 @@ def frequencies(sysfs: str | None = None, fmin_khz: int | None = None,
                 out.append(lo)
     if any(f <= 0 for f in out):
         raise TuneError("frequencies must be positive kHz")
-    if len(out) < 4:
-        raise TuneError(f"{len(out)} frequencies: a fit of a*f^b + c needs at least 4")
-    return out
+    kept = [f for f in out if float(f"{f / out[0]:.6f}") >= min_ratio]
+    if len(kept) < 4:
+        raise TuneError(f"{len(kept)} frequencies at or above min_ratio {min_ratio:g} "
+                        f"x {out[0]} kHz: a fit of a*f^b + c needs at least 4")
+    return kept, len(out) - len(kept)
 
 
 def script(command: list[str], kind: str, freqs: list[int], reps: int = 10,

@@ -56,6 +56,7 @@ def doctor(ctx, sysfs, write_test, libdir, node, plugstack, fmt, db=None,
     if node:
         from .. import nodecheck
         r["node"] = nodecheck.check(plugstack)
+        r["node"]["problems"] += dr.node_line_problems(r["node"], r["measures"])
     if c.fmt == "json":
         emit(to_json(r))
     elif c.fmt == "csv":
@@ -79,18 +80,19 @@ def _node_text(n: dict):
 
 def _text(r: dict):
     from ..output import table
+    from ..render_units import fmt
     rows = [[z["id"], z["name"] or "-", "yes" if z["counted"] else "no",
              "yes" if z["readable"] else "NO",
-             f"{z['wrap_period_s']:.0f}" if z["wrap_period_s"] else "-",
+             fmt(z["wrap_period_s"], "s") if z["wrap_period_s"] else "-",
              z["reason"] or ""] for z in r["zones"]]
     click.echo(f"sysfs {r['sysfs']}: {r['counted']['package']} package zone(s), "
                f"{r['counted']['dram']} dram zone(s) counted")
     if rows:
-        click.echo(table(["ZONE", "NAME", "COUNTED", "READABLE", "WRAP_S", "NOTE"],
+        click.echo(table(["ZONE", "NAME", "COUNTED", "READABLE", "WRAP", "NOTE"],
                          rows, right={4}))
     _print_measures(r["measures"])
     if r["min_wrap_period_s"]:
-        click.echo(f"shortest wrap period {r['min_wrap_period_s']:.0f} s at max "
+        click.echo(f"shortest wrap period {fmt(r['min_wrap_period_s'], 's', ' ')} at max "
                    "power: sample faster than that")
     cf = r["cpufreq"]
     if cf["cpus"]:
@@ -129,6 +131,11 @@ def _print_measures(m: dict) -> None:
                                    f"({u['layout']}): +uncore-io can cap it (uncore_io_mhz=)"
                                    if u else "none (no intel_uncore_frequency): +uncore-io "
                                    "not applied here"))
+    g = m.get("gpus")
+    vendor = {"nvidia": "NVIDIA", "amd": "AMD"}.get((g or {}).get("vendor"))
+    click.echo("GPU energy: " + (f"{g['count']} {vendor} GPU(s) ({g['driver']} driver): "
+                                 f"gpu_backend={g['backend']}" if g else
+                                 "no GPU (no PCI device bound to nvidia or amdgpu)"))
     n = m["node_meter"]
     if n:
         click.echo(f"node meter: {n['source']} ({len(n['channels'])} channels; node total "

@@ -42,6 +42,8 @@ def export(ctx, tables, efmt, output, since, until, ingest_first, **kw):
         files = ex.export(conn, tables, efmt, output, since_ns, until_ns)
     except ex.ExportError as e:
         raise click.ClickException(str(e)) from None
+    except OSError as e:        # -o in a folder that does not exist, or not writable
+        raise click.ClickException(f"cannot write {output}: {e}") from None
     finally:
         conn.close()
     if output is not None:

@@ -35,7 +35,8 @@ def _caller() -> str:
 @query_options
 def jobs(c: Ctx, users, since, until, state, cluster):
     """Your recent jobs with their energy, like sacct: job ID, user,
-    account, partition, when first seen, steps, energy, kWh and cost.
+    account, partition, when first seen (with its UTC offset), steps,
+    energy and cost (kWh and CO2 with --format json or csv).
 
     The figures are `joulestep job`'s totals for each job; who is not an
     admin gets them in `job`'s user view (docs/security.md).  Latest first,
@@ -65,7 +66,8 @@ def jobs(c: Ctx, users, since, until, state, cluster):
 
 
 def _emit(c: Ctx, rows: list[dict], currency: str):
-    from ..output import local_time, money_cell, num, table, to_csv, to_json
+    from ..output import local_time, money_cell, table, to_csv, to_json
+    from ..render_units import fmt
     if c.fmt == "json":
         emit(to_json({"jobs": rows}))
     elif c.fmt == "csv":
@@ -75,9 +77,9 @@ def _emit(c: Ctx, rows: list[dict], currency: str):
     else:
         out = [[str(r["job_id"]), r["user"] or "(none)", r["account"] or "(none)",
                 r["partition"] or "(none)",
-                (local_time(r["first_seen"], c.utc) or "-")[:19],   # as sacct
-                str(r["steps"] or 0), num(r["energy_total_j"]),
+                local_time(r["first_seen"], c.utc) or "-",      # with its offset
+                str(r["steps"] or 0), fmt(r["energy_total_j"], "J"),
                 money_cell(r["cost"])] for r in rows]
         emit(table(["JOBID", "USER", "ACCOUNT", "PARTITION", "FIRST_SEEN", "STEPS",
-                    "ENERGY_J", "COST_" + currency.upper()], out,
+                    "ENERGY", "COST_" + currency.upper()], out,
                    right={0, 5, 6, 7}) + "\n")

@@ -22,12 +22,14 @@ from ..cli import Ctx, _period, _where, period_options, query_options, where_opt
               default="total", show_default=True, help="scaling: which part.")
 @click.option("--scaling", type=click.Choice(["weak", "strong"]), default="weak",
               show_default=True, help="scaling: weak or strong.")
+@click.option("--error-bound", default="tag:error_bound", show_default=True,
+              help="dumps: the column holding the error bound (as compare's).")
 @click.option("--max-slowdown", type=click.FloatRange(0), default=0.10,
               show_default=True, help="power: recommendation constraint.")
 @period_options
 @query_options
 def plot(c: Ctx, figure, output, by, where, kind, node_model, part, scaling,
-         max_slowdown, since, until):
+         error_bound, max_slowdown, since, until):
     """Draw a figure like the papers' as PNG or SVG (from OUTPUT's suffix).
 
     scaling: energy and throughput vs ranks with error bars; io: energy per
@@ -52,7 +54,8 @@ def plot(c: Ctx, figure, output, by, where, kind, node_model, part, scaling,
             what = {"scaling": "checkpoint", "io": "io", "dumps": "dump"}[figure]
             by = by or {"scaling": "tag:strategy", "io": "tag:approach",
                         "dumps": "tag:compressor"}[figure]
-            r = studies.compare(conn, by, w, what, scaling, None, since_ns, until_ns)
+            r = studies.compare(conn, by, w, what, scaling, None, since_ns, until_ns,
+                                error_bound=error_bound)
             col = r["table"].columns[0]
             if figure == "scaling":
                 path = pl.plot_scaling(r["table"], output, by=col, part=part)
@@ -65,6 +68,8 @@ def plot(c: Ctx, figure, output, by, where, kind, node_model, part, scaling,
                                            else None)
     except (studies.StudyError, ValueError) as e:
         raise click.ClickException(str(e)) from None
+    except OSError as e:        # the figure's folder missing or not writable
+        raise click.ClickException(f"cannot write {output}: {e.strerror}") from None
     finally:
         conn.close()
     click.echo(f"wrote {path}")

@@ -22,6 +22,9 @@ import click
 @click.option("--step-khz", type=click.IntRange(1), default=50_000,
               show_default=True, help="Step between frequencies (paper: 50 MHz).")
 @click.option("--freqs", help="Explicit list of kHz values, comma-separated.")
+@click.option("--min-ratio", type=float, default=0.5, show_default=True,
+              help="The plugin's min_ratio= (plugstack.conf): frequencies below "
+                   "it x the highest are left out, since the plugin refuses them.")
 @click.option("--name", default="joulestep-sweep", show_default=True,
               help="Job name, also the sweep=NAME tag.")
 @click.option("--partition", help="Slurm partition.")
@@ -32,8 +35,8 @@ import click
 @click.option("-o", "--output", type=click.Path(dir_okay=False),
               default="joulestep-sweep.sh", show_default=True, help="Script to write.")
 @click.option("--submit", is_flag=True, help="Submit the script with sbatch.")
-def tune(command, kind, reps, sysfs, fmin_khz, fmax_khz, step_khz, freqs, name,
-         partition, ntasks, time_limit, output, submit):
+def tune(command, kind, reps, sysfs, fmin_khz, fmax_khz, step_khz, freqs, min_ratio,
+         name, partition, ntasks, time_limit, output, submit):
     """Write (and with --submit, submit) a frequency-sweep job.
 
     Runs COMMAND as a phase of kind --kind at every available frequency
@@ -52,14 +55,19 @@ def tune(command, kind, reps, sysfs, fmin_khz, fmax_khz, step_khz, freqs, name,
     except ValueError:
         raise click.BadParameter("comma-separated kHz integers", param_hint="--freqs")             from None
     try:
-        fs = tn.frequencies(sysfs, fmin_khz, fmax_khz, step_khz, fl)
+        fs, below = tn.frequencies(sysfs, fmin_khz, fmax_khz, step_khz, fl, min_ratio)
         text = tn.script(list(command), kind, fs, reps, name, partition,
                          ntasks=ntasks, time_limit=time_limit)
     except tn.TuneError as e:
         raise click.ClickException(str(e)) from None
-    tn.write(output, text)
+    try:
+        tn.write(output, text)
+    except OSError as e:
+        raise click.ClickException(f"cannot write {output}: {e.strerror}") from None
     click.echo(f"wrote {output}: {len(fs)} frequencies "
-               f"({fs[-1] / 1e6:.2f}-{fs[0] / 1e6:.2f} GHz) x {reps} repetitions")
+               f"({fs[-1] / 1e6:.2f}-{fs[0] / 1e6:.2f} GHz) x {reps} repetitions"
+               + (f"; {below} below min_ratio {min_ratio:g} left out (the plugin "
+                  "refuses them)" if below else ""))
     if submit:
         try:
             p = subprocess.run(["sbatch", output], capture_output=True, text=True)
