@@ -34,6 +34,7 @@
 #include <slurm/slurm.h>
 #include <slurm/spank.h>
 
+#include "js_cgroup_step.h"
 #include "js_hooks.h"
 #include "js_jobcache.h"
 #include "js_sidechan.h"
@@ -241,7 +242,7 @@ static int ph_set_ratio(void *ctx, double ratio, uint32_t *khz, uint64_t *took_n
 	int rc = 0, nfail = 0, fail_cpu = -1;
 	uint32_t fail_khz = 0;
 	*khz = 0;
-	if (s->nctl == 0) {
+	if (s->nctl == 0 || js_cgroup_step_vetoed(s)) {
 		*took_ns = 0;
 		return 0;
 	}
@@ -815,6 +816,7 @@ static void step_free(struct js_step *s)
 	if (!s)
 		return;
 	free(s->topo);
+	js_cgroup_step_free(s);
 	js_phases_free(s->phases);
 	js_gpu_step_close(s);
 	if (s->meter)
@@ -1207,6 +1209,18 @@ int slurm_spank_task_exit(spank_t sp, int ac, char **av)
 	int code = WIFEXITED(status) ? WEXITSTATUS(status) : WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 0;
 	if (g_step->exit_code < code)
 		g_step->exit_code = code;
+	js_cgroup_step_task_exit(g_step);
+	return 0;
+}
+
+/* slurmstepd, root, the step's cgroup made, the task not yet exec'ed: what
+ * the cgroup tells (js_cgroup_step.h), once per step. */
+int slurm_spank_task_post_fork(spank_t sp, int ac, char **av)
+{
+	(void)ac;
+	(void)av;
+	if (g_step && spank_remote(sp) && getpid() == g_step_pid)
+		js_cgroup_step_start(g_step);
 	return 0;
 }
 
