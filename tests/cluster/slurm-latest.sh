@@ -34,26 +34,27 @@ start=$(date +%s)
 echo "slurm-latest: building $(basename "$archive") into $dest (log: $log)"
 tar -xzf "$archive" -C "$src" --strip-components=1
 jobs=$(nproc 2>/dev/null || echo 2)
-(
-    set -e
+# a shell of its own: errexit holds in it (in a ( ) list tested by || it would not)
+jobs=$jobs src=$src dest=$dest sh -euc '
     cd "$src"
     # --enable-multiple-slurmd: as Debian builds it (the cgroups of a slurmd
     # started with -N NAME are slurm_NAME, so test clusters do not share them);
-    # --without-hdf5: configure would find Debian's HDF5-OpenMPI (installed for
+    # --without-hdf5: configure would find Debian'"'"'s HDF5-OpenMPI (installed for
     # Damaris) and sh5util then fails on mpi.h; --disable-static halves the build
     ./configure --prefix="$dest" --sysconfdir="$dest/etc" --disable-debug --without-hdf5 \
         --disable-static --enable-multiple-slurmd
-    # only the parts the test cluster runs, in src/Makefile.am's order (stepmgr
+    # only the parts the test cluster runs, in src/Makefile.am'"'"'s order (stepmgr
     # before the daemons that link it)
     for d in api common conmgr curl database interfaces stepmgr plugins \
              slurmctld slurmd sbatch srun scontrol squeue scancel sinfo; do
         make -j"$jobs" -C src/$d
     done
-    make -C slurm install
+    make install-pkgincludeHEADERS
     for d in api plugins slurmctld slurmd sbatch srun scontrol squeue scancel sinfo; do
         make -C src/$d install
     done
-) > "$log" 2>&1 || { tail -n 40 "$log" >&2; echo "slurm-latest: build failed (log: $log)" >&2; exit 1; }
+    test -x "$dest/sbin/slurmd" && test -r "$dest/include/slurm/spank.h"
+' > "$log" 2>&1 || { tail -n 40 "$log" >&2; echo "slurm-latest: build failed (log: $log)" >&2; exit 1; }
 rm -rf "$dest/share" "$src"
 find "$dest" -name '*.la' -delete
 "$dest/sbin/slurmd" -V > "$dest/version"

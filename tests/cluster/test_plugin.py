@@ -133,6 +133,7 @@ def test_env_option_forms(plug):
         assert fl[cpu] == (GOV, str(int(0.75 * FMAX)))
 
 
+@pytest.mark.site
 def test_unknown_plugstack_key_disables_plugin_but_jobs_run(plug):
     plug.configure(colour="blue")
     job, out = plug.run_job("#!/bin/sh\necho ok\n")
@@ -145,6 +146,7 @@ def test_unknown_plugstack_key_disables_plugin_but_jobs_run(plug):
 
 
 # ------------------------------------------------------------------ records
+@pytest.mark.site
 def test_batch_and_srun_steps_recorded_with_truth(plug):
     script = f"""#!/bin/sh
 #SBATCH -n1 --job-name=recs
@@ -223,6 +225,7 @@ int main(int argc, char **argv) {
 """
 
 
+@pytest.mark.site
 def test_phases_from_c_shell_and_python_match_truth(plug, tmp_path):
     src = plug.root / "phase_c.c"
     src.write_text(C_PROG)
@@ -562,6 +565,7 @@ def test_time_limit_in_a_phase_restores_the_clock(plug):
     assert rec["phases"][0]["open_at_step_end"] is True
 
 
+@pytest.mark.site
 def test_kill9_slurmstepd_then_next_step_restores(plug):
     flag = plug.c.user_dir(USER) / "in-phase-k"
     flag.unlink(missing_ok=True)
@@ -597,6 +601,7 @@ def test_kill9_slurmstepd_then_next_step_restores(plug):
     plug.assert_restored()
 
 
+@pytest.mark.site
 def test_two_concurrent_steps_on_one_node(plug):
     if plug.c.cpus < 2:
         pytest.skip("needs 2 CPUs")
