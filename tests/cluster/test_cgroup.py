@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import pathlib
+import pwd
 
 import pytest
 
@@ -211,3 +212,23 @@ i=0; while [ ! -e {done} ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done
         assert busy["step_cpu_ns"] >= truth_ns, rec["packages"]
         assert other["step_cpu_ns"] <= 0.5 * S, rec["packages"]
         assert busy["step_cpu_ns"] + other["step_cpu_ns"] == st["cpu_time_ns"]
+
+
+def test_where_slurm_puts_the_task_in_the_cpuset_tree(cg, slurm_config):
+    """Slurm 22.05 (cgroup/v1) puts a step's tasks in the step's cpuset itself,
+    26.05 in a cpuset per task under it (step_S/task_N), and warns that cgroup/v1
+    is deprecated. The plugin reads the step's own cpuset, which both have, and
+    agrees with it on both."""
+    if slurm_config != "cgroup":
+        pytest.skip("no cpuset tree without task/cgroup")
+    from harness import cgroup_support, slurm_version
+    if cgroup_support()[0] != "cgroup/v1":
+        pytest.skip("the layouts compared are cgroup v1's")
+    job, out = cg.run_job("#!/bin/sh\n#SBATCH -n1 -c1\ngrep :cpuset: /proc/self/cgroup\n")
+    path = out.strip().split(":", 2)[2]
+    want = f"/slurm_{cg.c.node}/uid_{pwd.getpwnam(USER).pw_uid}/job_{job}/step_batch"
+    new = not slurm_version().startswith("22.")
+    assert path == want + ("/task_0" if new else ""), (slurm_version(), path)
+    assert cg.wait_records(job, ["batch"])["batch"]["step"]["cpuset_check"] == "agrees"
+    logs = "".join(f.read_text(errors="replace") for f in cg.c.log_dir.glob("slurmd*.log"))
+    assert ("cgroup/v1 plugin is deprecated" in logs) == new
