@@ -55,6 +55,8 @@ static int v2_job_dir(const char *self_cgroup, uint32_t job, char *out, size_t l
 		if (n > 3 && !strncmp(line, "0::", 3)) {
 			const char *path = line + 3;
 			size_t plen = n - 3, wl = strlen(want);
+			if (path[0] != '/')
+				return -EINVAL; /* the kernel's are absolute */
 			for (size_t i = 0; i + wl <= plen; i++) {
 				if (strncmp(path + i, want, wl) || (i + wl < plen && path[i + wl] != '/'))
 					continue;

@@ -47,6 +47,9 @@ static void test_v2_paths(void **state)
 	assert_int_equal(js_cg_step_paths("/r", JS_CG_V2, "n", 5, 12, "0",
 					  "3:cpuset:/\n0::/a/../job_12/step_0\n", &st), -EINVAL);
 	assert_int_equal(js_cg_step_paths("/r", JS_CG_V2, "n", 5, 12, "0", NULL, &st), -EINVAL);
+	/* a relative path (found by fuzz_cgroup) would leave the root */
+	assert_int_equal(js_cg_step_paths("/r", JS_CG_V2, "n", 5, 12, "0",
+					  "0::x/job_12/step_0\n", &st), -EINVAL);
 }
 
 static void test_parse_percpu(void **state)
