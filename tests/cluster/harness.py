@@ -115,20 +115,21 @@ def plugin_for_slurm(so):
 CGROUP_ROOT = pathlib.Path("/sys/fs/cgroup")
 
 
-def cgroup_support(root: pathlib.Path = CGROUP_ROOT) -> tuple[str | None, str]:
+def cgroup_support(root: pathlib.Path = CGROUP_ROOT,
+                   mountinfo: str = "/proc/self/mountinfo") -> tuple[str | None, str]:
     """The CgroupPlugin this host offers Slurm: ("cgroup/v2", "") where root is a
     cgroup2 mount whose controllers include cpuset and cpu; ("cgroup/v1", "") where
     root holds v1 hierarchies for cpuset, freezer and cpuacct (proctrack/cgroup's,
     task/cgroup's and jobacct_gather/cgroup's); else (None, why)."""
     mounts = {}
     try:
-        for line in pathlib.Path("/proc/self/mountinfo").read_text().splitlines():
+        for line in pathlib.Path(mountinfo).read_text().splitlines():
             pre, _, post = line.partition(" - ")
             fields, fs = pre.split(), post.split()
             if len(fields) >= 5 and len(fs) >= 3:
                 mounts[fields[4]] = (fs[0], set(fs[2].split(",")))
     except OSError as e:
-        return None, f"cannot read /proc/self/mountinfo: {e}"
+        return None, f"cannot read {mountinfo}: {e}"
     top = mounts.get(str(root))
     if top and top[0] == "cgroup2":
         try:
