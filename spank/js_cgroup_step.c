@@ -29,18 +29,6 @@ static void self_cgroup(char *buf, size_t len)
 		fclose(f);
 }
 
-/* Back to the clocks in force at step start (fixed:R was set before the
- * tasks, in setup_freq). */
-static void restore_clocks(struct js_step *s)
-{
-	for (int i = 0; i < s->nctl; i++) {
-		int rc = js_freq_ctl_restore(&s->ctl[i]);
-		if (rc < 0)
-			js_step_error(s, "freq: cpu%d: restore after the cpuset check: %s", s->ctl[i].cpu,
-				      strerror(-rc));
-	}
-}
-
 static void cross_check(struct js_step *s, struct js_cgroup_step *g)
 {
 	struct js_cpuset cg;
@@ -68,7 +56,8 @@ static void cross_check(struct js_step *s, struct js_cgroup_step *g)
 		 "disagrees: cgroup cpuset %.120s, mapped from Slurm's cores %.120s; no clock changed", got, want);
 	slurm_error("joulestep: job %u step %s: the step's cpuset (%s) is CPUs %s, joulestep mapped Slurm's cores to CPUs %s (topology under %s): no clock is changed in this step",
 		    s->job_id, s->step_id, g->paths.cpuset_dir, got, want, s->conf.sysfs);
-	restore_clocks(s);
+	/* nothing to undo: fixed:R comes after this check (apply_fixed), and
+	 * phases cannot start before the tasks exec */
 }
 
 void js_cgroup_step_start(struct js_step *s)
