@@ -112,7 +112,7 @@ fuzz_src_cgroup := accounting/src/cgroup.c accounting/src/freq.c accounting/src/
 fuzz_lib_tuned := -ljansson
 fuzz_lib_jobcache := -ljansson
 
-# The current Slurm (docs/design.md, "Which Slurm the tests run"): `make
+# The current Slurm (docs/design.md, "Which Slurm, which configuration"): `make
 # slurm-latest` builds it once, from SLURM_SRC checked against SLURM_SHA256
 # (tests/cluster/slurm-latest.sh), into $(B)/slurm-latest/ (what the test
 # cluster runs: daemons, clients, plugins, headers), and the SPANK plugin
@@ -120,8 +120,9 @@ fuzz_lib_jobcache := -ljansson
 # is built for the Slurm release that loads it). `make test-slurm-latest`:
 # the site tests (pytest -m site) on it, in the cgroup configuration.
 # SLURM_INCLUDE=DIR builds everything against the Slurm headers in DIR
-# (DIR/slurm/spank.h) instead of the system's (libslurm-dev).
-SLURM_SRC ?= ../shared/third_party/slurm-26.05.3.tar.gz
+# (DIR/slurm/spank.h) instead of the system's (libslurm-dev). SLURM_SRC: by
+# default the archive beside the I/O libraries' (IOLIBS_SRC).
+SLURM_SRC ?= $(if $(IOLIBS_SRC),$(IOLIBS_SRC)/slurm-26.05.3.tar.gz)
 SLURM_SHA256 ?= fcba0e3c4819db4ec77059a5db41803db61b83f5dd1afcb4122c838cc70694f4
 SLURM_LATEST := $(B)/slurm-latest
 SLURM_LATEST_SO := $(SLURM_LATEST)/joulestep/joulestep.so

@@ -6,7 +6,7 @@
 Ctrl-C). The work directory is removed afterwards unless a test failed or
 JOULESTEP_KEEP_CLUSTER=1 is set, so daemon logs stay available for debugging.
 
-Configurations (harness.CONFIGS; docs/design.md, "Which Slurm the tests run"): the
+Configurations (harness.CONFIGS; docs/design.md, "Which Slurm, which configuration"): the
 cluster runs `linuxproc` (proctrack/linuxproc, no cgroups) by default. Tests marked
 `site` (what a site's configuration changes: records, clocks, kill -9, shared nodes,
 SMT, GPUs, requeue, MailProg) run once per configuration in

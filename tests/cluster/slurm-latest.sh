@@ -1,9 +1,9 @@
 #!/bin/sh
 # Build the current Slurm release for the test cluster (make slurm-latest;
-# docs/design.md "Which Slurm the tests run"), once:
+# docs/design.md "Which Slurm, which configuration"), once:
 #   slurm-latest.sh ARCHIVE SHA256 DEST
 # ARCHIVE: a source tarball of a Slurm tag with its generated configure
-# (../shared/third_party/slurm-26.05.3.tar.gz); it must match SHA256.
+# (the Makefile's SLURM_SRC: slurm-26.05.3.tar.gz); it must match SHA256.
 # DEST gets what the one-node test cluster needs and nothing else: the
 # daemons (sbin/slurmctld, slurmd, slurmstepd), the clients the harness runs
 # (bin/sbatch, srun, scontrol, squeue, scancel, sinfo), libslurm, the plugins
