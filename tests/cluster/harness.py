@@ -284,6 +284,22 @@ def _kill_marked(cluster_id: str):
             time.sleep(0.1)
 
 
+def remove_cgroups(node: str):
+    """Remove the cgroups Slurm made for a `cgroup` cluster's node (slurm_<node> in
+    every v1 hierarchy; <node>_slurmstepd.scope on v2), deepest first, once its
+    processes are gone; a cgroup that still holds one stays (EBUSY)."""
+    if not re.fullmatch(r"js[0-9a-f]{8}", node):
+        return  # only the names Cluster gives (never a host's or another's)
+    tops = [*CGROUP_ROOT.glob(f"*/slurm_{node}"),
+            *CGROUP_ROOT.glob(f"system.slice/{node}_slurmstepd.scope"),
+            *CGROUP_ROOT.glob(f"*/system.slice/{node}_slurmstepd.scope")]
+    for top in tops:
+        dirs = sorted((pathlib.Path(r) for r, _, _ in os.walk(top)), key=lambda d: -len(d.parts))
+        for d in dirs:
+            with contextlib.suppress(OSError):
+                d.rmdir()
+
+
 def reap_stale():
     """Stop clusters left running by a test process that died without teardown (SIGKILL)."""
     for owner in BASE.glob("*/run/owner"):
@@ -296,6 +312,8 @@ def reap_stale():
         except (OSError, ValueError):
             continue
         _kill_marked(cluster_id)
+        with contextlib.suppress(OSError):
+            remove_cgroups(f"js{cluster_id[:8]}")
         with contextlib.suppress(OSError):
             owner.unlink()
     netns_mod.reap_stale()  # namespaces of netns clusters whose owner died
@@ -904,6 +922,8 @@ PartitionName=debug Nodes={part_nodes} Default=YES MaxTime=INFINITE State=UP
             if p:
                 self._terminate(p)
         _kill_marked(self.id)
+        if self.config == "cgroup" and self.nnodes == 1:
+            remove_cgroups(self.node)
         self._procs.clear()
         self._stop_fakehw()
         if self.netns:
