@@ -22,7 +22,7 @@ PAPI_SONAME = $(or $(shell objdump -p "$$($(CC) -print-file-name=libpapi.so)" 2>
 
 DEB_PKGS := build-essential pkg-config libpowercap-dev powercap-utils libpapi-dev \
             papi-tools libjansson-dev libcmocka-dev slurmctld slurmd slurm-client \
-            libslurm-dev munge sqlite3 python3-venv python3-dev util-linux iproute2 procps strace \
+            libslurm-dev munge libmunge-dev sqlite3 python3-venv python3-dev util-linux iproute2 procps strace \
             openmpi-bin libopenmpi-dev clang libclang-rt-14-dev \
             debhelper dh-python pybuild-plugin-pyproject python3-setuptools python3-pip rpm \
             python3-click python3-pandas python3-numpy python3-scipy python3-matplotlib \
@@ -97,7 +97,7 @@ FUZZ_CC_OK = $(shell command -v $(FUZZ_CC) >/dev/null 2>&1 && echo yes)
 FUZZ_CFLAGS := -std=c11 -D_GNU_SOURCE -g -O1 -fno-omit-frame-pointer -Wall -Wextra -Werror \
                -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
                -Ispank -Iaccounting/include -Iaccounting/src -Itests/fuzz
-FUZZ_TARGETS := msg conf policy tags tuned cpuset jobcache
+FUZZ_TARGETS := msg conf policy tags tuned cpuset jobcache cgroup
 FUZZ_BIN := $(FUZZ_TARGETS:%=$(B)/fuzz/fuzz_%)
 FUZZ_RUNS ?= 300000
 FUZZ_SECONDS ?= 300
@@ -108,10 +108,29 @@ fuzz_src_tags := spank/js_parse.c
 fuzz_src_tuned := spank/js_parse.c spank/js_tuned.c
 fuzz_src_cpuset := accounting/src/freq.c accounting/src/util.c accounting/src/zones.c
 fuzz_src_jobcache := spank/js_jobcache_logic.c
+fuzz_src_cgroup := accounting/src/cgroup.c accounting/src/freq.c accounting/src/util.c accounting/src/zones.c
 fuzz_lib_tuned := -ljansson
 fuzz_lib_jobcache := -ljansson
 
+# The current Slurm (docs/design.md, "Which Slurm, which configuration"): `make
+# slurm-latest` builds it once, from SLURM_SRC checked against SLURM_SHA256
+# (tests/cluster/slurm-latest.sh), into $(B)/slurm-latest/ (what the test
+# cluster runs: daemons, clients, plugins, headers), and the SPANK plugin
+# against its headers into $(B)/slurm-latest/joulestep/joulestep.so (a plugin
+# is built for the Slurm release that loads it). `make test-slurm-latest`:
+# the site tests (pytest -m site) on it, in the cgroup configuration.
+# SLURM_INCLUDE=DIR builds everything against the Slurm headers in DIR
+# (DIR/slurm/spank.h) instead of the system's (libslurm-dev). SLURM_SRC: by
+# default the archive beside the I/O libraries' (IOLIBS_SRC).
+SLURM_SRC ?= $(if $(IOLIBS_SRC),$(IOLIBS_SRC)/slurm-26.05.3.tar.gz)
+SLURM_SHA256 ?= fcba0e3c4819db4ec77059a5db41803db61b83f5dd1afcb4122c838cc70694f4
+SLURM_LATEST := $(B)/slurm-latest
+SLURM_LATEST_SO := $(SLURM_LATEST)/joulestep/joulestep.so
+SLURM_INCLUDE ?=
+CFLAGS += $(if $(SLURM_INCLUDE),-I$(SLURM_INCLUDE))
+
 .PHONY: all iolibs-bench deps test test-unit test-py test-fuzz fuzz fuzz-build bench demo install clean deb rpm-check
+.PHONY: slurm-latest test-slurm-latest
 all: $(ACCT_LIB) $(TOOLS) $(SPANK_SO) $(CLIENT_SO) $(PHASE_BIN) $(CONF_CHECK) $(UNIT_BIN) $(BENCH_BIN) \
      $(MPI_BENCH) $(HOOKS) $(HOOK_TESTS) $(FAKE_NVML) $(if $(FUZZ_CC_OK),$(FUZZ_BIN)) iolibs-bench
 
@@ -305,6 +324,19 @@ test: deps all
 	$(MAKE) --no-print-directory test-unit
 	$(MAKE) --no-print-directory test-fuzz
 	$(MAKE) --no-print-directory test-py
+
+slurm-latest: $(ACCT_LIB)
+	@tests/cluster/slurm-latest.sh "$(SLURM_SRC)" $(SLURM_SHA256) $(SLURM_LATEST)
+	@$(MAKE) --no-print-directory $(SLURM_LATEST_SO)
+
+$(SLURM_LATEST_SO): $(SPANK_SRC) $(ACCT_LIB) spank/joulestep.map $(HDRS) $(SLURM_LATEST)/.ok
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -I$(SLURM_LATEST)/include -shared -Wl,--version-script=spank/joulestep.map \
+	  -Wl,-z,defs $(SPANK_SRC) $(ACCT_LIB) -o $@ $(LDLIBS_ACCT) -ljansson
+
+test-slurm-latest: deps all slurm-latest
+	JOULESTEP_SLURM_PREFIX=$(abspath $(SLURM_LATEST)) JOULESTEP_CLUSTER_CONFIGS=cgroup \
+	  $(VENV)/bin/python -m pytest -ra -m site tests/cluster $(PYTEST_ARGS)
 
 test-unit: $(UNIT_BIN)
 	@rc=0; for t in $(UNIT_BIN); do echo "== $$t"; $$t || rc=1; done; exit $$rc

@@ -34,6 +34,7 @@
 #include <slurm/slurm.h>
 #include <slurm/spank.h>
 
+#include "js_cgroup_step.h"
 #include "js_hooks.h"
 #include "js_jobcache.h"
 #include "js_sidechan.h"
@@ -241,7 +242,7 @@ static int ph_set_ratio(void *ctx, double ratio, uint32_t *khz, uint64_t *took_n
 	int rc = 0, nfail = 0, fail_cpu = -1;
 	uint32_t fail_khz = 0;
 	*khz = 0;
-	if (s->nctl == 0) {
+	if (s->nctl == 0 || js_cgroup_step_vetoed(s)) {
 		*took_ns = 0;
 		return 0;
 	}
@@ -654,7 +655,8 @@ static bool slurm_cpu_freq_requested(spank_t sp, char *val, size_t len)
 /* slurmstepd's main thread, before the tasks start: save each controlled
  * policy's original settings in the journal and open its handle (the only
  * opens of cpufreq files for clock changes in the whole step). A policy that
- * covers a CPU outside the step is never touched. fixed:R is set here. */
+ * covers a CPU outside the step is never touched. fixed:R is set later, at
+ * task_post_fork (apply_fixed), once the step's cpuset has been checked. */
 static void setup_freq(spank_t sp, struct js_step *s)
 {
 	char req[64];
@@ -731,6 +733,15 @@ static void setup_freq(spank_t sp, struct js_step *s)
 	set_base_khz(s);
 	if (s->nctl)
 		s->base_khz = base_khz; /* the journal's original, not an enclosing step's cap */
+}
+
+/* fixed:R, once the step's cpuset has been checked (task_post_fork: the
+ * tasks have not exec'ed yet); nothing where the check vetoed clocks. */
+static void apply_fixed(struct js_step *s)
+{
+	if (s->fixed_done)
+		return;
+	s->fixed_done = true;
 	if (s->nctl && s->policy.type == JS_POL_FIXED) {
 		uint32_t khz = 0;
 		uint64_t took;
@@ -815,6 +826,7 @@ static void step_free(struct js_step *s)
 	if (!s)
 		return;
 	free(s->topo);
+	js_cgroup_step_free(s);
 	js_phases_free(s->phases);
 	js_gpu_step_close(s);
 	if (s->meter)
@@ -1140,7 +1152,7 @@ static int remote_init(spank_t sp)
 	js_gpu_step_open(s); /* the job's GPUs (the prolog's cache), beside RAPL */
 	gpu_clock_setup(sp, s);
 
-	setup_freq(sp, s); /* fixed:R is set here, before the tasks */
+	setup_freq(sp, s); /* fixed:R is set at task_post_fork, before the tasks exec */
 	js_uncore_step_setup(s); /* +uncore-io: journaled, descriptors opened */
 
 	struct js_phase_ops ops = {.ctx = s, .set_ratio = ph_set_ratio, .snap = ph_snap, .now_ns = ph_now,
@@ -1207,6 +1219,21 @@ int slurm_spank_task_exit(spank_t sp, int ac, char **av)
 	int code = WIFEXITED(status) ? WEXITSTATUS(status) : WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 0;
 	if (g_step->exit_code < code)
 		g_step->exit_code = code;
+	js_cgroup_step_task_exit(g_step);
+	return 0;
+}
+
+/* slurmstepd, root, the step's cgroup made, the task not yet exec'ed (or
+ * a CLONE_VM child of slurmstepd's, with CONTAIN_SPANK): what the cgroup
+ * tells (js_cgroup_step.h), then fixed:R, once per step. */
+int slurm_spank_task_post_fork(spank_t sp, int ac, char **av)
+{
+	(void)ac;
+	(void)av;
+	if (!g_step || !spank_remote(sp) || (getpid() != g_step_pid && getppid() != g_step_pid))
+		return 0;
+	js_cgroup_step_start(g_step);
+	apply_fixed(g_step);
 	return 0;
 }
 

@@ -18,6 +18,7 @@
 #include <jansson.h>
 #include <slurm/spank.h>
 
+#include "js_cgroup_step.h"
 #include "js_hooks.h"
 #include "js_sidechan.h"
 #include "js_pending.h"
@@ -266,7 +267,9 @@ static json_t *build(struct js_step *s)
 		}
 	}
 	json_object_set_new(root, "zones", zones);
-	json_object_set_new(root, "packages", share_json(s));
+	json_t *packages = share_json(s);
+	js_cgroup_step_json(s, step, packages); /* cpuset check, cgroup CPU time */
+	json_object_set_new(root, "packages", packages);
 	json_object_set_new(root, "gpus", gpus);
 
 	bool uncertain = iv.wrap_uncertain;

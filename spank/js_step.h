@@ -157,6 +157,8 @@ struct js_step {
 		int fd;                  /* max_freq_khz, opened on the main thread */
 		uint32_t entry_khz, cap_khz;
 	} *uncore;
+	struct js_cgroup_step *cgs;  /* the step's cgroup (js_cgroup_step.h)   */
+	bool fixed_done;             /* fixed:R applied (task_post_fork)       */
 };
 
 /* js_uncore_step.c (+uncore-io): journal and open the uncore domains of the

@@ -15,6 +15,7 @@
 #include <slurm/spank.h>
 
 #include "joulestep/uncore.h"
+#include "js_cgroup_step.h"
 #include "js_step.h"
 
 static int open_max(const char *sysfs, const char *name)
@@ -86,6 +87,8 @@ int js_uncore_step_set(void *ctx, bool low, uint32_t *khz)
 	struct js_step *s = ctx;
 	int rc = 0;
 	*khz = 0;
+	if (low && js_cgroup_step_vetoed(s))
+		return 0; /* the step's cpuset disagrees: no clock lowered */
 	for (int i = 0; i < s->nuncore; i++) {
 		struct js_uncore_step_dom *u = &s->uncore[i];
 		int r = pwrite_khz(u->fd, low ? u->cap_khz : u->entry_khz);

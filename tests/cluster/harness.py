@@ -3,10 +3,20 @@
 Everything lives in a private, root-owned work directory: config, munge key and
 socket, state, spool, logs and pid files; the daemons use private ports, so the
 cluster never touches /etc/slurm, /etc/munge or a system munged. It runs as
-root (SlurmUser=root) without systemd or cgroups: proctrack/linuxproc, and
-task/affinity (tasks bound to their allocated cores) unless this process sits in a
-restricted cpuset (then task/none; JOULESTEP_TASK_PLUGIN overrides). Jobs run as
-unprivileged users (ensure_user) from directories they own (user_dir).
+root (SlurmUser=root) without systemd, in one of two configurations (CONFIGS):
+  - `linuxproc` (the default): proctrack/linuxproc, no cgroups, and task/affinity
+    (tasks bound to their allocated cores) unless this process sits in a restricted
+    cpuset (then task/none; JOULESTEP_TASK_PLUGIN overrides);
+  - `cgroup` (Cluster(..., config="cgroup")): as most sites run Slurm,
+    proctrack/cgroup, TaskPlugin=task/cgroup,task/affinity, jobacct_gather/cgroup, and
+    a cgroup.conf with ConstrainCores=yes, IgnoreSystemd=yes and the CgroupPlugin the
+    host offers (cgroup_support(): cgroup/v2 or cgroup/v1; neither: ClusterError).
+Jobs run as unprivileged users (ensure_user) from directories they own (user_dir).
+
+Which Slurm: Debian's (on PATH), or the one installed under JOULESTEP_SLURM_PREFIX
+(`make slurm-latest` builds the current release into build/slurm-latest): its daemons
+and clients run, and write_plugstack loads the plugin built against its headers
+(<prefix>/joulestep/joulestep.so) in place of build/spank/joulestep.so.
 
     c = Cluster("/run/joulestep-test/x")
     c.start()                     # returns once the node is idle
@@ -54,7 +64,14 @@ import time
 import netns as netns_mod
 
 SLURM_BINARIES = ("munged", "slurmctld", "slurmd", "sbatch", "srun", "scontrol", "squeue", "scancel", "sinfo")
-SBIN_PATHS = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+SYS_PATHS = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+# the Slurm under test (module doc): its bin and sbin first
+SLURM_PREFIX = (pathlib.Path(os.environ["JOULESTEP_SLURM_PREFIX"]).resolve()
+                if os.environ.get("JOULESTEP_SLURM_PREFIX") else None)
+SBIN_PATHS = (f"{SLURM_PREFIX}/sbin:{SLURM_PREFIX}/bin:" if SLURM_PREFIX else "") + SYS_PATHS
+#: the cluster configurations (module doc); JOULESTEP_CLUSTER_CONFIGS chooses
+#: those the site tests run in (tests/cluster/conftest.py)
+CONFIGS = ("linuxproc", "cgroup")
 TERMINAL_STATES = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED",
                    "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE", "SPECIAL_EXIT", "REVOKED"}
 MARKER_VAR = "JOULESTEP_HARNESS_ID"  # set in the daemons' environment to find strays at teardown
@@ -70,6 +87,66 @@ def _which(name: str) -> str:
     if not path:
         raise ClusterError(f"{name} not found: install slurmctld slurmd slurm-client munge (make deps)")
     return path
+
+
+def slurm_version() -> str:
+    """The version of the Slurm under test ("22.05.8", "26.05.3")."""
+    out = subprocess.run([_which("slurmd"), "-V"], capture_output=True, text=True,
+                         stdin=subprocess.DEVNULL, timeout=30).stdout
+    m = re.search(r"slurm(?:-wlm)?\s+(\S+)", out)
+    return m.group(1) if m else "unknown"
+
+
+def plugin_for_slurm(so):
+    """The joulestep.so the Slurm under test loads: a plugin is built for one Slurm
+    release (its headers); under JOULESTEP_SLURM_PREFIX, the one `make slurm-latest`
+    built there in place of the default build's."""
+    if so is None or not SLURM_PREFIX:
+        return so
+    so = pathlib.Path(so)
+    latest = SLURM_PREFIX / "joulestep" / "joulestep.so"
+    if so.name == "joulestep.so" and so.parent.name == "spank":
+        if not latest.exists():
+            raise ClusterError(f"{latest} missing: run make slurm-latest")
+        return latest
+    return so
+
+
+CGROUP_ROOT = pathlib.Path("/sys/fs/cgroup")
+
+
+def cgroup_support(root: pathlib.Path = CGROUP_ROOT,
+                   mountinfo: str = "/proc/self/mountinfo") -> tuple[str | None, str]:
+    """The CgroupPlugin this host offers Slurm: ("cgroup/v2", "") where root is a
+    cgroup2 mount whose controllers include cpuset and cpu; ("cgroup/v1", "") where
+    root holds v1 hierarchies for cpuset, freezer and cpuacct (proctrack/cgroup's,
+    task/cgroup's and jobacct_gather/cgroup's); else (None, why)."""
+    mounts = {}
+    try:
+        for line in pathlib.Path(mountinfo).read_text().splitlines():
+            pre, _, post = line.partition(" - ")
+            fields, fs = pre.split(), post.split()
+            if len(fields) >= 5 and len(fs) >= 3:
+                mounts[fields[4]] = (fs[0], set(fs[2].split(",")))
+    except OSError as e:
+        return None, f"cannot read {mountinfo}: {e}"
+    top = mounts.get(str(root))
+    if top and top[0] == "cgroup2":
+        try:
+            ctrl = set((root / "cgroup.controllers").read_text().split())
+        except OSError as e:
+            return None, f"{root}/cgroup.controllers: {e}"
+        missing = {"cpuset", "cpu"} - ctrl
+        return ("cgroup/v2", "") if not missing else (
+            None, f"cgroup v2 at {root} without the {', '.join(sorted(missing))} controller(s)")
+    missing = [c for c in ("cpuset", "freezer", "cpuacct")
+               if not any(fs == "cgroup" and c in opts and mp == str(root / d)
+                          for mp, (fs, opts) in mounts.items()
+                          for d in (c, "cpu,cpuacct", "cpuacct,cpu"))]
+    if not missing:
+        return "cgroup/v1", ""
+    return None, (f"no cgroup v2 at {root} and no cgroup v1 hierarchy for "
+                  f"{', '.join(missing)} under it")
 
 
 def _ephemeral_range() -> tuple[int, int]:
@@ -207,6 +284,22 @@ def _kill_marked(cluster_id: str):
             time.sleep(0.1)
 
 
+def remove_cgroups(node: str):
+    """Remove the cgroups Slurm made for a `cgroup` cluster's node (slurm_<node> in
+    every v1 hierarchy; <node>_slurmstepd.scope on v2), deepest first, once its
+    processes are gone; a cgroup that still holds one stays (EBUSY)."""
+    if not re.fullmatch(r"js[0-9a-f]{8}", node):
+        return  # only the names Cluster gives (never a host's or another's)
+    tops = [*CGROUP_ROOT.glob(f"*/slurm_{node}"),
+            *CGROUP_ROOT.glob(f"system.slice/{node}_slurmstepd.scope"),
+            *CGROUP_ROOT.glob(f"*/system.slice/{node}_slurmstepd.scope")]
+    for top in tops:
+        dirs = sorted((pathlib.Path(r) for r, _, _ in os.walk(top)), key=lambda d: -len(d.parts))
+        for d in dirs:
+            with contextlib.suppress(OSError):
+                d.rmdir()
+
+
 def reap_stale():
     """Stop clusters left running by a test process that died without teardown (SIGKILL)."""
     for owner in BASE.glob("*/run/owner"):
@@ -219,6 +312,8 @@ def reap_stale():
         except (OSError, ValueError):
             continue
         _kill_marked(cluster_id)
+        with contextlib.suppress(OSError):
+            remove_cgroups(f"js{cluster_id[:8]}")
         with contextlib.suppress(OSError):
             owner.unlink()
     netns_mod.reap_stale()  # namespaces of netns clusters whose owner died
@@ -254,8 +349,17 @@ class Cluster:
                  node_timeout: float = 40.0, nodes: int = 1, netns: bool = False,
                  accounting: bool = False, mail_prog: str = "/bin/true",
                  pm_counters: str | os.PathLike | None = None, gpus: int = 0,
-                 daemon_env: dict | None = None):
+                 daemon_env: dict | None = None, config: str = "linuxproc"):
         self.workdir = pathlib.Path(workdir).resolve()
+        if config not in CONFIGS:
+            raise ClusterError(f"config={config!r}: one of {', '.join(CONFIGS)}")
+        self.config = config
+        # config="cgroup": the CgroupPlugin this host offers (cgroup_support)
+        self.cgroup_plugin = None
+        if config == "cgroup":
+            self.cgroup_plugin, why = cgroup_support()
+            if not self.cgroup_plugin:
+                raise ClusterError(f"config=cgroup: {why}")
         self.mail_prog = mail_prog
         # pm_counters: a fake cray/pm_counters directory that slurmd (and its
         # steps) see at /sys/cray/pm_counters, read by Slurm's own
@@ -288,7 +392,15 @@ class Cluster:
         # cores): Slurm's CPU i would not exist to bind to, so tasks are not bound
         self.task_plugin = os.environ.get("JOULESTEP_TASK_PLUGIN") or (
             "task/none" if self.cpus > int(hw["CPUs"]) else default_task_plugin(int(hw["CPUs"])))
+        if config == "cgroup":
+            self.task_plugin = "task/cgroup,task/affinity"
         self.id = secrets.token_hex(8)
+        if config == "cgroup" and self.nnodes == 1:
+            # Slurm's cgroups are named after the node (slurm_<node>/uid_U/job_J on
+            # v1, <node>_slurmstepd.scope on v2) and job ids start at 1 in every
+            # test cluster: a node name of its own keeps two clusters' apart
+            self.node = f"js{self.id[:8]}"
+            self.nodes = [self.node]
         self.netns = netns_mod.Hosts(self.id, self.nodes, self.workdir) if netns else None
         self.conf = self.workdir / "slurm.conf"
         self.plugstack = self.workdir / "plugstack.conf"
@@ -395,10 +507,19 @@ class Cluster:
             self.netns.setup()  # before the conf: it chooses the addresses
         self._write_conf()
         self.write_plugstack(self.plugin_so, self.plugstack_args)
-        # cgroup.conf sits next to slurm.conf; keep slurm from probing cgroups at all
-        self._write(self.workdir / "cgroup.conf", "CgroupPlugin=autodetect\nIgnoreSystemd=yes\n")
+        self._write(self.workdir / "cgroup.conf", self._cgroup_conf())
         if self.gpus:
             self._make_gpu_devices()
+
+    def _cgroup_conf(self) -> str:
+        """cgroup.conf (next to slurm.conf). linuxproc: no cgroup plugin uses it.
+        cgroup: the host's CgroupPlugin, no systemd (slurmd is not a systemd unit
+        here), the steps' cores constrained (their cpuset is Slurm's allocation)."""
+        if self.config != "cgroup":
+            return "CgroupPlugin=autodetect\nIgnoreSystemd=yes\n"
+        return (f"CgroupPlugin={self.cgroup_plugin}\nCgroupMountpoint={CGROUP_ROOT}\n"
+                "IgnoreSystemd=yes\nConstrainCores=yes\nConstrainRAMSpace=no\n"
+                "ConstrainDevices=no\n")
 
     def gpu_device(self, i: int) -> pathlib.Path:
         return self.workdir / "dev" / f"gpu{i}"
@@ -439,7 +560,7 @@ class Cluster:
             part_nodes = ",".join(self.nodes)
         else:
             self.slurmd_ports = {self.node: slurmd_port}
-            node_lines = (f"NodeName={self.node} NodeAddr={node_addr.get(self.node, '127.0.0.1')} NodeHostname={self.node} "
+            node_lines = (f"NodeName={self.node} NodeAddr={node_addr.get(self.node, '127.0.0.1')} NodeHostname={self.host} "
                           f"{layout}{f' Gres=gpu:{self.gpus}' if self.gpus else ''} State=UNKNOWN")
             part_nodes = self.node
         conf = f"""# generated by tests/cluster/harness.py — private test cluster
@@ -462,7 +583,7 @@ SlurmctldDebug=info
 SlurmdDebug=info
 PlugStackConfig={self.plugstack}
 {"GresTypes=gpu" if self.gpus else ""}
-ProctrackType=proctrack/linuxproc
+ProctrackType={"proctrack/cgroup" if self.config == "cgroup" else "proctrack/linuxproc"}
 TaskPlugin={self.task_plugin}
 {self._energy_conf_lines()}
 {self.dbd.slurm_conf_lines(dbd_port) if self.dbd else "AccountingStorageType=accounting_storage/none"}
@@ -518,19 +639,20 @@ PartitionName=debug Nodes={part_nodes} Default=YES MaxTime=INFINITE State=UP
             os.chmod(dst, 0o755 if os.access(src, os.X_OK) else 0o644)
         return dst
 
-    def write_plugstack(self, plugin_so=None, args: dict | None = None):
+    def write_plugstack(self, plugin_so=None, args: dict | None = None, required: bool = False):
         """(Re)write plugstack.conf; srun/sbatch/slurmstepd read it per job/step.
 
-        The plugin is made reachable for unprivileged submitters (see public_path).
+        The plugin is made reachable for unprivileged submitters (see public_path);
+        its line is `optional` (as docs/admin-guide.md says), `required` on request.
         """
         if plugin_so:
             self.workdir.mkdir(parents=True, exist_ok=True)
-            plugin_so = self.public_path(plugin_so)
+            plugin_so = self.public_path(plugin_for_slurm(plugin_so))
         self.plugin_so = plugin_so
         self.plugstack_args = dict(args or {})
         lines = ["# generated by tests/cluster/harness.py"]
         if plugin_so:
-            parts = ["optional", str(plugin_so)]
+            parts = ["required" if required else "optional", str(plugin_so)]
             for k, v in self.plugstack_args.items():
                 parts.append(f"{k}={v}" if v is not None else str(k))
             lines.append(" ".join(parts))
@@ -643,7 +765,9 @@ PartitionName=debug Nodes={part_nodes} Default=YES MaxTime=INFINITE State=UP
 
     def _energy_conf_lines(self) -> str:
         if not self.pm_counters:
-            return "JobAcctGatherType=jobacct_gather/none"
+            # cgroup: the step's cpuacct cgroup (v1) is jobacct_gather/cgroup's
+            return ("JobAcctGatherType=jobacct_gather/cgroup" if self.config == "cgroup"
+                    else "JobAcctGatherType=jobacct_gather/none")
         return ("JobAcctGatherType=jobacct_gather/linux\nJobAcctGatherFrequency=energy=1\n"
                 "AcctGatherEnergyType=acct_gather_energy/pm_counters\nAcctGatherNodeFreq=1")
 
@@ -807,6 +931,8 @@ PartitionName=debug Nodes={part_nodes} Default=YES MaxTime=INFINITE State=UP
             if p:
                 self._terminate(p)
         _kill_marked(self.id)
+        if self.config == "cgroup" and self.nnodes == 1:
+            remove_cgroups(self.node)
         self._procs.clear()
         self._stop_fakehw()
         if self.netns:

@@ -290,6 +290,7 @@ def test_killed_slurmstepd_counts_its_step_lost(fenv, tmp_path):
     assert json.loads(rep.stdout)["totals"]["records_lost"] == 1
 
 
+@pytest.mark.site
 def test_requeued_job_keeps_each_incarnations_records(fenv, tmp_path):
     """Issue 23, defect 5: a job requeued (`scontrol requeue`) after its step 0 ended
     runs step 0 again in its second incarnation. Each incarnation is its own set of

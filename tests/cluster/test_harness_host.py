@@ -151,3 +151,38 @@ def test_cluster_uses_no_cgroups_and_nothing_of_the_host_setup(cluster):
     for key in ("SlurmctldPort", "SlurmdPort"):
         assert not lo <= int(conf[key]) <= hi
     assert conf["SlurmctldHost"] == f"{socket.gethostname().split('.')[0]}(127.0.0.1)"
+
+
+MOUNTS_V1 = """\
+25 1 0:22 / /sys/fs/cgroup rw - tmpfs tmpfs rw,mode=755
+26 25 0:23 / /sys/fs/cgroup/cpu rw - cgroup cgroup rw,cpu
+27 25 0:24 / /sys/fs/cgroup/cpuacct rw - cgroup cgroup rw,cpuacct
+28 25 0:25 / /sys/fs/cgroup/cpuset rw - cgroup cgroup rw,cpuset
+29 25 0:26 / /sys/fs/cgroup/freezer rw - cgroup cgroup rw,freezer
+30 25 0:27 / /sys/fs/cgroup/unified rw - cgroup2 cgroup2 rw
+"""
+
+
+@pytest.mark.parametrize("mounts, ctrl, want", [
+    (MOUNTS_V1, None, ("cgroup/v1", "")),                                   # this VM's hybrid
+    (MOUNTS_V1.replace("/cpuacct rw - cgroup cgroup rw,cpuacct",
+                       "/cpu,cpuacct rw - cgroup cgroup rw,cpu,cpuacct"),
+     None, ("cgroup/v1", "")),                                               # cpu,cpuacct together
+    ("25 1 0:22 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n", "cpuset cpu io memory pids",
+     ("cgroup/v2", "")),
+    ("25 1 0:22 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n", "io memory pids",
+     (None, "cgroup v2 at ROOT without the cpu, cpuset controller(s)")),
+    (MOUNTS_V1.replace("28 25 0:25 / /sys/fs/cgroup/cpuset rw - cgroup cgroup rw,cpuset\n", ""), None,
+     (None, "no cgroup v2 at ROOT and no cgroup v1 hierarchy for cpuset under it")),
+])
+def test_cgroup_support_detects_the_hosts_cgroups(tmp_path, mounts, ctrl, want):
+    """harness.cgroup_support on mount tables written here (the root of each is a
+    directory of this test, as /sys/fs/cgroup would be)."""
+    root = tmp_path / "cg"
+    root.mkdir()
+    mi = tmp_path / "mountinfo"
+    mi.write_text(mounts.replace("/sys/fs/cgroup", str(root)))
+    if ctrl:
+        (root / "cgroup.controllers").write_text(ctrl + "\n")
+    got = harness.cgroup_support(root, str(mi))
+    assert got == (want[0], want[1].replace("ROOT", str(root)))

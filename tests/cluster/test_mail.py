@@ -27,7 +27,7 @@ REPO = pathlib.Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
-def mailc(request, cluster_users):
+def mailc(request, cluster_users, slurm_config):
     workdir = make_workdir("pytest-mail-")
     box = workdir / "mailbox"
     box.mkdir(mode=0o755)
@@ -47,7 +47,7 @@ exec {REPO}/etc/mail/joulestep-mail "$@"
 """)
     for f in ("mail", "joulestep", "mailprog"):
         (box / f).chmod(0o755)
-    c = Cluster(workdir, mail_prog=str(prog))
+    c = Cluster(workdir, mail_prog=str(prog), config=slurm_config)
     failed = request.session.testsfailed
     try:
         c.start()
@@ -83,6 +83,7 @@ def submit(c, *args) -> str:
     return job
 
 
+@pytest.mark.site
 def test_job_name_cannot_pick_another_job(mailc):
     job = submit(mailc, "--job-name=x Job_id=999 Ended", "--mail-type=BEGIN,END")
     got = mails(mailc, job, 2)

@@ -12,12 +12,14 @@ import os
 import pathlib
 import pwd
 import re
+import shutil
 import signal
 import subprocess
 import time
 
 import pytest
 
+from harness import plugin_for_slurm, slurm_version
 from nodeenv import NodeEnv
 from procs import cmdline, expand_cpus, freq_lines, job_pids, stepd_pid, wait_file
 
@@ -133,6 +135,7 @@ def test_env_option_forms(plug):
         assert fl[cpu] == (GOV, str(int(0.75 * FMAX)))
 
 
+@pytest.mark.site
 def test_unknown_plugstack_key_disables_plugin_but_jobs_run(plug):
     plug.configure(colour="blue")
     job, out = plug.run_job("#!/bin/sh\necho ok\n")
@@ -144,7 +147,78 @@ def test_unknown_plugstack_key_disables_plugin_but_jobs_run(plug):
     assert "joulestep: plugstack.conf: unknown key 'colour'" in res.stderr
 
 
+@pytest.mark.site
+def test_failing_init_of_a_required_plugin_is_the_nodes_fault(plug):
+    """joulestep leaves slurm_spank_init_failure_mode (Slurm 26.05) unset: its
+    init fails only on a broken plugstack line, the same for every job on the node,
+    so a site that made it `required` gets Slurm's default, the node's fault (the
+    node drained, the job requeued), never ESPANK_JOB_FAILURE's (each job sent
+    there failed, the node taking the next one). The line is broken after
+    submission, as on a node whose plugstack.conf differs from the submit host's."""
+    so = plugin_for_slurm(plug.so)
+    syms = subprocess.run(["nm", "-D", "--defined-only", str(so)], capture_output=True,
+                          text=True, check=True).stdout
+    assert "slurm_spank_init" in syms and "slurm_spank_init_failure_mode" not in syms
+    ran = plug.c.user_dir(USER) / "required-ran"
+    ran.unlink(missing_ok=True)
+    plug.c.write_plugstack(plug.so, plug.args(), required=True)
+    res, job = plug.c.sbatch(f"#!/bin/sh\ntouch {ran}\n", user=USER, args=["--hold"])
+    assert res.returncode == 0, res.stderr
+    try:
+        plug.c.write_plugstack(plug.so, plug.args(colour="blue"), required=True)
+        plug.c.run(["scontrol", "release", job], check=True)
+        deadline = time.monotonic() + 90
+        while "DRAIN" not in plug.c.node_state() and time.monotonic() < deadline:
+            time.sleep(0.5)
+        info = plug.c.job_info(job)
+        assert "DRAIN" in plug.c.node_state(), (info, plug.c.logs())
+        # the job's script never ran, and Slurm does not call it the job's
+        # failure: 22.05 ends the job COMPLETED (exit 0), 26.05 requeues it
+        # (docs/design.md, "Slurm 22.05 and 26.05")
+        assert not ran.exists(), info
+        assert info.get("JobState") == ("COMPLETED" if slurm_version().startswith("22.")
+                                        else "PENDING"), info
+        print("required plugin, failing init:", plug.c.node_state(), info.get("JobState"),
+              info.get("ExitCode"), info.get("Reason"))
+    finally:
+        plug.c.scancel(job)
+        plug.configure()
+        plug.c.run(["scontrol", "update", f"NodeName={plug.c.node}", "State=RESUME"])
+        plug.c.wait_idle(60)
+
+
+@pytest.mark.site
+def test_a_plugin_built_for_another_slurm_is_refused_and_jobs_run(plug, build_dir):
+    """A SPANK plugin is built for one Slurm release (its plugin_version): the
+    other Slurm's build (make slurm-latest's under Debian's Slurm, the default
+    build under the current Slurm) is refused at load, by sbatch and by
+    slurmstepd, and with the `optional` line the job runs, unmeasured."""
+    import harness
+    other = (build_dir / "spank" / "joulestep.so" if harness.SLURM_PREFIX
+             else build_dir / "slurm-latest" / "joulestep" / "joulestep.so")
+    if not other.exists():
+        pytest.skip(f"{other} not built (make slurm-latest)")
+    copy = plug.root / "other-slurm" / "joulestep-other.so"
+    copy.parent.mkdir(mode=0o755, exist_ok=True)
+    shutil.copy2(other, copy)
+    plug.c.write_plugstack(copy, plug.args())
+    ran = plug.c.user_dir(USER) / "other-ran"
+    ran.unlink(missing_ok=True)
+    try:
+        res, job = plug.c.sbatch(f"#!/bin/sh\ntouch {ran}\n", user=USER)
+        assert res.returncode == 0 and job, res.stderr
+        assert "Incompatible Slurm plugin" in res.stderr, res.stderr
+        assert plug.c.wait_job(job) == "COMPLETED" and ran.exists()
+        time.sleep(1)
+        assert plug.records(job) == {}
+        logs = "".join(f.read_text(errors="replace") for f in plug.c.log_dir.glob("slurmd*.log"))
+        assert f"Incompatible Slurm plugin {plug.c.public_path(copy)}" in logs
+    finally:
+        plug.configure()
+
+
 # ------------------------------------------------------------------ records
+@pytest.mark.site
 def test_batch_and_srun_steps_recorded_with_truth(plug):
     script = f"""#!/bin/sh
 #SBATCH -n1 --job-name=recs
@@ -223,6 +297,7 @@ int main(int argc, char **argv) {
 """
 
 
+@pytest.mark.site
 def test_phases_from_c_shell_and_python_match_truth(plug, tmp_path):
     src = plug.root / "phase_c.c"
     src.write_text(C_PROG)
@@ -562,6 +637,7 @@ def test_time_limit_in_a_phase_restores_the_clock(plug):
     assert rec["phases"][0]["open_at_step_end"] is True
 
 
+@pytest.mark.site
 def test_kill9_slurmstepd_then_next_step_restores(plug):
     flag = plug.c.user_dir(USER) / "in-phase-k"
     flag.unlink(missing_ok=True)
@@ -597,6 +673,7 @@ def test_kill9_slurmstepd_then_next_step_restores(plug):
     plug.assert_restored()
 
 
+@pytest.mark.site
 def test_two_concurrent_steps_on_one_node(plug):
     if plug.c.cpus < 2:
         pytest.skip("needs 2 CPUs")

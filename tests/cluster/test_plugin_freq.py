@@ -126,6 +126,7 @@ def fe(fenv):
 
 
 # ------------------------------------------------------------------ defect 9
+@pytest.mark.site
 def test_phase_end_restores_each_cpus_original_settings(fe):
     """A site caps scaling_max_freq below cpuinfo_max (turbo off). Ending a throttled
     phase puts back exactly what was there: the governor is never changed, the cap is
@@ -233,11 +234,14 @@ def test_faster_cpu_keeps_its_own_maximum(fe):
 
 
 # ------------------------------------------------------ issue 23, defect 3
-def test_smt_siblings_numbered_far_apart_follow_their_core(fe):
+@pytest.mark.site
+def test_smt_siblings_numbered_far_apart_follow_their_core(fe, slurm_config):
     """SMT as on most two-socket servers: the fake tree has twice as many CPUs as Slurm
     has cores, and core k's second thread is CPU k + m (cpu0 and cpu<m>). Slurm gives the
     step its cores in its own numbering; the plugin lowers every thread of each, and no
-    other CPU."""
+    other CPU. With task/cgroup, Slurm's cpuset holds the host's real CPUs 0..cpus-1 (it
+    has no second threads): the plugin's mapping disagrees with it, so it trusts neither
+    and changes no clock, and the record says why."""
     m = fe.ncpus
     hw = fe.root / f"hw-smt{fe.n}"
     fe.n += 1
@@ -256,8 +260,12 @@ def test_smt_siblings_numbered_far_apart_follow_their_core(fe):
     rec = fe.records(job, ["batch"])["batch"]
     assert set(expand_cpus(rec["step"]["cpus"])) == want
     cf = cf_lines(out)["in"]
+    lowered = want if slurm_config != "cgroup" else set()
+    if slurm_config == "cgroup":
+        real = "0" if fe.c.cpus == 1 else f"0-{fe.c.cpus - 1}"  # the step has every core
+        assert rec["step"]["cpuset_check"].startswith(f"disagrees: cgroup cpuset {real}, "), rec["step"]
     for c in every:
-        khz = int(0.6 * FMAX) if c in want else orig[c]["scaling_max_freq"]
+        khz = int(0.6 * FMAX) if c in lowered else orig[c]["scaling_max_freq"]
         assert cf[c]["scaling_max_freq"] == khz, (c, cf[c])
     for c in every:
         for k in KEYS:
@@ -421,6 +429,7 @@ def _kill_batch_stepd(fe, job):
 
 
 # ------------------------------------------------------------------ defect 12
+@pytest.mark.site
 def test_killed_slurmstepd_is_restored_by_the_job_epilog(fe):
     """slurmstepd is SIGKILLed while a write phase holds its CPU down; no other step
     ever runs on the node. The job's epilog restores the CPU from the journal."""

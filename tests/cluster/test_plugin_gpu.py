@@ -45,7 +45,7 @@ def mono_offset_ns() -> int:
 
 
 class GpuNode:
-    def __init__(self, build: pathlib.Path):
+    def __init__(self, build: pathlib.Path, config: str = "linuxproc"):
         self.workdir = make_workdir("pytest-gpu-")
         self.gpu_root = self.workdir / "gpus"
         fakegpu.create(self.gpu_root, n=1)
@@ -53,7 +53,7 @@ class GpuNode:
         for i in (0, 1):  # the job's user drives the model's load, resets and wrap
             for f in ("load", "resets", "wrap_mj"):
                 os.chmod(fakegpu.gpu_dir(self.gpu_root, i) / f, 0o666)
-        self.c = Cluster(self.workdir, gpus=2,
+        self.c = Cluster(self.workdir, gpus=2, config=config,
                          daemon_env={"FAKEHW_GPU_ROOT": str(self.gpu_root)})
         self.root = self.workdir / "js"
         self.root.mkdir(mode=0o755)
@@ -92,8 +92,8 @@ class GpuNode:
 
 
 @pytest.fixture(scope="module")
-def gnode(cluster_users, build_dir):
-    g = GpuNode(build_dir)
+def gnode(cluster_users, build_dir, slurm_config):
+    g = GpuNode(build_dir, slurm_config)
     try:
         g.c.start()
     except BaseException:
@@ -120,6 +120,7 @@ def close(a, b, rel=0.005):
 FORGED = "export CUDA_VISIBLE_DEVICES=1 SLURM_STEP_GPUS=1 SLURM_JOB_GPUS=1 GPU_DEVICE_ORDINAL=1"
 
 
+@pytest.mark.site
 def test_step_and_phase_gpu_energy_match_the_model_across_a_counter_reset_and_a_wrap(gpu):
     """One GPU (--gres=gpu:1: GPU 0), a compute and a checkpoint phase with a driver
     reload between them, then a counter that wraps at 150 J (from the reload on:
@@ -258,6 +259,7 @@ def gpu_journal(gpu) -> list:
     return sorted(p.name for p in gpu.state.glob("gpu-*")) if gpu.state.exists() else []
 
 
+@pytest.mark.site
 def test_gpu_clock_is_lowered_only_in_io_phases_and_restored(gpu):
     """monitor+gpu-io with gpu_io_mhz=800: the GPU is locked to [min, 800] MHz in a
     write phase nested in compute and in a checkpoint, and unlocked at their ends;

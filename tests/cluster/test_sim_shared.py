@@ -98,6 +98,10 @@ def run_jobs(cluster, jobs):
     return ids
 
 
+# Not a `site` test (linuxproc only): the simulator's CPU throttle moves the jobs'
+# processes into cgroups of its own (v1: its cpu and cpuacct groups; v2: the one
+# tree), out of Slurm's, so the step's cgroup would no longer count them. Shared
+# nodes under task/cgroup: test_cgroup.py (two jobs, and the cgroup's CPU time).
 def test_two_jobs_share_a_node(cluster, sim):
     """Up to 2 attempts for the error (the simulator's daemon keeping its ticks
     on a loaded host); every other check holds on each."""

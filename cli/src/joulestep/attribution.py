@@ -41,8 +41,10 @@ from collections import namedtuple
 #: package's busy and total CPU time (ns) and energy (µJ; dram_uj None: none)
 Pkg = namedtuple("Pkg", "cpus step_cpus busy_ns total_ns energy_uj dram_uj")
 #: key: hashable; job: the job's key; cpu_time_ns None: not recorded;
-#: packages: {package id: Pkg}
-Unit = namedtuple("Unit", "key job start_ns end_ns cpu_time_ns packages")
+#: packages: {package id: Pkg}; cpu_by_pkg: {package id: the unit's CPU time
+#: there (ns)} where the step's cgroup counted it per CPU, None: not known
+Unit = namedtuple("Unit", "key job start_ns end_ns cpu_time_ns packages cpu_by_pkg",
+                  defaults=(None,))
 #: a unit's estimate: cpu_uj / dram_uj; sharing 'exclusive' | 'shared';
 #: static_w {package: P0 used, None: none}.  Exclusive and alone on the
 #: node: None (its measurement stands); exclusive beside other jobs: its
@@ -88,11 +90,13 @@ def sharing(units: list) -> dict:
 
 
 def cpu_on(u: Unit, pkg: int) -> float | None:
-    """The unit's CPU time on one package (ns): split over its packages
-    by its CPUs there (exact on one package; cgroup v1's per-CPU usage
-    would tell more)."""
+    """The unit's CPU time on one package (ns): as the step's cgroup counted
+    it per CPU where it did (cpu_by_pkg), else split over its packages by
+    its CPUs there (exact on one package)."""
     if u.cpu_time_ns is None:
         return None
+    if u.cpu_by_pkg is not None:
+        return float(u.cpu_by_pkg.get(pkg, 0))
     n = sum(p.step_cpus for p in u.packages.values())
     return u.cpu_time_ns * u.packages[pkg].step_cpus / n if n else 0.0
 

@@ -1,5 +1,5 @@
 """Shared nodes in the store: the attribution's inputs from the stored rows
-(steps.cpu_time_ns, step_packages, step_zones; migration 013) and each
+(steps.cpu_time_ns, step_packages, step_zones; migrations 013 and 021) and each
 job's estimate, by the one rule in :mod:`joulestep.attribution`.
 
 The estimate is worked out when read, not stored: it depends on every step
@@ -102,6 +102,34 @@ def _cpu_times(conn, outer: dict) -> dict:
     return out
 
 
+def _cpu_by_pkg(conn, outer: dict) -> dict:
+    """{outer step_pk: {package: CPU time (ns)} of it and every step of its
+    job inside it, from step_packages.step_cpu_ns (the cgroup's per-CPU
+    accounting); None when a step of the unit has CPU time without it}."""
+    rows = _steps_of(conn, sorted({r[1] for r in outer.values()}), False)
+    per = defaultdict(dict)
+    for spk, p, ns in _chunked(conn, "SELECT step_pk, package, step_cpu_ns FROM step_packages "
+                               "WHERE step_pk IN ", list(rows)):
+        per[spk][p] = ns
+    out = {pk: {} for pk in outer}
+    for pk, r in rows.items():
+        top = r
+        for _ in range(8):
+            if top[5] is None or top[5] not in rows:
+                break
+            top = rows[top[5]]
+        acc = out.get(top[0])
+        if acc is None:
+            continue
+        mine = per.get(pk, {})
+        if (r[6] and not mine) or any(v is None for v in mine.values()):
+            out[top[0]] = None
+            continue
+        for p, ns in mine.items():
+            acc[p] = acc.get(p, 0) + ns
+    return out
+
+
 def static_w(conn, node: int) -> dict:
     """{package: P0 (W) or None} of a node, fitted over its recent steps."""
     pts = defaultdict(list)
@@ -128,11 +156,13 @@ def estimates(conn, job_pks: list) -> dict:
     near = _around(conn, outer)
     pkgs = _packages(conn, list(near))
     cpu = _cpu_times(conn, near)
+    by_pkg = _cpu_by_pkg(conn, near)
     out = {}
     by_node = defaultdict(list)
     for pk, r in near.items():
         if pkgs.get(pk):
-            by_node[r[2]].append(at.Unit(pk, r[1], r[3], r[4], cpu.get(pk), pkgs[pk]))
+            by_node[r[2]].append(at.Unit(pk, r[1], r[3], r[4], cpu.get(pk), pkgs[pk],
+                                         by_pkg.get(pk)))
     for node, units in by_node.items():
         got = at.attribute(units, static_w(conn, node))
         out.update({k: v for k, v in got.items() if k in outer})

@@ -142,6 +142,12 @@ SCHEMA = (
           "that is not the step's (absent or null: none)"),
     F("step.cpu_time_ns", "int", "ns", 0, since=3, column="cpu_time_ns",
       doc="the step's CPU time (its reaped tasks'): the shared-node attribution's input"),
+    F("step.cpu_time_source", "str", since=4, column="cpu_time_source",
+      doc="where cpu_time_ns comes from: cgroup-percpu or cgroup (the step's cgroup), "
+          "children (slurmstepd's reaped tasks, no cgroup accounting)"),
+    F("step.cpuset_check", "str", since=4, column="cpuset_check",
+      doc="with task/cgroup: agrees, or why the step's cpuset and the CPUs the plugin "
+          "mapped from Slurm's cores disagree (no clock was changed); null: no cpuset"),
     F("provenance.backend", "str", column="backend"),
     F("provenance.wrap_uncertain", "bool", null=False, default=False,
       column="wrap_uncertain"),
@@ -192,6 +198,9 @@ SCHEMA = (
       column="busy_ns", doc="the package's busy CPU time over the step (/proc/stat)"),
     F("packages[].total_ns", "int", "ns", 0, null=False, required=True, since=3,
       column="total_ns", doc="the package's CPU time, busy and idle, over the step"),
+    F("packages[].step_cpu_ns", "int", "ns", 0, since=4, column="step_cpu_ns",
+      doc="the step's CPU time on the package (the cgroup's per-CPU accounting); "
+          "absent: cpu_time_ns is split over the packages by step_cpus"),
     # phases[] (phases rows)
     F("phases[].seq", "int", minimum=0, null=False, required=True, column="seq",
       doc="unique within the record"),
