@@ -46,7 +46,7 @@ USER = "jsuser"
 CLI = REPO / ".venv" / "bin" / "joulestep"
 FMAX, FMIN = 4000000, 800000   # every allowed ratio is a whole 100 MHz step of fmax
 RATIOS = (1.0, 0.85, 0.7, 0.55)
-FULL_SPEED = 0.5               # fmax = half a real CPU: room for the host's other load
+FULL_SPEED = 0.25              # fmax = a quarter of a real CPU: room for the host's other load
 # g(f) = a f^b + c (f in GHz): g(4) = 1; small constant terms, so that lowering the
 # clock of busy work saves energy and a slower phase pays for its longer static draw
 MODEL = dict(a=0.0125, b=3.0, c=0.2, p_core_max_w=20.0, p_core_idle_w=0.5, p_uncore_w=2.0,
@@ -57,28 +57,26 @@ IO_DVFS = {"compress": 0.875, "write": 0.85, "flush": 1.0}
 APP = r"""import importlib.util, sys, time
 spec = importlib.util.spec_from_file_location("jsphase", sys.argv[1])
 ph = importlib.util.module_from_spec(spec); spec.loader.exec_module(ph)
-kinds = {k: (float(a), float(t)) for k, a, t in (x.split(":") for x in sys.argv[2:])}
+full_speed = float(sys.argv[2])   # the share of a real CPU a task gets at fmax
+kinds = {k: (float(a), float(t)) for k, a, t in (x.split(":") for x in sys.argv[3:])}
 t0 = time.monotonic()   # a new task runs unthrottled until the simulator moves it
 while "joulestep-fakehw" not in open("/proc/self/cgroup").read() and time.monotonic() - t0 < 5:
     time.sleep(0.005)
-def cpu(n):
+def cpu(seconds):
+    # CPU work defined as CPU time, not a loop count: the host's own clock and its
+    # other load change how fast a loop runs, not how much CPU time the work needs
+    end = time.process_time() + seconds
     x = 0
-    for i in range(n):
-        x += i * i
-# loop iterations per second now, at the step's base clock (fmax): the host's load
-# changes from job to job, and alpha is the share of the time at fmax that is CPU work
-n = 400000
-t = time.monotonic()
-cpu(n)
-rate = n / (time.monotonic() - t)
-print("RATE", rate)
+    while time.process_time() < end:
+        for i in range(2000):
+            x += i * i
 def poll(s):
     end = time.monotonic() + s
     while time.monotonic() < end:
         pass
 for kind, (alpha, t) in kinds.items():
     ph.begin(kind, sync=True)
-    cpu(int(rate * alpha * t))
+    cpu(alpha * t * full_speed)   # alpha * t wall seconds at fmax
     poll((1 - alpha) * t)
     ph.end(sync=True)
 """
@@ -117,7 +115,7 @@ class Sim:
 
     def job(self, policy, tags=None, body=None):
         tag = f"#SBATCH --energy-tag={tags}\n" if tags else ""
-        body = body or (f"python3 {self.app} {self.phase_py} "
+        body = body or (f"python3 {self.app} {self.phase_py} {FULL_SPEED} "
                         + " ".join(f"{k}:{a}:{t}" for k, (a, t) in KINDS.items()))
         job, out = self.c.run_job(f"#!/bin/sh\n#SBATCH -n1\n#SBATCH --energy-policy={policy}\n"
                                   f"{tag}{body}\n", USER, (), 120)
@@ -225,7 +223,8 @@ def report(table, log, final, show, iod, bound):
             explore = sum(run["ph"][k][0] - ap["e"] for run in log
                           if k in run["ph"] and not (run["ph"][k][3] == "settled"
                                                      and not run["baseline"]))
-            ex = f"{100 * explore / save_all:.0f}%" if save_all > 0.01 * e1 else "n/a"
+            ex = (f"{100 * explore / save_all:.0f}%" if save_all > 0.01 * e1 and o_save > 0.005
+                  else "n/a")
         settled_at = next((i + 1 for i, run in enumerate(log)
                            if k in run["ph"] and run["ph"][k][3] == "settled"), None)
         io_r = IO_DVFS[k]

@@ -11,7 +11,9 @@ Per (app, kind), over the samples since the kind's window start:
 - exploring: some allowed ratio still needs runs (fewer than min_samples,
   or a slowdown neither shown within the bound nor beyond it); the next run
   tries the least-sampled of them, the higher ratio first, 1.0 (the
-  baseline) included;
+  baseline) included; once each has min_samples, the side of an unresolved
+  slowdown (that ratio or 1.0) whose next run shrinks its standard error
+  most;
 - settled: the ratio of least mean energy per unit among 1.0 and the ratios
   whose slowdown's one-sided 95 % upper confidence limit is within the
   bound;
@@ -276,15 +278,30 @@ def _table(by: dict, s: Settings) -> tuple[list, dict]:
     return rows, status
 
 
+def _rel_var(xs: list) -> float:
+    """Squared coefficient of variation of the times per unit: a side's term
+    in the slowdown's squared standard error, times its n."""
+    ts = [x.t for x in xs]
+    return statistics.variance(ts) / statistics.fmean(ts) ** 2 if len(ts) >= 2 else 0.0
+
+
 def _next_try(by: dict, status: dict, s: Settings) -> float | None:
-    maxn = MAX_SAMPLES_FACTOR * s.min_samples
+    """While some ratio has fewer than min_samples runs: the least-sampled,
+    the higher first.  Then, while a slowdown is unresolved: the side (that
+    ratio, or 1.0) whose next run shrinks the slowdown's standard error
+    most, the higher first on a tie."""
+    N, maxn = s.min_samples, MAX_SAMPLES_FACTOR * s.min_samples
     need = [r for r in s.ratios if r != 1.0 and status[r] == "needs runs"]
-    n1 = len(by.get(1.0, []))
-    if n1 < s.min_samples or (need and n1 < maxn):
-        need.append(1.0)
+    n = {r: len(by.get(r, [])) for r in s.ratios}
+    under = [r for r in need + [1.0] if n[r] < N]
+    if under:
+        return min(under, key=lambda r: (n[r], -r))
     if not need:
         return None
-    return min(need, key=lambda r: (len(by.get(r, [])), -r))
+    gain = {r: _rel_var(by[r]) / (n[r] * (n[r] + 1)) for r in need}
+    if n[1.0] < maxn:
+        gain[1.0] = _rel_var(by[1.0]) / (n[1.0] * (n[1.0] + 1))
+    return max(gain, key=lambda r: (gain[r], r))
 
 
 def _energy(by: dict, ref: float, d: Decision) -> None:
