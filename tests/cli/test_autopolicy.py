@@ -21,7 +21,7 @@ BOUND = 0.05
 
 
 def _run(spool, job, app, kind, ratio, t_s, e_j, *, start_s, nbytes=None, account="physics",
-         extra=(), wrap_uncertain=False, cpu_null=False):
+         extra=(), wrap_uncertain=False, cpu_null=False, baseline=None):
     """One run (job) of `app`: one phase of `kind` at `ratio` taking t_s and e_j."""
     ph = [recgen.phase(0, kind, 1, t_s, e_j * 0.8, e_j * 0.2,
                        freq_khz=int(round(ratio * FMAX)), nbytes=nbytes)]
@@ -35,6 +35,8 @@ def _run(spool, job, app, kind, ratio, t_s, e_j, *, start_s, nbytes=None, accoun
                         tags={"app": app}, phases=ph, account=account,
                         wrap_uncertain=wrap_uncertain)
     rec["step"]["fmax_khz"] = FMAX
+    if baseline is not None:
+        rec["step"]["policy_baseline"] = baseline
     recgen.write(spool, rec)
 
 
@@ -335,3 +337,24 @@ def test_a_bad_previous_file_is_a_clear_error(run, tmp_path):
     res, _ = _update(run, f, ok=False)
     assert "auto.json" in res.output and "joulestep-auto" in res.output
     assert f.read_text() == "{not json"  # left as it was
+
+
+def test_baseline_runs_are_the_guards_price_apart_from_exploring(run, tmp_path):
+    """Runs the plugin marked as baseline (settled kinds at fmax) are counted
+    apart: their energy over the settled ratio's is the guard's price."""
+    good = {1.0: [(10.0, 100.0), (10.1, 101.0), (9.9, 99.0)],
+            0.7: [(10.2, 80.0), (10.3, 81.0), (10.1, 79.0)]}
+    _store(run, tmp_path, _interleaved(good))
+    spool = tmp_path / "base"
+    for i, e in enumerate((102.0, 98.0)):
+        _run(spool, 1200 + i, "lammps", "write", 1.0, 10.0, e, start_s=20_000 + 100 * i,
+             baseline=True)
+    run("ingest", spool)
+    f = tmp_path / "auto.json"
+    _update(run, f, "--ratios", "1,0.7")
+    k = json.loads(run("policy", "show", "--file", f, "--ratios", "1,0.7",
+                       "--format", "json").stdout)["kinds"][0]
+    assert (k["state"], k["ratio"]) == ("settled", 0.7)
+    e7 = statistics.mean(e for _, e in good[0.7])
+    assert k["baseline_j"] == pytest.approx((102.0 - e7) + (98.0 - e7), rel=1e-9)
+    assert k["exploring_j"] == pytest.approx(sum(e - e7 for _, e in good[1.0]), rel=1e-9)
