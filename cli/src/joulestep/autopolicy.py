@@ -346,9 +346,11 @@ def decide(app: str, kind: str, xs: list, unit: str, prev: dict | None, s: Setti
         by[x.ratio].append(x)
     rows, status = _table(by, s)
     since = prev.get("since_ns") if prev else None
+    since = since if isinstance(since, int) and not isinstance(since, bool) else None
     why = _guard(by, prev, s)
     if why:
         d = Decision(app, kind, "guarded", 1.0, why, unit, rows, since_ns=now_ns)
+        _energy(by, 1.0, d)
         return d
     wide = [r for r in s.ratios if unit == "phase" and _cv([x.t for x in by.get(r, [])]) > CV_MAX]
     nxt = _next_try(by, status, s)
