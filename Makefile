@@ -97,7 +97,7 @@ FUZZ_CC_OK = $(shell command -v $(FUZZ_CC) >/dev/null 2>&1 && echo yes)
 FUZZ_CFLAGS := -std=c11 -D_GNU_SOURCE -g -O1 -fno-omit-frame-pointer -Wall -Wextra -Werror \
                -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
                -Ispank -Iaccounting/include -Iaccounting/src -Itests/fuzz
-FUZZ_TARGETS := msg conf policy tags tuned cpuset jobcache cgroup
+FUZZ_TARGETS := msg conf policy tags tuned auto cpuset jobcache cgroup
 FUZZ_BIN := $(FUZZ_TARGETS:%=$(B)/fuzz/fuzz_%)
 FUZZ_RUNS ?= 300000
 FUZZ_SECONDS ?= 300
@@ -106,10 +106,12 @@ fuzz_src_conf := spank/js_parse.c
 fuzz_src_policy := spank/js_parse.c
 fuzz_src_tags := spank/js_parse.c
 fuzz_src_tuned := spank/js_parse.c spank/js_tuned.c
+fuzz_src_auto := spank/js_parse.c spank/js_tuned.c spank/js_auto.c
 fuzz_src_cpuset := accounting/src/freq.c accounting/src/util.c accounting/src/zones.c
 fuzz_src_jobcache := spank/js_jobcache_logic.c
 fuzz_src_cgroup := accounting/src/cgroup.c accounting/src/freq.c accounting/src/util.c accounting/src/zones.c
 fuzz_lib_tuned := -ljansson
+fuzz_lib_auto := -ljansson
 fuzz_lib_jobcache := -ljansson
 
 # The current Slurm (docs/design.md, "Which Slurm, which configuration"): `make

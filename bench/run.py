@@ -134,6 +134,9 @@ def main():
          "slurmdbd cluster (goal: no slower than seff)", lambda: python_bench("bench_jobcmd.py")),
         ("--energy-hooks: cost per intercepted call vs the bare call (issue 10)",
          lambda: python_bench("hooks/bench_hooks.py")),
+        ("policy quality: auto vs a sweep oracle and io-dvfs on the time-faithful simulator "
+         "(goals: >= 90 % of the oracle's saving per kind, no settled kind slower than the "
+         "5 % bound)", lambda: python_bench("bench_policy.py")),
     ]
     for title, fn in sections:
         header(title)

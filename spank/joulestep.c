@@ -613,6 +613,14 @@ static void resolve_policy(spank_t sp, struct js_step *s)
 		else
 			s->policy = p;
 	}
+	if (tags && *tags && js_tags_parse(tags, &s->tags, err, sizeof(err)))
+		js_step_error(s, "tags: --energy-tag refused: %s", err);
+	/* a policy the admin does not allow becomes the default one (which
+	 * may be tuned or auto); then the file policies read their file, and
+	 * the admin's bounds clamp the map they give */
+	int n = js_policy_enforce(&s->policy, &s->conf, err, sizeof(err));
+	if (n)
+		js_step_error(s, "policy: admin bounds: %s", err);
 	/* tuned: the admin's file gives the phase map (allowed only with a
 	 * tuned= file, js_conf_parse); if it cannot be used, the step only
 	 * measures. */
@@ -623,11 +631,11 @@ static void resolve_policy(spank_t sp, struct js_step *s)
 		memset(&s->policy, 0, sizeof(s->policy));
 		s->policy.type = JS_POL_MONITOR;
 	}
-	int n = js_policy_enforce(&s->policy, &s->conf, err, sizeof(err));
+	if (s->policy.type == JS_POL_AUTO)
+		js_auto_resolve(s);
+	n = js_policy_enforce(&s->policy, &s->conf, err, sizeof(err));
 	if (n)
 		js_step_error(s, "policy: admin bounds: %s", err);
-	if (tags && *tags && js_tags_parse(tags, &s->tags, err, sizeof(err)))
-		js_step_error(s, "tags: --energy-tag refused: %s", err);
 }
 
 /* The original clock, as the record's base_freq_khz: the first step CPU's

@@ -10,7 +10,7 @@
 #include <string.h>
 
 static const char *const pol_names[JS_POL_COUNT] = {
-	"monitor", "io-dvfs", "ckpt-dvfs", "fixed", "phase", "tuned",
+	"monitor", "io-dvfs", "ckpt-dvfs", "fixed", "phase", "tuned", "auto",
 };
 
 const char *js_pol_name(enum js_pol p)
@@ -102,8 +102,8 @@ void js_conf_defaults(struct js_conf *c)
 	snprintf(c->procfs, sizeof(c->procfs), "/proc");
 	snprintf(c->socket_dir, sizeof(c->socket_dir), "/run/joulestep");
 	snprintf(c->backend, sizeof(c->backend), "powercap,sysfs");
-	/* tuned joins the defaults only with a tuned= file (js_conf_parse) */
-	c->policies_mask = ((1u << JS_POL_COUNT) - 1) & ~(1u << JS_POL_TUNED);
+	/* tuned and auto join the defaults only with their file (js_conf_parse) */
+	c->policies_mask = ((1u << JS_POL_COUNT) - 1) & ~(1u << JS_POL_TUNED) & ~(1u << JS_POL_AUTO);
 	c->default_policy = JS_POL_MONITOR;
 	c->min_ratio = 0.5;
 	c->sample_ms = 1000;
@@ -130,7 +130,7 @@ static int parse_policy_list(const char *v, unsigned *mask, char *err, size_t er
 				found = i;
 		if (found < 0)
 			return fail(err, errlen,
-				    "policies=: unknown policy '%s' (allowed: monitor,io-dvfs,ckpt-dvfs,fixed,phase,tuned)",
+				    "policies=: unknown policy '%s' (allowed: monitor,io-dvfs,ckpt-dvfs,fixed,phase,tuned,auto)",
 				    t);
 		m |= 1u << found;
 	}
@@ -285,6 +285,9 @@ int js_conf_parse(int ac, char **av, struct js_conf *c, char *err, size_t errlen
 		} else if (KEY("tuned")) {
 			if (set_path(c->tuned, "tuned", v, false, err, errlen))
 				return -EINVAL;
+		} else if (KEY("auto")) {
+			if (set_path(c->autofile, "auto", v, false, err, errlen))
+				return -EINVAL;
 		} else if (KEY("hooks_dir")) {
 			if (set_path(c->hooks_dir, "hooks_dir", v, false, err, errlen))
 				return -EINVAL;
@@ -350,7 +353,7 @@ int js_conf_parse(int ac, char **av, struct js_conf *c, char *err, size_t errlen
 				return -EINVAL;
 		} else {
 			return fail(err, errlen,
-				    "unknown key '%.*s' (allowed: spool state sysfs procfs socket_dir cluster policies default_policy min_ratio sample_ms max_phases max_depth max_markers_per_s max_markers_per_step min_phase_ms backend node_energy job_cache_hours tuned hooks_dir threads_per_core uncore_io_mhz gpu_backend gpu_io_mhz gpu_lib)",
+				    "unknown key '%.*s' (allowed: spool state sysfs procfs socket_dir cluster policies default_policy min_ratio sample_ms max_phases max_depth max_markers_per_s max_markers_per_step min_phase_ms backend node_energy job_cache_hours tuned auto hooks_dir threads_per_core uncore_io_mhz gpu_backend gpu_io_mhz gpu_lib)",
 				    (int)(kl > 40 ? 40 : kl), a);
 		}
 #undef KEY
@@ -361,13 +364,20 @@ int js_conf_parse(int ac, char **av, struct js_conf *c, char *err, size_t errlen
 		c->policies_mask |= 1u << JS_POL_TUNED;
 	if (!c->tuned[0] && (c->policies_mask & (1u << JS_POL_TUNED)))
 		return fail(err, errlen, "policies=: tuned needs tuned=FILE (the policy file written by `joulestep model dvfs --save`)");
+	if (c->autofile[0] && !policies_given)
+		c->policies_mask |= 1u << JS_POL_AUTO;
+	if (!c->autofile[0] && (c->policies_mask & (1u << JS_POL_AUTO)))
+		return fail(err, errlen, "policies=: auto needs auto=FILE (the file written by `joulestep policy update --save`)");
 	if (default_pol) {
 		struct js_policy p;
 		char e2[200];
 		if (js_policy_parse(default_pol, &p, e2, sizeof(e2)))
 			return fail(err, errlen, "default_policy=: %s", e2);
-		if (p.type != JS_POL_MONITOR && p.type != JS_POL_IO_DVFS && p.type != JS_POL_CKPT_DVFS)
-			return fail(err, errlen, "default_policy=: one of monitor, io-dvfs, ckpt-dvfs");
+		if (p.type == JS_POL_AUTO && !(c->policies_mask & (1u << JS_POL_AUTO)))
+			return fail(err, errlen, "default_policy=: auto needs auto=FILE and auto among policies=");
+		if (p.type != JS_POL_MONITOR && p.type != JS_POL_IO_DVFS && p.type != JS_POL_CKPT_DVFS &&
+		    p.type != JS_POL_AUTO)
+			return fail(err, errlen, "default_policy=: one of monitor, io-dvfs, ckpt-dvfs, auto (with auto=FILE)");
 		c->default_policy = p.type;
 	}
 	if (!(c->policies_mask & (1u << c->default_policy)))
@@ -416,7 +426,7 @@ int js_policy_parse(const char *s, struct js_policy *p, char *err, size_t errlen
 static int parse_cpu_policy(const char *s, struct js_policy *p, char *err, size_t errlen)
 {
 	static const char allowed[] =
-		"allowed: monitor, io-dvfs, ckpt-dvfs, fixed:R, phase:KIND=R[,KIND=R...] with R a ratio of fmax in (0, 1], or tuned (the admin's tuned= file); any of them +gpu-io and/or +uncore-io where the admin allows it";
+		"allowed: monitor, io-dvfs, ckpt-dvfs, fixed:R, phase:KIND=R[,KIND=R...] with R a ratio of fmax in (0, 1], tuned (the admin's tuned= file) or auto (the admin's auto= file, with --energy-tag=app=NAME); any of them +gpu-io and/or +uncore-io where the admin allows it";
 	memset(p, 0, sizeof(*p));
 	if (!s || !*s)
 		return fail(err, errlen, "empty policy (%s)", allowed);
@@ -428,6 +438,8 @@ static int parse_cpu_policy(const char *s, struct js_policy *p, char *err, size_
 		p->type = JS_POL_CKPT_DVFS;
 	} else if (!strcmp(s, "tuned")) {
 		p->type = JS_POL_TUNED;
+	} else if (!strcmp(s, "auto")) {
+		p->type = JS_POL_AUTO;
 	} else if (!strncmp(s, "fixed:", 6)) {
 		p->type = JS_POL_FIXED;
 		if (parse_ratio(s + 6, &p->fixed_ratio))
@@ -486,6 +498,8 @@ int js_policy_check(const struct js_policy *p, const struct js_conf *c, char *er
 	js_policy_allowed(c, al, sizeof(al));
 	if (p->type == JS_POL_TUNED && !c->tuned[0])
 		return fail(err, errlen, "tuned needs the admin's tuned= file, and this cluster has none");
+	if (p->type == JS_POL_AUTO && !c->autofile[0])
+		return fail(err, errlen, "auto needs the admin's auto= file, and this cluster has none");
 	if (!(c->policies_mask & (1u << p->type)))
 		return fail(err, errlen, "policy %s is not allowed on this cluster (allowed: %s)",
 			    js_pol_name(p->type), al);
@@ -586,6 +600,7 @@ double js_policy_kind_ratio(const struct js_policy *p, const struct js_conf *c, 
 		return JS_RATIO_INHERIT;
 	case JS_POL_PHASE:
 	case JS_POL_TUNED: /* the same map, read from the tuned= file */
+	case JS_POL_AUTO:  /* the same map, the app's from the auto= file */
 		for (size_t i = 0; i < p->nmap; i++)
 			if (!strcmp(p->map[i].kind, kind))
 				return p->map[i].ratio;

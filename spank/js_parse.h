@@ -30,6 +30,7 @@ enum js_pol {
 	JS_POL_FIXED,
 	JS_POL_PHASE,
 	JS_POL_TUNED,               /* the admin's tuned= file: a phase map      */
+	JS_POL_AUTO,                /* the admin's auto= file: a map per app     */
 	JS_POL_COUNT
 };
 
@@ -45,6 +46,7 @@ struct js_conf {
 	char node_energy[32];       /* node_energy=: "" (none), "auto" or a list
 				     * of pm_counters,hwmon (joulestep/node.h) */
 	char tuned[JS_PATH_MAX];    /* tuned= policy file; "" = none            */
+	char autofile[JS_PATH_MAX]; /* auto= per-app policy file (js_auto.h)    */
 	char hooks_dir[JS_PATH_MAX]; /* --energy-hooks libraries; "" = the
 				      * plugin's directory/../joulestep      */
 	unsigned policies_mask;     /* bit (1u << enum js_pol)                  */
@@ -93,7 +95,7 @@ struct js_kind_ratio {
 struct js_policy {
 	enum js_pol type;
 	double fixed_ratio;                     /* fixed:R                     */
-	size_t nmap;                            /* phase:KIND=R,... and tuned  */
+	size_t nmap;                            /* phase:KIND=R,..., tuned, auto */
 	struct js_kind_ratio map[JS_MAX_MAP];
 	bool gpu_io;                            /* "+gpu-io": lower the GPUs'
 						   clock in I/O phases      */

@@ -209,7 +209,7 @@ static json_t *build(struct js_step *s)
 		json_object_set_new(step, "smt_aside_cpus", json_string(aside));
 	}
 	json_object_set_new(step, "policy", json_string(pol));
-	if (s->policy.type == JS_POL_TUNED) { /* the map applied, after the admin bounds */
+	if (s->policy.type == JS_POL_TUNED || s->policy.type == JS_POL_AUTO) { /* the map applied, after the admin bounds */
 		json_t *map = json_object();
 		for (size_t i = 0; i < s->policy.nmap; i++)
 			json_object_set_new(map, s->policy.map[i].kind, json_real(s->policy.map[i].ratio));
@@ -220,6 +220,7 @@ static json_t *build(struct js_step *s)
 	json_object_set_new(step, "nominal_freq_khz", s->nominal_khz ? json_integer(s->nominal_khz) : json_null());
 	json_object_set_new(step, "fixed_freq_khz", s->fixed_khz ? json_integer(s->fixed_khz) : json_null());
 	json_object_set_new(step, "freq_min_ratio", json_real(s->conf.min_ratio));
+	json_object_set_new(step, "fmax_khz", s->fmax_khz ? json_integer(s->fmax_khz) : json_null());
 	json_object_set_new(step, "start_ns", json_integer((json_int_t)s->start_ns));
 	json_object_set_new(step, "end_ns", json_integer((json_int_t)s->end_ns));
 	json_object_set_new(step, "duration_ns", json_integer((json_int_t)(s->end_ns - s->start_ns)));
@@ -380,6 +381,7 @@ static json_t *build(struct js_step *s)
 		json_object_set_new(prov, "tuned_file", json_string(s->conf.tuned));
 		json_object_set_new(prov, "tuned_node_model", jstr_or_null(s->tuned_model));
 	}
+	js_auto_record(s, step, prov);
 	json_object_set_new(prov, "plugin_version", json_string(JS_PLUGIN_VERSION));
 	json_object_set_new(root, "provenance", prov);
 	return root;

@@ -14,6 +14,7 @@
 #include <joulestep/freq.h>
 #include <joulestep/gpu.h>
 
+#include "js_auto.h"
 #include "js_parse.h"
 #include "js_phase.h"
 #include "js_share.h"
@@ -64,6 +65,7 @@ struct js_step {
 	/* policy */
 	struct js_policy policy;
 	char tuned_model[128];      /* tuned: the file's node_model, "" = none  */
+	struct js_auto autop;       /* auto: what the step took from the file   */
 	struct js_tags tags;
 	/* cpus */
 	struct js_cpuset cpus;
@@ -205,6 +207,12 @@ json_t *js_gpu_phase_json(const struct js_step *s, const struct js_sphase *p, ui
 #define JS_GPU_USER_RES_UJ 1000ULL /* 1 mJ: NVML's counter unit */
 json_t *js_gpu_user_json(const struct js_step *s, bool shown, uint64_t *sum_uj, bool *all_ok);
 bool js_gpu_user_phase(const struct js_step *s, const struct js_sphase *p, bool shown, uint64_t *uj);
+
+/* js_auto_step.c (the auto policy): the map of the step's app from the
+ * auto= file, or io-dvfs without an app tag, monitor with a bad file
+ * (resolve_policy, before the admin's clamp); the record's fields. */
+void js_auto_resolve(struct js_step *s);
+void js_auto_record(const struct js_step *s, json_t *step, json_t *prov);
 
 /* Record a failure in provenance.errors (the first JS_MAX_ERRORS; all are
  * counted in errors_total) and log it with slurm_error (the first

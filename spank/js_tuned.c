@@ -87,9 +87,11 @@ int js_tuned_parse(const char *text, size_t len, struct js_policy *p, char *node
 	return rc;
 }
 
-int js_tuned_load(const char *path, struct js_policy *p, char *node_model, size_t nmlen,
-		  char *err, size_t errlen)
+int js_rootfile_read(const char *path, size_t max_bytes, char **text, size_t *len, char *err,
+		     size_t errlen)
 {
+	*text = NULL;
+	*len = 0;
 	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
 	if (fd < 0) {
 		int e = errno;
@@ -110,8 +112,8 @@ int js_tuned_load(const char *path, struct js_policy *p, char *node_model, size_
 	} else if (st.st_mode & (S_IWGRP | S_IWOTH)) {
 		rc = fail(-EPERM, err, errlen, "mode %04o is group- or world-writable; must be writable by root only",
 			  (unsigned)(st.st_mode & 07777));
-	} else if (st.st_size > JS_TUNED_MAX_BYTES) {
-		rc = fail(-EFBIG, err, errlen, "larger than %d bytes", JS_TUNED_MAX_BYTES);
+	} else if ((size_t)st.st_size > max_bytes) {
+		rc = fail(-EFBIG, err, errlen, "larger than %zu bytes", max_bytes);
 	} else if (!(buf = malloc((size_t)st.st_size + 1))) {
 		rc = fail(-ENOMEM, err, errlen, "out of memory");
 	}
@@ -130,8 +132,24 @@ int js_tuned_load(const char *path, struct js_policy *p, char *node_model, size_
 	if (!rc && n > (size_t)st.st_size)
 		rc = fail(-EAGAIN, err, errlen, "changed while being read");
 	close(fd);
-	if (!rc)
-		rc = js_tuned_parse(buf, n, p, node_model, nmlen, err, errlen);
+	if (rc) {
+		free(buf);
+		return rc;
+	}
+	*text = buf;
+	*len = n;
+	return 0;
+}
+
+int js_tuned_load(const char *path, struct js_policy *p, char *node_model, size_t nmlen,
+		  char *err, size_t errlen)
+{
+	char *buf;
+	size_t n;
+	int rc = js_rootfile_read(path, JS_TUNED_MAX_BYTES, &buf, &n, err, errlen);
+	if (rc)
+		return rc;
+	rc = js_tuned_parse(buf, n, p, node_model, nmlen, err, errlen);
 	free(buf);
 	return rc;
 }

@@ -20,6 +20,15 @@
 int js_tuned_parse(const char *text, size_t len, struct js_policy *p, char *node_model,
 		   size_t nmlen, char *err, size_t errlen);
 
+/* Read a policy file the plugin may trust: open O_NOFOLLOW|O_CLOEXEC, then
+ * fstat: a regular file owned by root and not group/world-writable, at most
+ * max_bytes. On success *text (malloc'd, caller frees) holds *len bytes.
+ * -errno of the failing call, -ELOOP for a symlink, -EPERM for a file a
+ * user could control, -EFBIG, -EAGAIN when it grew while being read. Shared
+ * by the tuned= and auto= files (js_auto.h). */
+int js_rootfile_read(const char *path, size_t max_bytes, char **text, size_t *len, char *err,
+		     size_t errlen);
+
 /* Read path (open O_NOFOLLOW|O_CLOEXEC, then fstat: a regular file owned by
  * root and not group/world-writable, at most JS_TUNED_MAX_BYTES) and
  * js_tuned_parse it. -errno of the failing call, -ELOOP for a symlink,

@@ -121,8 +121,8 @@ def admin_guide_keys(repo) -> set:
 def test_plugstack_example_is_accepted_and_current(repo, checker):
     """etc/plugstack.conf.d/joulestep.conf.example: its lines are accepted by the
     plugin's parser, use no deprecated key (rate=, submit_cache_hours=), and set
-    every key of the admin guide's table but cluster (slurmd's), tuned,
-    hooks_dir and gpu_lib (the second line, a default beside the plugin, the
+    every key of the admin guide's table but cluster (slurmd's), tuned, auto
+    (files the admin makes), hooks_dir and gpu_lib (the second line, a default beside the plugin, the
     GPU backend's own soname)."""
     text = (repo / "etc" / "plugstack.conf.d" / "joulestep.conf.example").read_text()
     lines = [l.lstrip("# ").split() for l in text.splitlines()
@@ -137,5 +137,5 @@ def test_plugstack_example_is_accepted_and_current(repo, checker):
         used = {w.split("=", 1)[0] for w in words[2:]}
         assert not used & {"rate", "submit_cache_hours"}, used
         assert used <= keys, used - keys
-    assert {w.split("=", 1)[0] for w in lines[0][2:]} == keys - {"cluster", "tuned",
+    assert {w.split("=", 1)[0] for w in lines[0][2:]} == keys - {"cluster", "tuned", "auto",
                                                                   "hooks_dir", "gpu_lib"}

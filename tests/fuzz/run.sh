@@ -13,8 +13,8 @@ cd "$(dirname "$0")/../.."
 limit=$1; shift
 B=${B:-build}
 SEED=${FUZZ_SEED:-1}
-declare -A DICT=([msg]=msg [conf]=conf [policy]=policy [tags]=policy [tuned]=tuned [jobcache]=tuned)
-declare -A MAXLEN=([msg]=300 [conf]=2048 [policy]=600 [tags]=2048 [tuned]=4096 [cpuset]=256 [jobcache]=1024 [cgroup]=2048)
+declare -A DICT=([msg]=msg [conf]=conf [policy]=policy [tags]=policy [tuned]=tuned [auto]=auto [jobcache]=tuned)
+declare -A MAXLEN=([msg]=300 [conf]=2048 [policy]=600 [tags]=2048 [tuned]=4096 [auto]=4096 [cpuset]=256 [jobcache]=1024 [cgroup]=2048)
 tmp=""
 case $limit in
 	-runs=*) tmp=$(mktemp -d) ; trap 'rm -rf "$tmp"' EXIT ;;

@@ -20,6 +20,7 @@
 #include "js_parse.h"
 #include "js_phase.h"
 #include "js_tuned.h"
+#include "js_auto.h"
 
 /* The side-channel keys (docs/security.md, "Threat model: RAPL side
  * channels"): defaults, bounds, and rate= as the old name of
@@ -796,6 +797,184 @@ static void tuned_load(void **st)
 	assert_int_equal(js_tuned_load(path, &p, nm, sizeof(nm), err, sizeof(err)), -EFBIG);
 }
 
+static int AP(const char *json, const char *app, uint32_t job, struct js_policy *p,
+	      struct js_auto *a, char *err)
+{
+	return js_auto_parse(json, strlen(json), app, job, p, a, err, 400);
+}
+
+#define AUTO_HEAD "{\"format\": \"joulestep-auto\", \"version\": 1, "
+
+/* The auto file: the app's map over the file's default, settled kinds at
+ * fmax on baseline jobs (job_id % baseline_every == 0), the admin's clamp. */
+static void auto_parse(void **st)
+{
+	(void)st;
+	struct js_conf c;
+	struct js_policy p;
+	struct js_auto a;
+	char err[400], buf[300];
+	js_conf_defaults(&c);
+	const char *good = AUTO_HEAD "\"bound_pct\": 5, \"baseline_every\": 4, "
+		"\"default\": {\"write\": 0.85, \"compress\": 0.875}, "
+		"\"apps\": {\"lammps\": {\"phases\": {"
+		"\"write\": {\"ratio\": 0.55, \"state\": \"settled\", \"samples\": 9}, "
+		"\"flush\": {\"ratio\": 0.7, \"state\": \"exploring\"}, "
+		"\"ckpt\": {\"ratio\": 1, \"state\": \"guarded\"}}}, "
+		"\"other\": {\"phases\": {\"write\": {\"ratio\": 0.3, \"state\": \"settled\"}}}}}";
+	memset(&p, 0, sizeof(p));
+	p.gpu_io = true; /* auto+gpu-io keeps its +gpu-io */
+	assert_int_equal(AP(good, "lammps", 7, &p, &a, err), 0);
+	assert_int_equal(p.type, JS_POL_AUTO);
+	assert_true(p.gpu_io);
+	assert_int_equal(p.nmap, 4);
+	assert_int_equal(a.nstate, 4);
+	assert_true(a.app_listed);
+	assert_false(a.baseline);
+	assert_int_equal(a.baseline_every, 4);
+	assert_string_equal(a.app, "lammps");
+	assert_true(js_policy_kind_ratio(&p, &c, "write") == 0.55);   /* the app's */
+	assert_true(js_policy_kind_ratio(&p, &c, "compress") == 0.875); /* the default's */
+	assert_true(js_policy_kind_ratio(&p, &c, "flush") == 0.7);
+	assert_true(js_policy_kind_ratio(&p, &c, "ckpt") == 1.0);
+	assert_true(js_policy_kind_ratio(&p, &c, "other") == JS_RATIO_INHERIT);
+	for (size_t i = 0; i < p.nmap; i++) {
+		const char *want = !strcmp(p.map[i].kind, "compress") ? "default" :
+				   !strcmp(p.map[i].kind, "write") ? "settled" :
+				   !strcmp(p.map[i].kind, "flush") ? "exploring" : "guarded";
+		assert_string_equal(a.state[i], want);
+	}
+	assert_int_equal(strncmp(a.digest, "fnv1a64:", 8), 0);
+	assert_int_equal(strlen(a.digest), 8 + 16);
+	assert_int_equal(js_policy_format(&p, buf, sizeof(buf)), 0);
+	assert_string_equal(buf, "auto+gpu-io");
+	/* a baseline job (8 % 4 == 0): settled kinds at fmax, the others as listed */
+	char d1[32];
+	snprintf(d1, sizeof(d1), "%s", a.digest);
+	assert_int_equal(AP(good, "lammps", 8, &p, &a, err), 0);
+	assert_true(a.baseline);
+	assert_true(js_policy_kind_ratio(&p, &c, "write") == 1.0);
+	assert_true(js_policy_kind_ratio(&p, &c, "flush") == 0.7);
+	assert_true(js_policy_kind_ratio(&p, &c, "compress") == 0.875);
+	assert_string_equal(a.digest, d1); /* the same file, the same digest */
+	/* an app the file does not list: the default map */
+	assert_int_equal(AP(good, "vasp", 7, &p, &a, err), 0);
+	assert_false(a.app_listed);
+	assert_int_equal(p.nmap, 2);
+	assert_true(js_policy_kind_ratio(&p, &c, "write") == 0.85);
+	assert_true(js_policy_kind_ratio(&p, &c, "flush") == JS_RATIO_INHERIT);
+	/* the admin's floor clamps a learnt ratio, and says so */
+	p.gpu_io = false;
+	assert_int_equal(AP(good, "other", 7, &p, &a, err), 0);
+	c.policies_mask |= 1u << JS_POL_AUTO;
+	assert_int_equal(js_policy_enforce(&p, &c, err, sizeof(err)), 1);
+	assert_non_null(strstr(err, "auto:write=0.3 clamped to min_ratio 0.5"));
+	assert_true(js_policy_kind_ratio(&p, &c, "write") == 0.5);
+	/* baseline_every defaults to 10; a different file, a different digest */
+	assert_int_equal(AP(AUTO_HEAD "\"default\": {\"write\": 0.9}}", "x", 20, &p, &a, err), 0);
+	assert_int_equal(a.baseline_every, 10);
+	assert_true(a.baseline);
+	assert_string_not_equal(a.digest, d1);
+
+	struct { const char *json, *msg; } bad[] = {
+		{"[]", "not a JSON object"},
+		{"{\"format\": \"joulestep-policy\", \"version\": 1}", "\"format\" must be \"joulestep-auto\""},
+		{AUTO_HEAD "\"version\": 2}", "not valid JSON"}, /* duplicate key */
+		{"{\"format\": \"joulestep-auto\", \"version\": 2}", "\"version\" must be 1"},
+		{AUTO_HEAD "\"baseline_every\": 0}", "baseline_every"},
+		{AUTO_HEAD "\"baseline_every\": 2.5}", "baseline_every"},
+		{AUTO_HEAD "\"default\": {\"write\": 1.5}}", "default.write must be a number in (0, 1]"},
+		{AUTO_HEAD "\"default\": {\"Write\": 0.8}}", "invalid"},
+		{AUTO_HEAD "\"apps\": []}", "\"apps\" must be an object"},
+		{AUTO_HEAD "\"apps\": {\"x\": {\"phases\": {\"write\": {\"ratio\": 0}}}}}", "ratio must be a number in (0, 1]"},
+		{AUTO_HEAD "\"apps\": {\"x\": {\"phases\": {\"write\": {\"ratio\": 0.8, \"state\": \"done\"}}}}}", "state must be"},
+		{AUTO_HEAD "\"apps\": {\"x\": {\"phases\": 3}}}", "must be {\"phases\""},
+		{"{\"format\": \"joulestep-auto\",", "not valid JSON"},
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		struct js_policy before = p;
+		int rc = AP(bad[i].json, "x", 1, &p, &a, err);
+		if (rc != -EINVAL || !strstr(err, bad[i].msg))
+			fail_msg("case %zu: rc %d err '%s' (want '%s')", i, rc, err, bad[i].msg);
+		assert_memory_equal(&p, &before, sizeof(p));
+	}
+	/* 16 kinds with the default's is the limit */
+	char many[4096];
+	int n = snprintf(many, sizeof(many), AUTO_HEAD "\"default\": {");
+	for (int i = 0; i < JS_MAX_MAP; i++)
+		n += snprintf(many + n, sizeof(many) - (size_t)n, "%s\"k%d\": 0.9", i ? ", " : "", i);
+	snprintf(many + n, sizeof(many) - (size_t)n,
+		 "}, \"apps\": {\"x\": {\"phases\": {\"new\": {\"ratio\": 0.8, \"state\": \"exploring\"}}}}}");
+	assert_int_equal(AP(many, "y", 1, &p, &a, err), 0);
+	assert_int_equal(p.nmap, JS_MAX_MAP);
+	assert_int_equal(AP(many, "x", 1, &p, &a, err), -EINVAL);
+	assert_non_null(strstr(err, "at most 16"));
+}
+
+/* auto= and the auto policy at submission */
+static void auto_conf(void **st)
+{
+	(void)st;
+	struct js_conf c;
+	struct js_policy p;
+	char err[400], buf[300];
+	js_conf_defaults(&c);
+	assert_int_equal(js_policy_parse("auto", &p, err, sizeof(err)), 0);
+	assert_int_equal(p.type, JS_POL_AUTO);
+	assert_int_equal(js_policy_check(&p, &c, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "auto needs the admin's auto= file"));
+	char *ok[] = {"auto=/var/lib/joulestep/auto.json"};
+	assert_int_equal(js_conf_parse(1, ok, &c, err, sizeof(err)), 0);
+	assert_string_equal(c.autofile, "/var/lib/joulestep/auto.json");
+	assert_int_equal(js_policy_check(&p, &c, err, sizeof(err)), 0);
+	js_policy_allowed(&c, buf, sizeof(buf));
+	assert_non_null(strstr(buf, ", auto"));
+	char *nofile[] = {"policies=monitor,auto"};
+	assert_int_equal(js_conf_parse(1, nofile, &c, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "auto needs auto=FILE"));
+	char *dp[] = {"auto=/etc/js/a.json", "default_policy=auto"};
+	assert_int_equal(js_conf_parse(2, dp, &c, err, sizeof(err)), 0);
+	assert_int_equal(c.default_policy, JS_POL_AUTO);
+	char *dpno[] = {"default_policy=auto"};
+	assert_int_equal(js_conf_parse(1, dpno, &c, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "auto needs auto=FILE"));
+	char *rel[] = {"auto=auto.json"};
+	assert_int_equal(js_conf_parse(1, rel, &c, err, sizeof(err)), -EINVAL);
+}
+
+/* the auto file is read under the tuned file's rules (one reader) */
+static void auto_load(void **st)
+{
+	(void)st;
+	const char *dir = getenv("JS_TEST_TMPDIR");
+	if (!dir || geteuid() != 0)
+		skip();
+	char path[512], link[512], err[400];
+	struct js_policy p;
+	struct js_auto a;
+	memset(&p, 0, sizeof(p));
+	snprintf(path, sizeof(path), "%s/auto.json", dir);
+	snprintf(link, sizeof(link), "%s/auto-link.json", dir);
+	FILE *f = fopen(path, "w");
+	assert_non_null(f);
+	fputs(AUTO_HEAD "\"default\": {\"write\": 0.85}}\n", f);
+	fclose(f);
+	assert_int_equal(chmod(path, 0644), 0);
+	assert_int_equal(js_auto_load(path, "a", 1, &p, &a, err, sizeof(err)), 0);
+	assert_int_equal(p.nmap, 1);
+	assert_int_equal(chmod(path, 0664), 0);
+	assert_int_equal(js_auto_load(path, "a", 1, &p, &a, err, sizeof(err)), -EPERM);
+	assert_non_null(strstr(err, "writable by root only"));
+	assert_int_equal(chmod(path, 0644), 0);
+	assert_int_equal(chown(path, 65534, 65534), 0);
+	assert_int_equal(js_auto_load(path, "a", 1, &p, &a, err, sizeof(err)), -EPERM);
+	assert_int_equal(chown(path, 0, 0), 0);
+	assert_int_equal(symlink(path, link), 0);
+	assert_int_equal(js_auto_load(link, "a", 1, &p, &a, err, sizeof(err)), -ELOOP);
+	assert_int_equal(truncate(path, JS_AUTO_MAX_BYTES + 1), 0);
+	assert_int_equal(js_auto_load(path, "a", 1, &p, &a, err, sizeof(err)), -EFBIG);
+}
+
 static void tags(void **st)
 {
 	(void)st;
@@ -1303,6 +1482,9 @@ int main(void)
 		cmocka_unit_test(tuned_conf),
 		cmocka_unit_test(tuned_parse),
 		cmocka_unit_test(tuned_load),
+		cmocka_unit_test(auto_parse),
+		cmocka_unit_test(auto_conf),
+		cmocka_unit_test(auto_load),
 		cmocka_unit_test(tags),
 		cmocka_unit_test(protocol),
 		cmocka_unit_test(bucket),

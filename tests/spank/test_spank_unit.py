@@ -12,7 +12,7 @@ def test_parse_and_phase_logic(repo, tmp_path):
     cmd = ["cc", "-std=c11", "-D_GNU_SOURCE", "-Wall", "-Wextra", "-Werror", "-g",
            f"-I{repo}/spank", str(repo / "tests/spank/test_parse.c"),
            str(repo / "spank/js_parse.c"), str(repo / "spank/js_phase.c"),
-           str(repo / "spank/js_tuned.c"), str(repo / "spank/js_jobcache_logic.c"), "-o", str(exe), "-lcmocka", "-ljansson", "-lm"]
+           str(repo / "spank/js_tuned.c"), str(repo / "spank/js_auto.c"), str(repo / "spank/js_jobcache_logic.c"), "-o", str(exe), "-lcmocka", "-ljansson", "-lm"]
     subprocess.run(cmd, check=True)
     # the tuned-file reader test writes its files here (root-owned, as in production)
     res = subprocess.run([str(exe)], capture_output=True, text=True,
