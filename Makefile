@@ -322,10 +322,15 @@ $(IOLIBS)/.ok: bench/iolibs/build.sh bench/iolibs/SHA256SUMS $(wildcard bench/io
 	else bench/iolibs/build.sh "$(IOLIBS_SRC)" $(IOLIBS) $(IOLIBS_WANT) || true; fi
 	@touch $@
 
+# `make test` also runs the site tests on the current Slurm where its source
+# archive is at hand (SLURM_SRC): built once (about 4 CPU-minutes), so the
+# README's one test command covers both Slurm releases (docs/design.md,
+# "Which Slurm, which configuration").
 test: deps all
 	$(MAKE) --no-print-directory test-unit
 	$(MAKE) --no-print-directory test-fuzz
 	$(MAKE) --no-print-directory test-py
+	$(if $(wildcard $(SLURM_SRC)),$(MAKE) --no-print-directory test-slurm-latest,@echo "test: no SLURM_SRC archive: the site tests on the current Slurm are not run")
 
 slurm-latest: $(ACCT_LIB)
 	@tests/cluster/slurm-latest.sh "$(SLURM_SRC)" $(SLURM_SHA256) $(SLURM_LATEST)
