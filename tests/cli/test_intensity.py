@@ -304,3 +304,18 @@ def test_csv_reader_intervals():
     assert [(i.start_ns, i.end_ns, i.value_per_kwh) for i in ivs] == [
         (T0, T0 + 2 * H * S, 1.0), (T0 + 2 * H * S, T0 + 4 * H * S, 2.0)]
     assert probs == []
+
+
+def test_exporter_cost_is_time_varying(run, tmp_path, zoned):
+    """Two steps of 3600 J: one in the 0.10/kWh hour, one in the 0.40 hour
+    (same labels): the counter adds each at its price."""
+    from prometheus_client.parser import text_string_to_metric_families
+    _two_hours(run, tmp_path)
+    sp = tmp_path / "spool"
+    recgen.write(sp, record(50, "0", start_s=600, dur_s=60, cpu_j=3600, dram_j=0))
+    recgen.write(sp, record(51, "0", start_s=4200, dur_s=60, cpu_j=3600, dram_j=0))
+    run("ingest", sp)
+    text = run("exporter", "--once").stdout
+    cost = [s.value for f in text_string_to_metric_families(text)
+            for s in f.samples if s.name == "joulestep_cost_total"]
+    assert sum(cost) == pytest.approx(3600 / KWH * 0.10 + 3600 / KWH * 0.40)

@@ -304,3 +304,36 @@ HOUR_CSV_COLUMNS = ["key", "energy_total_j", "share_pct", "kwh", "co2_g", "cost"
                     "scope", "co2_g_per_kwh", "co2_method", "co2_covered_pct",
                     "co2_sources", "price_per_kwh", "price_method",
                     "price_covered_pct", "price_sources"]
+
+
+# --------------------------------------------------------------------------
+# exporter
+
+def step_prices(conn, settings, where: str, args) -> dict:
+    """{step_pk: the average price its energy met} of the steps `where`
+    selects (a condition on steps s): the exporter's cost ({} without
+    imported prices: every step at the site's price)."""
+    if not sto.has_values(conn, "price_per_kwh"):
+        return {}
+    import numpy as np
+    from . import carbon
+    steps, phases = sto.spans_where(conn, settings, where, args)
+    if not steps:
+        return {}
+    data = Loaded(conn, {r[1] for r in steps}, min(r[2] for r in steps),
+                  max(r[3] for r in steps), utc=True)
+    pk = [r[0] for r in steps]
+    ix = {p: i for i, p in enumerate(pk)}
+    top = [p for p in phases if p[2] is None and p[0] in ix]
+    iv = carbon.step_intervals(
+        {"start_ns": [r[2] for r in steps], "end_ns": [r[3] for r in steps],
+         "energy_j": [np.nan if r[4] is None else r[4] / 1e6 for r in steps]},
+        {"step": [ix[p[0]] for p in top], "start_ns": [p[3] for p in top],
+         "end_ns": [p[4] for p in top],
+         "energy_j": [np.nan if p[5] is None else p[5] / 1e6 for p in top]})
+    o, cell, en = carbon.split(iv["owner"], iv["start_ns"], iv["end_ns"],
+                               iv["energy_j"], data.grid_ns)
+    zix = np.array(data.zone_index([r[1] for r in steps]), dtype=np.int64)
+    f = carbon.figures(o, zix[o], cell, en, data.series, data.zones, "price_per_kwh",
+                       settings.price_per_kwh, data.grid_ns, len(pk))
+    return {p: carbon.average(f, i)["per_kwh"] for i, p in enumerate(pk)}

@@ -301,6 +301,7 @@ def report_text(r: dict, utc: bool = False) -> str:
         f"Records lost (spool and fallback not writable): {t.get('records_lost', 0)}",
         "",
     ]
+    lines[-1:-1] = _report_intensity_lines(t, r["currency"])
     rows = []
     # one unit for the energy column, from the total: Wh below 1 kWh
     wh = t["kwh"] < 1
@@ -456,16 +457,26 @@ def whatif_report_text(r: dict, top: int, utc: bool = False) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _figure_note(d: dict, k: str, unit: str, static: float) -> str:
+def _figure_note(d: dict, k: str, unit: str, static: float | None = None) -> str:
     """How a CO2 (k = co2) or cost (price) figure was made."""
     kind = "co2_g_per_kwh" if k == "co2" else "price_per_kwh"
     if d.get(f"{k}_method") != "time-varying":
-        return f"static {num(static)} {unit}/kWh"
+        return f"static {num(d[kind] if static is None else static)} {unit}/kWh"
     cov = d[f"{k}_covered_pct"]
     out = f"{num(d[kind])} {unit}/kWh on average, time-varying ({cov:.0f} % covered"
     if cov < 99.95:
-        out += f", the rest at the static {num(static)}"
+        out += (", the rest at the static factor" if static is None
+                else f", the rest at the static {num(static)}")
     return out + f"; {d[f'{k}_sources']})"
+
+
+def _report_intensity_lines(t: dict, cur: str) -> list[str]:
+    """How the report's CO2 and cost were made, when values were imported."""
+    if t.get("co2_method", "static") == "static" and \
+            t.get("price_method", "static") == "static":
+        return []
+    return _wrap(f"CO2: {_figure_note(t, 'co2', 'g')}; cost: "
+                 f"{_figure_note(t, 'price', cur)}")
 
 
 def _intensity_lines(s: dict) -> list[str]:

@@ -97,10 +97,13 @@ def _overlapping(stored: list, starts: list, a: int, b: int) -> list:
 # --------------------------------------------------------------------------
 # reads
 
-def has_values(conn) -> bool:
-    """Whether any value was imported (without any, every figure is static
-    and nothing else here is read)."""
-    return conn.execute("SELECT 1 FROM grid_intensity LIMIT 1").fetchone() is not None
+def has_values(conn, kind: str | None = None) -> bool:
+    """Whether any value (of that kind) was imported (without any, every
+    figure is static and nothing else here is read)."""
+    if kind is None:
+        return conn.execute("SELECT 1 FROM grid_intensity LIMIT 1").fetchone() is not None
+    return conn.execute("SELECT 1 FROM grid_intensity WHERE kind = ? LIMIT 1",
+                        (kind,)).fetchone() is not None
 
 
 def series_rows(conn, zones, lo_ns=None, hi_ns=None) -> list:
@@ -157,6 +160,21 @@ def job_spans(conn, job_pk: int, settings) -> tuple[list, list]:
         "p.energy_cpu_uj + coalesce(p.energy_dram_uj, 0) FROM phases p JOIN "
         "steps s ON s.step_pk = p.step_pk WHERE s.job_pk = ? ORDER BY p.step_pk, "
         "p.seq", (job_pk,)).fetchall()
+    return steps, phases
+
+
+def spans_where(conn, settings, where: str, args) -> tuple[list, list]:
+    """job_spans for the steps a condition on steps s selects."""
+    zexpr, zargs, _ = zone_sql(settings)
+    steps = conn.execute(
+        f"SELECT s.step_pk, {zexpr}, s.start_ns, s.end_ns, s.energy_total_uj "
+        "FROM steps s JOIN jobs j ON j.job_pk = s.job_pk JOIN nodes n ON "
+        f"n.node_pk = s.node_pk WHERE {where}", zargs + list(args)).fetchall()
+    phases = conn.execute(
+        "SELECT p.step_pk, p.seq, p.parent_seq, p.start_ns, p.end_ns, "
+        "p.energy_cpu_uj + coalesce(p.energy_dram_uj, 0) FROM phases p JOIN "
+        f"steps s ON s.step_pk = p.step_pk WHERE p.parent_seq IS NULL AND {where}",
+        list(args)).fetchall()
     return steps, phases
 
 
