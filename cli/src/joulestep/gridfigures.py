@@ -83,9 +83,9 @@ def for_job(conn, job_pk: int, rows: list, steps: list, totals: dict,
     dicts, in the order of their rows) and totals, time-varying where
     values cover them; the zone's day and the what-if estimate.  Returns
     the "intensity" part of the summary."""
-    span_steps, span_phases = sto.job_spans(conn, job_pk, settings)
-    zone_of = {r[0]: r[1] for r in span_steps}
     if not sto.has_values(conn):
+        zone_of = ({r[0]: settings.zone for r in rows} if not settings.zone_rules
+                   else {r[0]: r[1] for r in sto.job_spans(conn, job_pk, settings)[0]})
         for r, d in zip(rows, steps):
             f = static_fields(settings, zone_of.get(r[0]))
             apply(d, f)
@@ -94,6 +94,7 @@ def for_job(conn, job_pk: int, rows: list, steps: list, totals: dict,
         totals.update(static_fields(settings, _one(zone_of.values())))
         return {"zones": sorted({z for z in zone_of.values() if z}), "days": [],
                 "what_if": None}
+    span_steps, span_phases = sto.job_spans(conn, job_pk, settings)
     return _job_time_varying(conn, rows, steps, totals, settings, span_steps,
                              span_phases, utc)
 
@@ -185,6 +186,8 @@ def _days(data: Loaded, zone_of: dict, lo: int, totals: dict, utc: bool) -> dict
 def group_totals(groups: list, settings) -> dict:
     """The report's totals' fields: the groups' averages weighted by their
     energy."""
+    if all(g["co2_method"] == g["price_method"] == "static" for g in groups):
+        return static_fields(settings)
     from . import carbon
     parts = [(g["energy_total_j"] or 0.0, g) for g in groups]
     out = {"zone": None}
