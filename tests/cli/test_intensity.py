@@ -319,3 +319,41 @@ def test_exporter_cost_is_time_varying(run, tmp_path, zoned):
     cost = [s.value for f in text_string_to_metric_families(text)
             for s in f.samples if s.name == "joulestep_cost_total"]
     assert sum(cost) == pytest.approx(3600 / KWH * 0.10 + 3600 / KWH * 0.40)
+
+
+def test_cell_grid_follows_the_boundaries():
+    half = 1800 * S
+    assert carbon.cell_ns(np.array([T0, T0 + half, T0 + 2 * half])) == half
+    assert carbon.cell_ns(np.array([T0, T0 + 3 * H * S])) == H * S
+    # India's +05:30: hours of day are half-hour cells of UTC
+    assert carbon.cell_ns(np.array([T0, T0 + H * S]), offset_s=19800) == half
+
+
+def test_hostlists_and_zone_rules(tmp_path):
+    from joulestep import config
+    assert config.expand_hostlist("n[01-03,10],gpu1") == ["n01", "n02", "n03", "n10",
+                                                          "gpu1"]
+    with pytest.raises(ValueError, match="N or N-M"):
+        config.expand_hostlist("n[a-b]")
+    p = tmp_path / "c.conf"
+    p.write_text("[site]\nzone = DE\n[zones]\ncluster.Alps = CH\nnodes.gn[1-2] = NO\n"
+                 "partition.gpu = FR\n")
+    s = config.load(p)
+    assert s.zone == "DE"
+    assert s.zone_rules == (("nodes", ("gn1", "gn2"), "NO"),
+                            ("partition", ("gpu",), "FR"),
+                            ("cluster", ("Alps",), "CH"))
+    p.write_text("[zones]\nrack.r1 = X\n")
+    with pytest.raises(config.ConfigError, match="nodes.HOSTLIST"):
+        config.load(p)
+
+
+def test_day_profile_lowest_and_highest_hour():
+    s = carbon.Series([T0, T0 + H * S, T0 + 2 * H * S],
+                      [T0 + H * S, T0 + 2 * H * S, T0 + 3 * H * S],
+                      [300.0, 100.0, 500.0], ["a", "a", "b"])
+    p = carbon.day_profile(s, T0, T0 + 24 * H * S, H * S, utc=True)
+    assert (p["lowest_hour"], p["lowest_per_kwh"]) == (1, 100.0)
+    assert (p["highest_hour"], p["highest_per_kwh"]) == (2, 500.0)
+    assert p["day_avg_per_kwh"] == pytest.approx(300.0)
+    assert p["covered_pct"] == pytest.approx(100 * 3 / 24)

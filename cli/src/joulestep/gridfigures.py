@@ -40,9 +40,10 @@ def fields(avgs: dict, zone=None) -> dict:
 def apply(d: dict, f: dict) -> None:
     """Set a figure dict's CO2 and cost from its kWh and the averages."""
     d.update(f)
-    if d.get("kwh") is not None:
-        d["co2_g"] = d["kwh"] * f["co2_g_per_kwh"]
-        d["cost"] = d["kwh"] * f["price_per_kwh"]
+    for pre in ("", "measured_"):       # measured_*: shared nodes' whole packages
+        if d.get(pre + "kwh") is not None:
+            d[pre + "co2_g"] = d[pre + "kwh"] * f["co2_g_per_kwh"]
+            d[pre + "cost"] = d[pre + "kwh"] * f["price_per_kwh"]
 
 
 class Loaded:
@@ -277,12 +278,13 @@ def _cross(conn, cross: list, kix: dict, data: Loaded) -> tuple:
     return grp[o], zix[o], c, e
 
 
-def hour_report(conn, settings, since_ns, until_ns, cluster, utc: bool = False) -> dict:
+def hour_report(conn, settings, window: tuple, since_ns, until_ns, cluster,
+                utc: bool = False) -> dict:
     """`report --by hour`: the window's energy by hour of day (local time
-    unless utc), each hour's CO2 and cost at the values it met."""
-    from .report import _iso, group_clause, window_conditions
-    _, joins, jargs = group_clause("user")
-    where, wargs = window_conditions(since_ns, until_ns, cluster)
+    unless utc), each hour's CO2 and cost at the values it met.  window:
+    (joins from steps s, their arguments, conditions, their arguments) of
+    the report's window (report.group_clause, report.window_conditions)."""
+    joins, jargs, where, wargs = window
     hours = for_groups(conn, settings, "0", joins, jargs, where, wargs, since_ns,
                        until_ns, utc, by_hour=True) or {}
     total = sum(e for e, _ in hours.values())
@@ -301,6 +303,12 @@ def hour_report(conn, settings, since_ns, until_ns, cluster, utc: bool = False) 
             "hours_in": "UTC" if utc else "local time",
             "scope": settings.scope, "scope_note": settings.scope_note(),
             "totals": totals, "top": groups, "groups": groups}
+
+
+def _iso(ns):
+    import datetime as dt
+    return None if ns is None else dt.datetime.fromtimestamp(
+        ns / 1e9, dt.timezone.utc).isoformat(timespec="seconds")
 
 
 HOUR_CSV_COLUMNS = ["key", "energy_total_j", "share_pct", "kwh", "co2_g", "cost",

@@ -61,10 +61,13 @@ def report(c: Ctx, since, until, by, top, cluster, what_if, tuned_path):
 
 def _hour_report(c: Ctx, since_ns, until_ns, cluster):
     from .. import gridfigures
+    from .. import report as rep
+    _, joins, jargs = rep.group_clause("user")
+    where, wargs = rep.window_conditions(since_ns, until_ns, cluster)
     conn = c.connect()
     try:
-        r = gridfigures.hour_report(conn, c.settings(), since_ns, until_ns, cluster,
-                                    utc=c.utc)
+        r = gridfigures.hour_report(conn, c.settings(), (joins, jargs, where, wargs),
+                                    since_ns, until_ns, cluster, utc=c.utc)
     finally:
         conn.close()
     from ..render import hour_report_text
