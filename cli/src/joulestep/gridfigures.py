@@ -100,6 +100,17 @@ def for_job(conn, job_pk: int, rows: list, steps: list, totals: dict,
                              span_phases, utc)
 
 
+def _nan(x):
+    return float("nan") if x is None else float(x)
+
+
+def _phase_j(p) -> float:
+    """A phase dict's CPU + DRAM energy (NaN: not shown or not measured)."""
+    if p is None or p.get("energy_cpu_j") is None:
+        return float("nan")
+    return p["energy_cpu_j"] + (p.get("energy_dram_j") or 0.0)
+
+
 def _one(zones):
     zs = sorted({z for z in zones if z})
     return zs[0] if len(zs) == 1 else ("+".join(zs) or None)
@@ -116,13 +127,17 @@ def _job_time_varying(conn, rows, steps, totals, settings, span_steps, span_phas
     pk = [r[0] for r in span_steps]
     ix = {p: i for i, p in enumerate(pk)}
     top = [p for p in span_phases if p[2] is None and p[0] in ix]
-    e = np.array([np.nan if r[4] is None else r[4] / 1e6 for r in span_steps])
+    # the energies as the summary shows them (a user's view: rounded, none
+    # for a phase too short to show; security.md), the times from the store
+    shown = {r[0]: d for r, d in zip(rows, steps)}
+    pshown = {(pk_, p["seq"]): p for pk_, d in shown.items() for p in d["phases"]}
+    e = np.array([_nan(shown.get(r[0], {}).get("energy_total_j")) for r in span_steps])
     iv = carbon.step_intervals(
         {"start_ns": [r[2] for r in span_steps], "end_ns": [r[3] for r in span_steps],
          "energy_j": e},
         {"step": [ix[p[0]] for p in top], "start_ns": [p[3] for p in top],
          "end_ns": [p[4] for p in top],
-         "energy_j": [np.nan if p[5] is None else p[5] / 1e6 for p in top]})
+         "energy_j": [_phase_j(pshown.get((p[0], p[1]))) for p in top]})
     zix = np.array(data.zone_index([r[1] for r in span_steps]), dtype=np.int64)
     # owners: the steps, then every phase over its own window
     ph = [p for p in span_phases if p[0] in ix]

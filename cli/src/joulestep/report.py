@@ -8,6 +8,7 @@ import re
 import time
 
 from . import gpus as gpumod
+from . import gridfigures  # CO2 and cost over time
 from . import incarnations, nesting, sharing, slurmview, store, userview
 from .config import Settings
 
@@ -499,8 +500,7 @@ def job_summary(conn, job_id: int, settings: Settings,
         caveats.append(f"job ID {job_id} was used {len(others)} more time(s) "
                        "(ID recycled); pick one with --first-seen "
                        + ", ".join(str(o["first_seen_ns"]) for o in others))
-    from .gridfigures import for_job as grid_for_job   # CO2 and cost over time
-    intensity = grid_for_job(conn, job_pk, rows, steps, totals, settings)
+    intensity = gridfigures.for_job(conn, job_pk, rows, steps, totals, settings)
     slurm = slurmview.for_job(conn, job_pk, steps)
     if slurm and slurm["energy_node_note"]:
         caveats.append(f"node meter (Slurm): no job figure: {slurm['energy_node_note']}")
@@ -819,7 +819,6 @@ def report(conn, settings: Settings, by: str = "user",
     where, wargs = window_conditions(since_ns, until_ns, cluster)
     grand = sum(r[5] or 0 for r in rows)
     no_dram, gpu = _dram_gpu_counts(conn, by, since_ns, until_ns, cluster)
-    from . import gridfigures           # CO2 and cost over time
     grid = gridfigures.for_groups(conn, settings, group_clause(by)[0], joins, args,
                                   where, wargs, since_ns, until_ns)
     groups = []
