@@ -162,8 +162,10 @@ def figures(owner, zone, cell, energy_j, series: dict, zones: list, kind: str,
     val = np.bincount(owner[hit], energy_j[hit] * v[hit], minlength=n_owners)
     sources: list = [set() for _ in range(n_owners)]
     if hit.any():
-        pairs = np.unique(np.stack([owner[hit], src[hit]]), axis=1)
-        for o, si in pairs.T:
+        ns = max(len(names), 1)
+        seen = np.nonzero(np.bincount(owner[hit] * ns + src[hit],
+                                      minlength=n_owners * ns))[0]
+        for o, si in zip(*np.divmod(seen, ns)):
             sources[o].add(names[si])
     return {"energy_j": e, "covered_j": cov, "value_j": val, "sources": sources,
             "static": static}

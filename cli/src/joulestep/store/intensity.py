@@ -190,11 +190,14 @@ def cell_sums(conn, settings, gexpr: str, joins: str, jargs: list, where: list,
         joins += " JOIN nodes n ON n.node_pk = s.node_pk"
     g = int(grid_ns)
     cond = ["s.counted_total_uj > 0"] + where
+    # the cell first: the steps come in start order, so the sorter's input
+    # is nearly sorted; a zone that is one name for all is not grouped by
+    by = "c, g, sp" if not settings.zone_rules else "c, g, z, sp"
     q = (f"SELECT {gexpr} AS g, {zexpr} AS z, s.start_ns / {g} AS c, "
          f"CASE WHEN s.start_ns / {g} = (s.end_ns - 1) / {g} OR s.end_ns <= s.start_ns "
          "THEN 0 ELSE s.step_pk END AS sp, sum(s.counted_total_uj), "
          "sum(s.energy_total_uj), min(s.start_ns), max(s.end_ns) "
-         f"FROM steps s {joins} WHERE {' AND '.join(cond)} GROUP BY g, z, c, sp")
+         f"FROM steps s {joins} WHERE {' AND '.join(cond)} GROUP BY {by}")
     return conn.execute(q, zargs + jargs + wargs).fetchall()
 
 
@@ -210,10 +213,3 @@ def phases_of(conn, step_pks: list, chunk: int = 900) -> list:
             "coalesce(energy_dram_uj, 0) FROM phases WHERE step_pk IN "
             f"({', '.join('?' * len(part))})", part).fetchall()
     return out
-
-
-def window_bounds(conn, where: list, wargs: list, joins: str, jargs: list) -> tuple:
-    """(first start, last end) of the steps of a report window."""
-    cond = f"WHERE {' AND '.join(where)}" if where else ""
-    return conn.execute(f"SELECT min(s.start_ns), max(s.end_ns) FROM steps s {joins} "
-                        f"{cond}", jargs + wargs).fetchone()
