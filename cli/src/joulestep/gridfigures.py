@@ -84,7 +84,8 @@ def for_job(conn, job_pk: int, rows: list, steps: list, totals: dict,
     dicts, in the order of their rows) and totals, time-varying where
     values cover them; the zone's day and the what-if estimate.  Returns
     the "intensity" part of the summary."""
-    if not sto.has_values(conn):
+    have = sto.has_values(conn)
+    if have is not True:
         zone_of = ({r[0]: settings.zone for r in rows} if not settings.zone_rules
                    else {r[0]: r[1] for r in sto.job_spans(conn, job_pk, settings)[0]})
         for r, d in zip(rows, steps):
@@ -94,7 +95,10 @@ def for_job(conn, job_pk: int, rows: list, steps: list, totals: dict,
                 apply(p, f)
         totals.update(static_fields(settings, _one(zone_of.values())))
         return {"zones": sorted({z for z in zone_of.values() if z}), "days": [],
-                "what_if": None}
+                "what_if": None,
+                "note": None if have is False else
+                "the grid's imported values are not readable by this database role "
+                "(GRANT SELECT ON grid_intensity): CO2 and cost are at the static factors"}
     span_steps, span_phases = sto.job_spans(conn, job_pk, settings)
     return _job_time_varying(conn, rows, steps, totals, settings, span_steps,
                              span_phases, utc)
@@ -221,7 +225,7 @@ def for_groups(conn, settings, gexpr, joins, jargs, where, wargs,
     steps, each weighted by its counted energy (None: no value imported;
     every figure static).  by_hour: keyed by hour of day (local unless
     utc), with the energy placed in each: {hour: (energy_j, averages)}."""
-    if not by_hour and not sto.has_values(conn):
+    if not by_hour and sto.has_values(conn) is not True:
         return None
     import numpy as np
     from . import carbon
@@ -337,7 +341,7 @@ def step_prices(conn, settings, where: str, args) -> dict:
     """{step_pk: the average price its energy met} of the steps `where`
     selects (a condition on steps s): the exporter's cost ({} without
     imported prices: every step at the site's price)."""
-    if not sto.has_values(conn, "price_per_kwh"):
+    if sto.has_values(conn, "price_per_kwh") is not True:
         return {}
     import numpy as np
     from . import carbon

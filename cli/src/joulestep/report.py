@@ -501,6 +501,8 @@ def job_summary(conn, job_id: int, settings: Settings,
                        "(ID recycled); pick one with --first-seen "
                        + ", ".join(str(o["first_seen_ns"]) for o in others))
     intensity = gridfigures.for_job(conn, job_pk, rows, steps, totals, settings)
+    if intensity.get("note"):
+        caveats.append(intensity["note"])
     slurm = slurmview.for_job(conn, job_pk, steps)
     if slurm and slurm["energy_node_note"]:
         caveats.append(f"node meter (Slurm): no job figure: {slurm['energy_node_note']}")

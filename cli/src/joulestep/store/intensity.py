@@ -97,13 +97,24 @@ def _overlapping(stored: list, starts: list, a: int, b: int) -> list:
 # --------------------------------------------------------------------------
 # reads
 
-def has_values(conn, kind: str | None = None) -> bool:
+#: has_values' answer when this role may not read the table (PostgreSQL:
+#: a user's own role without SELECT on it; docs/admin-guide.md)
+UNREADABLE = "unreadable"
+
+
+def has_values(conn, kind: str | None = None):
     """Whether any value (of that kind) was imported (without any, every
-    figure is static and nothing else here is read)."""
-    if kind is None:
-        return conn.execute("SELECT 1 FROM grid_intensity LIMIT 1").fetchone() is not None
-    return conn.execute("SELECT 1 FROM grid_intensity WHERE kind = ? LIMIT 1",
-                        (kind,)).fetchone() is not None
+    figure is static and nothing else here is read); UNREADABLE (false)
+    when this role may not read them."""
+    q, args = "SELECT 1 FROM grid_intensity LIMIT 1", ()
+    if kind is not None:
+        q, args = "SELECT 1 FROM grid_intensity WHERE kind = ? LIMIT 1", (kind,)
+    try:
+        return conn.execute(q, args).fetchone() is not None
+    except conn.Error as e:
+        if conn.dialect == "postgresql" and getattr(e, "sqlstate", None) == "42501":
+            return UNREADABLE    # insufficient privilege: autocommit, nothing aborted
+        raise
 
 
 def series_rows(conn, zones, lo_ns=None, hi_ns=None) -> list:
