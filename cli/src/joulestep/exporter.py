@@ -10,8 +10,11 @@ Counters, totals over every step in the store (docs/admin-guide.md,
   counts the steps it holds, joulestep_gpu_steps_unmeasured_total the steps
   with GPUs not in it (never added as 0);
 - joulestep_step_seconds_total: step time (node-seconds, counted the same way);
-- joulestep_cost_total: the cost of that energy at the site's price, with
-  the site's scope (`report`'s derive: CPU + DRAM, or a node estimate);
+- joulestep_cost_total: the cost of that energy, each step's at the price
+  its energy met (imported prices over time, gridfigures.step_prices; the
+  site's price where none covers it), with the site's scope (`report`'s
+  derive: CPU + DRAM, or a node estimate); a change of the imported prices
+  makes the next refresh a full read;
 - joulestep_steps_total: steps;
 - joulestep_steps_unmeasured_total: steps without energy (no backend, an
   untrusted counter);
