@@ -357,3 +357,17 @@ def test_day_profile_lowest_and_highest_hour():
     assert (p["highest_hour"], p["highest_per_kwh"]) == (2, 500.0)
     assert p["day_avg_per_kwh"] == pytest.approx(300.0)
     assert p["covered_pct"] == pytest.approx(100 * 3 / 24)
+
+
+def test_a_day_imported_later_corrects_past_reports(run, tmp_path, zoned):
+    """Nothing is frozen at ingest: the report changes when values arrive."""
+    sp = tmp_path / "spool"
+    recgen.write(sp, record(60, "0", start_s=600, dur_s=60, cpu_j=3600, dram_j=0))
+    run("ingest", sp)
+    before = json.loads(run("report", "--format", "json").stdout)["totals"]
+    assert before["co2_g"] == pytest.approx(3600 / KWH * STATIC_CO2)
+    assert before["co2_method"] == "static"
+    _two_hours(run, tmp_path)
+    after = json.loads(run("report", "--format", "json").stdout)["totals"]
+    assert after["co2_g"] == pytest.approx(3600 / KWH * 100)
+    assert after["co2_method"] == "time-varying"
