@@ -84,7 +84,8 @@ def for_job(conn, job_pk: int, rows: list, steps: list, totals: dict,
     dicts, in the order of their rows) and totals, time-varying where
     values cover them; the zone's day and the what-if estimate.  Returns
     the "intensity" part of the summary."""
-    have = sto.has_values(conn)
+    zoned = settings.zone is not None or bool(settings.zone_rules)
+    have = sto.has_values(conn) if zoned else False
     if have is not True:
         zone_of = ({r[0]: settings.zone for r in rows} if not settings.zone_rules
                    else {r[0]: r[1] for r in sto.job_spans(conn, job_pk, settings)[0]})
@@ -225,8 +226,9 @@ def for_groups(conn, settings, gexpr, joins, jargs, where, wargs,
     steps, each weighted by its counted energy (None: no value imported;
     every figure static).  by_hour: keyed by hour of day (local unless
     utc), with the energy placed in each: {hour: (energy_j, averages)}."""
-    if not by_hour and sto.has_values(conn) is not True:
-        return None
+    if not by_hour and (settings.zone is None and not settings.zone_rules
+                        or sto.has_values(conn) is not True):
+        return None         # no zone (every figure static), or no value
     import numpy as np
     from . import carbon
     zones = [z for _, _, z in settings.zone_rules] + [settings.zone]
@@ -341,7 +343,8 @@ def step_prices(conn, settings, where: str, args) -> dict:
     """{step_pk: the average price its energy met} of the steps `where`
     selects (a condition on steps s): the exporter's cost ({} without
     imported prices: every step at the site's price)."""
-    if sto.has_values(conn, "price_per_kwh") is not True:
+    if settings.zone is None and not settings.zone_rules or \
+            sto.has_values(conn, "price_per_kwh") is not True:
         return {}
     import numpy as np
     from . import carbon
