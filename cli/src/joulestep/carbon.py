@@ -120,9 +120,10 @@ class Series:
         self.start = np.asarray(start_ns, dtype=np.int64)
         self.end = np.asarray(end_ns, dtype=np.int64)
         self.value = np.asarray(value, dtype=float)
-        self.names, self.source = np.unique(np.asarray(source, dtype=object).astype(str),
-                                            return_inverse=True) if len(source) else \
-            (np.array([], dtype=str), np.zeros(0, np.int64))
+        ix: dict = {}
+        self.source = np.fromiter((ix.setdefault(x, len(ix)) for x in source),
+                                  dtype=np.int64, count=len(source))
+        self.names = list(ix)
 
     def at(self, t_ns) -> tuple:
         """(value, source index) at times t (NaN, -1 where none covers)."""

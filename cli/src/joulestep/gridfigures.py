@@ -64,6 +64,10 @@ class Loaded:
         self.utc = utc
 
     def zone_index(self, zones) -> list:
+        if len(self.zones) == 1:        # one zone: a step has it or none
+            z0 = self.zones[0]
+            if z0 is not None:
+                return [0 if z == z0 else -1 for z in zones]
         ix = {z: i for i, z in enumerate(self.zones)}
         return [ix.get(z, -1) for z in zones]
 
@@ -221,11 +225,14 @@ def group_totals(groups: list, settings) -> dict:
     return out
 
 def for_groups(conn, settings, gexpr, joins, jargs, where, wargs,
-               since_ns, until_ns, utc: bool = False, by_hour: bool = False):
+               since_ns, until_ns, utc: bool = False, by_hour: bool = False,
+               by_job: bool = False, cluster=None):
     """{group key: {co2: average, price: average}} of a report window's
     steps, each weighted by its counted energy (None: no value imported;
     every figure static).  by_hour: keyed by hour of day (local unless
-    utc), with the energy placed in each: {hour: (energy_j, averages)}."""
+    utc), with the energy placed in each: {hour: (energy_j, averages)}.
+    by_job: the groups are attributes of the job (store.intensity's
+    job_cell_sums reads the jobs' totals where it can)."""
     if not by_hour and (settings.zone is None and not settings.zone_rules
                         or sto.has_values(conn) is not True):
         return None         # no zone (every figure static), or no value
@@ -234,16 +241,21 @@ def for_groups(conn, settings, gexpr, joins, jargs, where, wargs,
     zones = [z for _, _, z in settings.zone_rules] + [settings.zone]
     # the values from the window's start on (a year of hours is small)
     data = Loaded(conn, zones, since_ns, None, utc)
-    rows = sto.cell_sums(conn, settings, gexpr, joins, jargs, where, wargs, data.grid_ns)
+    if by_job and not any(f == "nodes" for f, _, _ in settings.zone_rules):
+        rows = sto.job_cell_sums(conn, settings, gexpr, joins, jargs, where, wargs,
+                                 data.grid_ns, since_ns, until_ns, cluster)
+    else:
+        rows = sto.cell_sums(conn, settings, gexpr, joins, jargs, where, wargs,
+                             data.grid_ns)
     keys = sorted({r[0] for r in rows}, key=repr)
     kix = {k: i for i, k in enumerate(keys)}
     whole = [r for r in rows if r[3] == 0]
     cross = [r for r in rows if r[3] != 0]
     # steps within one cell: their counted energy, all in that cell
-    own = [kix[r[0]] for r in whole]
-    zix = data.zone_index([r[1] for r in whole])
-    cells = [r[2] for r in whole]
-    ens = [r[4] / 1e6 for r in whole]
+    g, z, cells, _, ens = ([r[i] for r in whole] for i in range(5))
+    own = [kix[k] for k in g]
+    zix = data.zone_index(z)
+    ens = np.asarray(ens, dtype=float) / 1e6
     if cross:
         o, z, c, e = _cross(conn, cross, kix, data)
         own, zix, cells, ens = (np.concatenate([own, o]), np.concatenate([zix, z]),

@@ -822,7 +822,8 @@ def report(conn, settings: Settings, by: str = "user",
     grand = sum(r[5] or 0 for r in rows)
     no_dram, gpu = _dram_gpu_counts(conn, by, since_ns, until_ns, cluster)
     grid = gridfigures.for_groups(conn, settings, group_clause(by)[0], joins, args,
-                                  where, wargs, since_ns, until_ns)
+                                  where, wargs, since_ns, until_ns,
+                                  by_job=by in JOB_GROUPS, cluster=cluster)
     groups = []
     for g, jobs, steps, cpu, dram, tot, dur, pol_steps, pol_uj, node_ns in rows:
         d = {"key": "(none)" if g is None else g, "jobs": jobs, "steps": steps}

@@ -212,6 +212,38 @@ def cell_sums(conn, settings, gexpr: str, joins: str, jargs: list, where: list,
     return conn.execute(q, zargs + jargs + wargs).fetchall()
 
 
+def job_cell_sums(conn, settings, gexpr: str, joins: str, jargs: list, where: list,
+                  wargs: list, grid_ns: int, since_ns, until_ns, cluster) -> list:
+    """cell_sums for a grouping by an attribute of the job (user, account,
+    partition, qos) where the zone is too (no node list in [zones]): a
+    job whose steps all lie in one cell counts its total (the jobs' totals,
+    migration 007: jobs.counted_total_uj, steps_first_start_ns,
+    last_seen_ns = its last step's end), as `report` itself reads them;
+    the steps of the other jobs of the window go through cell_sums."""
+    zexpr, zargs, _ = zone_sql(settings)
+    g = int(grid_ns)
+    one = f"j.steps_first_start_ns / {g} = (j.last_seen_ns - 1) / {g}"
+    inside, iargs = ["j.steps_last_start_ns IS NOT NULL", "j.counted_total_uj > 0"], []
+    for cond, v in (("j.steps_first_start_ns >= ?", since_ns),
+                    ("j.steps_last_start_ns >= ?", since_ns),
+                    ("j.steps_last_start_ns < ?", until_ns), ("j.cluster = ?", cluster)):
+        if v is not None:
+            inside.append(cond)
+            iargs.append(v)
+    by = "c, g" if not settings.zone_rules else "c, g, z"
+    rows = conn.execute(
+        f"SELECT {gexpr} AS g, {zexpr} AS z, j.steps_first_start_ns / {g} AS c, 0, "
+        "sum(j.counted_total_uj), NULL, NULL, NULL FROM jobs j WHERE "
+        f"{' AND '.join(inside)} AND {one} GROUP BY {by}", zargs + iargs).fetchall()
+    rest = (f"s.job_pk IN (SELECT j.job_pk FROM jobs j WHERE "
+            f"j.steps_last_start_ns >= ? AND j.steps_first_start_ns < ? AND NOT "
+            f"({' AND '.join(inside)} AND {one}))")
+    lo = since_ns if since_ns is not None else -(1 << 62)
+    hi = until_ns if until_ns is not None else 1 << 62
+    return rows + cell_sums(conn, settings, gexpr, joins, jargs, where + [rest],
+                            wargs + [lo, hi] + iargs, grid_ns)
+
+
 def phases_of(conn, step_pks: list, chunk: int = 900) -> list:
     """(step_pk, seq, parent_seq, start_ns, end_ns, CPU + DRAM µJ or None)
     of the steps' phases."""
