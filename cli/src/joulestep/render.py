@@ -479,6 +479,9 @@ def _report_intensity_lines(t: dict, cur: str) -> list[str]:
                  f"{_figure_note(t, 'price', cur)}")
 
 
+MAX_PHASE_LINES = 20       # per job, in the text; JSON and CSV have them all
+
+
 def _intensity_lines(s: dict) -> list[str]:
     """CO2 and cost over time: how the totals were made, each step's and
     phase's figures when values were imported, the zone's day, the what-if."""
@@ -494,18 +497,22 @@ def _intensity_lines(s: dict) -> list[str]:
                  + _figure_note(t, "co2", "g", site["co2_g_per_kwh"]), "  ")
     out += _wrap(f"Cost {money_text(t['cost'], cur)}: "
                  + _figure_note(t, "price", cur, site["price_per_kwh"]), "  ")
+    shown = 0
     for st in s["steps"]:
         if st.get("kwh") is None:
             continue
         out += _wrap(f"step {st['step_id']} on {st['node']}: {co2_text(st['co2_g'])} "
                      f"CO2 ({num(st['co2_g_per_kwh'])} g/kWh), "
                      f"{money_text(st['cost'], cur)}", "  ")
-        for p in st["phases"]:
-            if p.get("co2_g") is None:
-                continue
+        phases = [p for p in st["phases"] if p.get("co2_g") is not None]
+        for p in phases[:max(MAX_PHASE_LINES - shown, 0)]:
             out += _wrap(f"phase {p['seq']} {_phase_name(p)}: {co2_text(p['co2_g'])} "
                          f"CO2 ({num(p['co2_g_per_kwh'])} g/kWh), "
                          f"{money_text(p['cost'], cur)}", "    ")
+        more = len(phases) - max(MAX_PHASE_LINES - shown, 0)
+        shown += len(phases)
+        if more > 0:
+            out.append(f"    ... {more} more phase(s): --format json or csv")
     for d in info.get("days") or []:
         for k, unit in (("co2", "g"), ("price", cur)):
             p = d.get(k)
