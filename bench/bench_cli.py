@@ -41,6 +41,9 @@ same run):
    jobs' totals kept at ingest and the steps of the jobs cut by the
    window, its eight figures per user) run bare.  On SQLite (the big database) and on the
    PostgreSQL database of figure 1 (JOULESTEP_BENCH_PG_STEPS steps).
+   4b. The same report over the month with CO2 and cost over time (a year
+   of hourly CO2 and price values imported for the site's zone) beside
+   the report with the static factors.  Goal <= 1.5x.
 5. `joulestep exporter` on the big database: an HTTP scrape of /metrics
    (goal <= 200 ms) beside a bare HTTP GET of the same bytes from a static
    server on the same host; also the exporter's first (whole) read of the
@@ -539,6 +542,60 @@ def bench_report(target, n: int, qruns: int, engine: str) -> None:
     conn.close()
 
 
+def bench_report_intensity(target, n: int, qruns: int) -> None:
+    """Figure 4b: `report --by user` over the month with CO2 and cost over
+    time (a year of hourly CO2 and price values for the site's zone,
+    store/intensity.py) beside the same report with the static factors
+    (no zone: today's report), through the same connection, alternating.
+    Goal <= 1.5x.  The values are removed afterwards (figure 5 reads the
+    same store)."""
+    from joulestep import intensity_files as inf
+    from joulestep.store import intensity as sto
+    hour = 3600 * S
+    first = T0 - 335 * 24 * hour
+    ivs = {k: [inf.Interval(i, first + i * hour, first + (i + 1) * hour,
+                            (100.0 + 400.0 * ((i * 7919) % 24) / 23) * scale,
+                            "bench", None) for i in range(366 * 24)]
+           for k, scale in (("co2_g_per_kwh", 1.0), ("price_per_kwh", 0.001))}
+    w = store.connect(target)
+    for k, rows in ivs.items():
+        sto.import_intervals(w, "BENCH", k, rows, "bench")
+    w.close()
+    static = config.Settings()
+    varying = config.Settings(zone="BENCH")
+    conn = store.connect(target, write=False)
+    try:
+        since, until = T0, T0 + MONTH_S * S
+        tv, ts, cv, cs = [], [], [], []
+        for i in range(qruns):
+            for which in ((0, 1), (1, 0))[i % 2]:
+                t, c = time.perf_counter(), time.process_time()
+                if which:
+                    rv = report.report(conn, varying, "user", since, until)
+                    tv.append(time.perf_counter() - t)
+                    cv.append(time.process_time() - c)
+                else:
+                    rs = report.report(conn, static, "user", since, until)
+                    ts.append(time.perf_counter() - t)
+                    cs.append(time.process_time() - c)
+        # CPU time beside wall time: on a shared machine the wall time
+        # mostly measures the other processes
+        print(f"report --by user, CO2 and cost over time (a year of hourly values): "
+              f"{ms(tv)}  static factors {ms(ts)}  ratio "
+              f"{median(tv) / median(ts):.2f}x  (goal <= 1.5x);  CPU time "
+              f"{median(cv) * 1e3:.1f} ms vs {median(cs) * 1e3:.1f} ms, ratio "
+              f"{median(cv) / median(cs):.2f}x")
+        assert rv["totals"]["co2_method"] == "time-varying"
+        assert abs(rv["totals"]["co2_covered_pct"] - 100) < 1e-6, rv["totals"]
+        assert rs["totals"]["co2_method"] == "static"
+        assert abs(rv["totals"]["energy_total_j"] - rs["totals"]["energy_total_j"]) < 1e-3
+    finally:
+        conn.close()
+        w = store.connect(target)
+        w.execute("DELETE FROM grid_intensity")
+        w.close()
+
+
 def _bench_report_window(conn, n, qruns, engine, label, since, until) -> None:
     """report.report beside two bare runs through the same connection,
     alternating which goes first: the issue's baseline (the sum of
@@ -601,6 +658,7 @@ def main() -> int:
             bench_job(big, work, qruns, jruns)
         if "report" in only:
             bench_report(big, n, qruns, "")
+            bench_report_intensity(big, n, qruns)
         # ---- exporter (last: it adds steps to the big database)
         if "exporter" in only:
             bench_exporter(big, n, qruns * 5, _cli_env(big, work))

@@ -45,7 +45,7 @@ def spool(tmp_path):
 ENGINES = ("sqlite", "postgresql")
 TABLES = ("nodes", "jobs", "steps", "step_tags", "step_zones", "phases",
           "phase_ranks", "power_models", "spool_files", "lost_records",
-          "step_conflicts")
+          "step_conflicts", "grid_intensity")
 
 
 @pytest.fixture(scope="session")

@@ -128,6 +128,7 @@ def test_migration_010_fixes_stored_version1_amd_steps(tmp_path):
     conn.execute("ALTER TABLE steps DROP COLUMN smt_aside_cpus")      # migration 014's
     conn.execute("ALTER TABLE phases DROP COLUMN uncore_max_khz")
     conn.execute("DROP TABLE slurm_steps")                # migration 015's
+    conn.execute("DROP TABLE grid_intensity")             # migration 018's
     for col in ("slurm_state", "slurm_exit_code", "slurm_elapsed_ns", "slurm_nnodes",
                 "slurm_energy_uj"):
         conn.execute(f"ALTER TABLE jobs DROP COLUMN {col}")

@@ -114,7 +114,7 @@ def emit(text: str):
 
 #: command name -> its module in commands/ (the function has the same name)
 COMMANDS = ("ingest", "job", "jobs", "report", "compare", "model", "tune", "plot",
-            "export", "exporter", "doctor", "restore", "phase", "policy")
+            "export", "exporter", "doctor", "restore", "phase", "policy", "intensity")
 
 
 class LazyGroup(click.Group):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import configparser
 import os
+import re
 
 from . import db
 from .store import JOB_GAP_HOURS
@@ -32,7 +33,7 @@ class Settings:
     "Start-up")."""
     __slots__ = ("cluster", "co2_g_per_kwh", "price_per_kwh", "currency",
                  "job_gap_hours", "spool", "db", "quarantine", "source",
-                 "node_overhead_w", "node_factor")
+                 "node_overhead_w", "node_factor", "zone", "zone_rules")
 
     def __init__(self, *,
                  cluster: str | None = None,      # default cluster for queries (None: any)
@@ -46,12 +47,17 @@ class Settings:
                  quarantine: str | None = None,  # None: <spool>/.quarantine
                  source: str = "built-in defaults",
                  node_overhead_w: float | None = None,  # rest of the node, W per node
-                 node_factor: float | None = None):     # node energy / RAPL energy
+                 node_factor: float | None = None,      # node energy / RAPL energy
+                 zone: str | None = None,      # grid zone where nothing more specific is set
+                 # ((field, names, zone), ...): [zones] nodes./partition./cluster.
+                 # lines, most specific first (zones.py reads them)
+                 zone_rules: tuple = ()):
         self.cluster, self.co2_g_per_kwh = cluster, co2_g_per_kwh
         self.price_per_kwh, self.currency = price_per_kwh, currency
         self.job_gap_hours, self.spool, self.db = job_gap_hours, spool, db
         self.quarantine, self.source = quarantine, source
         self.node_overhead_w, self.node_factor = node_overhead_w, node_factor
+        self.zone, self.zone_rules = zone, zone_rules
 
     def __repr__(self) -> str:
         return "Settings(" + ", ".join(f"{k}={getattr(self, k)!r}"
@@ -148,11 +154,14 @@ def load(path: str | os.PathLike | None = None) -> Settings:
     except (OSError, configparser.Error, UnicodeDecodeError) as e:
         raise ConfigError(f"cannot read config {p}: {e}") from None
     known = {"site": {"cluster", "co2_g_per_kwh", "price_per_kwh", "currency",
-                      "job_gap_hours", "node_overhead_w", "node_factor"},
-             "paths": {"spool", "db", "quarantine"}}
+                      "job_gap_hours", "node_overhead_w", "node_factor", "zone"},
+             "paths": {"spool", "db", "quarantine"}, "zones": None}
     for sect in cp.sections():
         if sect not in known:
-            raise ConfigError(f"{p}: unknown section [{sect}] (allowed: site, paths)")
+            raise ConfigError(f"{p}: unknown section [{sect}] (allowed: site, "
+                              "paths, zones)")
+        if known[sect] is None:
+            continue
         for key in cp[sect]:
             if key not in known[sect]:
                 raise ConfigError(f"{p}: unknown key {key!r} in [{sect}] "
@@ -164,6 +173,9 @@ def load(path: str | os.PathLike | None = None) -> Settings:
     s.job_gap_hours = _float(cp, "site", "job_gap_hours", s.job_gap_hours, str(p),
                              maximum=MAX_JOB_GAP_HOURS)
     _node_scope(cp, s, str(p))
+    s.zone = (cp.get("site", "zone", fallback="") or "").strip() or None
+    if cp.has_section("zones"):
+        s.zone_rules = _zone_rules(p)
     if cp.get("paths", "spool", fallback=""):
         s.spool = cp.get("paths", "spool")
     if cp.get("paths", "db", fallback=""):
@@ -172,6 +184,78 @@ def load(path: str | os.PathLike | None = None) -> Settings:
         s.quarantine = cp.get("paths", "quarantine")
     s.source = str(p)
     return s
+
+
+_RANGE = re.compile(r"^(\d+)(?:-(\d+))?$")
+
+
+def expand_hostlist(text: str) -> list[str]:
+    """Slurm's host list (n[001-004,010],gpu1) as names; ValueError when
+    it is not one."""
+    out, buf, depth = [], "", 0
+    parts = []
+    for ch in text.strip():
+        if ch == "," and depth == 0:
+            parts.append(buf)
+            buf = ""
+            continue
+        depth += ch == "["
+        depth -= ch == "]"
+        if depth not in (0, 1):
+            raise ValueError(f"node list {text!r}: nested or unbalanced brackets")
+        buf += ch
+    if depth:
+        raise ValueError(f"node list {text!r}: unbalanced brackets")
+    parts.append(buf)
+    for part in parts:
+        part = part.strip()
+        if not part:
+            raise ValueError(f"node list {text!r}: an empty name")
+        m = re.match(r"^([^\[\]]*)\[([^\[\]]+)\]([^\[\]]*)$", part)
+        if not m:
+            if "[" in part or "]" in part:
+                raise ValueError(f"node list {text!r}: cannot read {part!r}")
+            out.append(part)
+            continue
+        pre, body, post = m.groups()
+        for r in body.split(","):
+            rm = _RANGE.match(r.strip())
+            if not rm:
+                raise ValueError(f"node list {text!r}: {r!r} is not N or N-M")
+            lo, hi = rm.group(1), rm.group(2) or rm.group(1)
+            if int(hi) < int(lo) or int(hi) - int(lo) > 100_000:
+                raise ValueError(f"node list {text!r}: bad range {r!r}")
+            for i in range(int(lo), int(hi) + 1):
+                out.append(f"{pre}{str(i).zfill(len(lo))}{post}")
+    return out
+
+
+ZONE_FIELDS = ("nodes", "partition", "cluster")     # most specific first
+
+
+def _zone_rules(path: str) -> tuple:
+    """[zones] lines ``nodes.HOSTLIST = ZONE``, ``partition.NAME = ZONE``,
+    ``cluster.NAME = ZONE`` as ((field, names, zone), ...), most specific
+    first (nodes, then partition, then cluster; in file order within one).
+    Read again with the names' case kept (configparser lowers keys)."""
+    cp = configparser.ConfigParser(interpolation=None, delimiters=("=",))
+    cp.optionxform = str
+    with open(path, encoding="utf-8") as fh:
+        cp.read_file(fh)
+    rules: dict = {f: [] for f in ZONE_FIELDS}
+    for key, zone in cp["zones"].items():
+        field, dot, names = key.partition(".")
+        zone = zone.strip()
+        if not dot or field not in rules or not names.strip() or not zone:
+            raise ConfigError(f"{path}: [zones] {key} = {zone}: expected "
+                              "nodes.HOSTLIST = ZONE, partition.NAME = ZONE or "
+                              "cluster.NAME = ZONE")
+        try:
+            got = tuple(expand_hostlist(names)) if field == "nodes" else (names.strip(),)
+        except ValueError as e:
+            raise ConfigError(f"{path}: [zones] {key}: {e}") from None
+        rules[field].append((field, got, zone))
+    return tuple(r for f in ZONE_FIELDS for r in rules[f])
 
 
 def user_db_path() -> str:

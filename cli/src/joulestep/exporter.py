@@ -10,8 +10,11 @@ Counters, totals over every step in the store (docs/admin-guide.md,
   counts the steps it holds, joulestep_gpu_steps_unmeasured_total the steps
   with GPUs not in it (never added as 0);
 - joulestep_step_seconds_total: step time (node-seconds, counted the same way);
-- joulestep_cost_total: the cost of that energy at the site's price, with
-  the site's scope (`report`'s derive: CPU + DRAM, or a node estimate);
+- joulestep_cost_total: the cost of that energy, each step's at the price
+  its energy met (imported prices over time, gridfigures.step_prices; the
+  site's price where none covers it), with the site's scope (`report`'s
+  derive: CPU + DRAM, or a node estimate); a change of the imported prices
+  makes the next refresh a full read;
 - joulestep_steps_total: steps;
 - joulestep_steps_unmeasured_total: steps without energy (no backend, an
   untrusted counter);
@@ -82,8 +85,11 @@ CHUNK_JOBS = 500             # job keys per IN (...) list
 
 # the sums kept per label tuple
 (STEPS, CPU, DRAM, DRAM_N, TOTAL, DUR, NODE, SAVING, NOT_EST, UNMEASURED, GPU,
- GPU_N, GPU_NOT, ESTIMATED) = range(14)
-WIDTH = 14
+ GPU_N, GPU_NOT, ESTIMATED, P_RAPL, P_GPU, P_NODE) = range(17)
+#: P_*: the RAPL part, GPU part and node time of TOTAL and NODE, each step's
+#: weighted by the price its energy met (gridfigures.step_prices: the
+#: site's price_per_kwh where no imported value covers it)
+WIDTH = 17
 
 
 class ExporterError(Exception):
@@ -142,6 +148,9 @@ def _contributions(conn, settings, models, where: str, args) -> dict:
     """{job_pk: [max end_ns, {label tuple: sums}]} of the steps `where`
     selects (a condition on steps s): what each adds, by the rules of
     `report` (counted_* figures) and `job` (step_savings)."""
+    from .gridfigures import step_prices        # cost over time
+    price = step_prices(conn, settings, where, args)
+    static = settings.price_per_kwh
     phases: dict = {}
     for r in conn.execute(f"SELECT {rep.PHASE_COLS} FROM phases p JOIN steps s "
                           f"ON s.step_pk = p.step_pk WHERE {where} "
@@ -167,8 +176,9 @@ def _contributions(conn, settings, models, where: str, args) -> dict:
             vec = job[1][key] = [0] * WIDTH
         ccpu, cdram, ctotal, cdur = r[21], r[22], r[23], r[28]
         vec[STEPS] += 1
+        p = price.get(r[0], static)
         if r[20] is None and r[13] is not None:
-            outer[r[0]] = (vec, r[13], r[14], job_pk)
+            outer[r[0]] = (vec, r[13], r[14], job_pk, p)
         if r[13] is None:           # no CPU energy: the step was not measured
             vec[UNMEASURED] += 1
         vec[CPU] += ccpu or 0
@@ -182,11 +192,14 @@ def _contributions(conn, settings, models, where: str, args) -> dict:
         if gpu is not None:
             vec[GPU] += gpu
             vec[GPU_N] += 1
+            vec[P_GPU] += p * gpu
         elif gpumod.unmeasured(*r[n + 5:n + 8]):
             vec[GPU_NOT] += 1
+        vec[P_RAPL] += p * ((ctotal or 0) - (gpu or 0))
         vec[DUR] += cdur or 0
         if ctotal is not None:
             vec[NODE] += cdur or 0
+            vec[P_NODE] += p * (cdur or 0)
         _, sav = rep.step_savings(r[:n], phases.get(r[0], ()), models, settings,
                                   detail=False)
         if sav["saving_status"] == "estimated":
@@ -204,12 +217,13 @@ def _shared(conn, outer: dict) -> None:
     for spk, e in est.items():
         if spk not in outer or e.cpu_uj is None:
             continue
-        vec, cpu, dram, _ = outer[spk]
+        vec, cpu, dram, _, p = outer[spk]
         dc = e.cpu_uj - cpu
         dd = (e.dram_uj or 0) - dram if dram is not None else 0
         vec[CPU] += dc
         vec[DRAM] += dd
         vec[TOTAL] += dc + dd
+        vec[P_RAPL] += p * (dc + dd)
         vec[ESTIMATED] += e.sharing == "shared"
 
 
@@ -268,6 +282,10 @@ class StoreView:
             try:
                 models = rep.load_models(conn)
                 fp = sorted((k, tuple(sorted(v.items()))) for k, v in models.items())
+                # imported prices changed: every cost changes (a full read)
+                fp.append(conn.execute(
+                    "SELECT count(*), sum(value_per_kwh), sum(end_ns - start_ns) "
+                    "FROM grid_intensity WHERE kind = 'price_per_kwh'").fetchone())
                 full = (self._loaded_at is None or fp != self._models or
                         time.monotonic() - self._loaded_at >= self.reload_s)
                 if not full:
@@ -430,12 +448,15 @@ def families(view: StoreView, labels=LABELS) -> list:
         # scope on its RAPL part, the GPUs' as measured (`report`'s rule)
         kwh = (st.scoped_j((v[TOTAL] - v[GPU]) / 1e6, v[NODE] / 1e9)
                + v[GPU] / 1e6) / 3.6e6
+        # the same kWh, each step's at the price it met (time-varying)
+        cost_kwh = (st.scoped_j(v[P_RAPL] / 1e6, v[P_NODE] / 1e9)
+                    + v[P_GPU] / 1e6) / 3.6e6
         energy.add_metric(key, v[TOTAL] / 1e6)
         gpu.add_metric(key, v[GPU] / 1e6)
         gpu_steps.add_metric(key, v[GPU_N])
         gpu_not.add_metric(key, v[GPU_NOT])
         seconds.add_metric(key, v[DUR] / 1e9)
-        cost.add_metric(list(key) + [st.currency], kwh * st.price_per_kwh)
+        cost.add_metric(list(key) + [st.currency], cost_kwh)
         steps.add_metric(key, v[STEPS])
         unmeasured.add_metric(key, v[UNMEASURED])
         estimated.add_metric(key, v[ESTIMATED])

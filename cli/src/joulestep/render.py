@@ -198,6 +198,7 @@ def job_text(s: dict, utc: bool = False) -> str:
                            f"{_phase_name(p)} (seq {p['seq']}): {p['energy_note']}",
                            "  ")
     lines += _nested_phase_notes(s["steps"])
+    lines += _intensity_lines(s)
     if s.get("what_if"):
         lines += [""] + whatif_job_lines(s["what_if"])
     notes = [st for st in s["steps"] if st.get("note")]
@@ -307,6 +308,7 @@ def report_text(r: dict, utc: bool = False) -> str:
         f"Records lost (spool and fallback not writable): {t.get('records_lost', 0)}",
         "",
     ]
+    lines[-1:-1] = _report_intensity_lines(t, r["currency"])
     rows = []
     for g in r["top"]:
         rows.append([str(g["key"]), str(g["jobs"]), str(g["steps"]),
@@ -461,4 +463,104 @@ def whatif_report_text(r: dict, top: int, utc: bool = False) -> str:
                         "EXTRA_TIME", "STATUS"], rows))
     lines += [""] + _wrap(r["scope_note"] + " (SAVING% is of the CPU+DRAM "
                           "energy).")
+    return "\n".join(lines) + "\n"
+
+
+def _figure_note(d: dict, k: str, unit: str, static: float | None = None) -> str:
+    """How a CO2 (k = co2) or cost (price) figure was made."""
+    kind = "co2_g_per_kwh" if k == "co2" else "price_per_kwh"
+    if d.get(f"{k}_method") != "time-varying":
+        return f"static {num(d[kind] if static is None else static)} {unit}/kWh"
+    cov = d[f"{k}_covered_pct"]
+    out = f"{num(d[kind])} {unit}/kWh on average, time-varying ({cov:.0f} % covered"
+    if cov < 99.95:
+        out += (", the rest at the static factor" if static is None
+                else f", the rest at the static {num(static)}")
+    return out + f"; {d[f'{k}_sources']})"
+
+
+def _report_intensity_lines(t: dict, cur: str) -> list[str]:
+    """How the report's CO2 and cost were made, when values were imported."""
+    if t.get("co2_method", "static") == "static" and \
+            t.get("price_method", "static") == "static":
+        return []
+    return _wrap(f"CO2: {_figure_note(t, 'co2', 'g')}; cost: "
+                 f"{_figure_note(t, 'price', cur)}")
+
+
+MAX_PHASE_LINES = 20       # per job, in the text; JSON and CSV have them all
+
+
+def _intensity_lines(s: dict) -> list[str]:
+    """CO2 and cost over time: how the totals were made, each step's and
+    phase's figures when values were imported, the zone's day, the what-if."""
+    t, site, info = s["totals"], s["site"], s.get("intensity") or {}
+    cur = site["currency"]
+    if t.get("co2_method") is None or (t["co2_method"] == "static" and
+                                       t["price_method"] == "static" and
+                                       not info.get("days")):
+        return []
+    out = ["", "CO2 and cost over time" + (f" (zone {t['zone']})" if t.get("zone")
+                                           else "") + ":"]
+    out += _wrap(f"CO2 {co2_text(t['co2_g'])}: "
+                 + _figure_note(t, "co2", "g", site["co2_g_per_kwh"]), "  ")
+    out += _wrap(f"Cost {money_text(t['cost'], cur)}: "
+                 + _figure_note(t, "price", cur, site["price_per_kwh"]), "  ")
+    shown = 0
+    for st in s["steps"]:
+        if st.get("kwh") is None:
+            continue
+        out += _wrap(f"step {st['step_id']} on {st['node']}: {co2_text(st['co2_g'])} "
+                     f"CO2 ({num(st['co2_g_per_kwh'])} g/kWh), "
+                     f"{money_text(st['cost'], cur)}", "  ")
+        phases = [p for p in st["phases"] if p.get("co2_g") is not None]
+        for p in phases[:max(MAX_PHASE_LINES - shown, 0)]:
+            out += _wrap(f"phase {p['seq']} {_phase_name(p)}: {co2_text(p['co2_g'])} "
+                         f"CO2 ({num(p['co2_g_per_kwh'])} g/kWh), "
+                         f"{money_text(p['cost'], cur)}", "    ")
+        more = len(phases) - max(MAX_PHASE_LINES - shown, 0)
+        shown += len(phases)
+        if more > 0:
+            out.append(f"    ... {more} more phase(s): --format json or csv")
+    for d in info.get("days") or []:
+        for k, unit in (("co2", "g"), ("price", cur)):
+            p = d.get(k)
+            if p:
+                out += _wrap(f"{d['zone']} on {d['day']}: {k} {num(p['day_avg_per_kwh'])} "
+                             f"{unit}/kWh on average; lowest hour {p['lowest_hour']:02d}:00 "
+                             f"({num(p['lowest_per_kwh'])}), highest "
+                             f"{p['highest_hour']:02d}:00 ({num(p['highest_per_kwh'])})",
+                             "  ")
+    w = info.get("what_if")
+    if w:
+        parts = []
+        if "co2_g_at_lowest_hour" in w:
+            parts.append(f"{co2_text(w['co2_g_at_lowest_hour'])} .. "
+                         f"{co2_text(w['co2_g_at_highest_hour'])} CO2")
+        if "cost_at_lowest_hour" in w:
+            parts.append(f"{money_text(w['cost_at_lowest_hour'], cur)} .. "
+                         f"{money_text(w['cost_at_highest_hour'], cur)}")
+        out += _wrap("What if (an estimate): the same energy at the day's lowest .. "
+                     "highest hour: " + ", ".join(parts), "  ")
+    return out
+
+
+def hour_report_text(r: dict) -> str:
+    """`report --by hour`: energy, CO2 and cost by hour of day."""
+    t, cur = r["totals"], r["currency"]
+    lines = [f"Energy by hour of day ({r['hours_in']}), "
+             f"{local_time(r['since'], False) or 'start'} .. "
+             f"{local_time(r['until'], False) or 'now'}",
+             f"Total {num(t['energy_total_j'])} J = {energy_text(t['kwh'])}, "
+             f"{co2_text(t['co2_g'])} CO2, {money_text(t['cost'], cur)}", ""]
+    rows = [[g["key"], num(g["energy_total_j"]), f"{g['share_pct']:.1f}",
+             num_fixed(g["kwh"]), num(g["co2_g"]), num(g["co2_g_per_kwh"]),
+             f"{g['co2_covered_pct']:.0f}", money_cell(g["cost"])]
+            for g in r["groups"]]
+    lines.append(table(["HOUR", "ENERGY_J", "SHARE%", "KWH", "CO2_G", "G/KWH",
+                        "COVERED%", "COST_" + cur.upper()], rows,
+                       right={1, 2, 3, 4, 5, 6, 7}))
+    lines += [""] + _wrap("COVERED%: the share of the energy that imported "
+                          "intensity values covered; the rest is at the site's "
+                          "static factor. " + r["scope_note"] + ".")
     return "\n".join(lines) + "\n"

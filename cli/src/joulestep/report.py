@@ -8,6 +8,7 @@ import re
 import time
 
 from . import gpus as gpumod
+from . import gridfigures  # CO2 and cost over time
 from . import incarnations, nesting, sharing, slurmview, store, userview
 from .config import Settings
 
@@ -499,6 +500,9 @@ def job_summary(conn, job_id: int, settings: Settings,
         caveats.append(f"job ID {job_id} was used {len(others)} more time(s) "
                        "(ID recycled); pick one with --first-seen "
                        + ", ".join(str(o["first_seen_ns"]) for o in others))
+    intensity = gridfigures.for_job(conn, job_pk, rows, steps, totals, settings)
+    if intensity.get("note"):
+        caveats.append(intensity["note"])
     slurm = slurmview.for_job(conn, job_pk, steps)
     if slurm and slurm["energy_node_note"]:
         caveats.append(f"node meter (Slurm): no job figure: {slurm['energy_node_note']}")
@@ -508,7 +512,7 @@ def job_summary(conn, job_id: int, settings: Settings,
                                  "currency": settings.currency},
             "scope": settings.scope, "scope_note": settings.scope_note(),
             "totals": totals, "steps": steps, "other_submissions": others,
-            "incarnations": runs,
+            "incarnations": runs, "intensity": intensity,
             "caveats": caveats,
             "what_if": what_if(steps, models, tuned, settings) if what_if else None}
 
@@ -626,7 +630,9 @@ JOB_CSV_COLUMNS = [
     "energy_total_j", "avg_power_w", "bytes", "gib_per_s", "j_per_gib",
     "freq_mhz", "kwh", "co2_g", "cost", "scope", "saving_j", "saving_pct",
     "saving_status", "inside_step", "counted", "counted_energy_total_j",
-    "saving_basis", "saving_vs"]
+    "saving_basis", "saving_vs", "zone", "co2_g_per_kwh", "co2_method",
+    "co2_covered_pct", "co2_sources", "price_per_kwh", "price_method",
+    "price_covered_pct", "price_sources"]
 
 
 def job_rows(summary: dict) -> list[dict]:
@@ -828,6 +834,9 @@ def report(conn, settings: Settings, by: str = "user",
     where, wargs = window_conditions(since_ns, until_ns, cluster)
     grand = sum(r[5] or 0 for r in rows)
     no_dram, gpu = _dram_gpu_counts(conn, by, since_ns, until_ns, cluster)
+    grid = gridfigures.for_groups(conn, settings, group_clause(by)[0], joins, args,
+                                  where, wargs, since_ns, until_ns,
+                                  by_job=by in JOB_GROUPS, cluster=cluster)
     groups = []
     for g, jobs, steps, cpu, dram, tot, dur, pol_steps, pol_uj, node_ns in rows:
         d = {"key": "(none)" if g is None else g, "jobs": jobs, "steps": steps}
@@ -846,6 +855,8 @@ def report(conn, settings: Settings, by: str = "user",
         d["estimated_steps"] = shared.get(g, (0, 0, 0, 0))[3]
         d["policy_steps_pct"] = 100.0 * pol_steps / steps if steps else 0.0
         d["policy_energy_pct"] = 100.0 * pol_uj / tot if tot else 0.0
+        gridfigures.apply(d, gridfigures.fields(grid[g]) if grid and g in grid
+                          else gridfigures.static_fields(settings))
         groups.append(d)
     groups.sort(key=lambda d: (-d["energy_total_j"], str(d["key"])))
     if by in ("node", "policy") or by.startswith("tag:"):
@@ -877,6 +888,7 @@ def report(conn, settings: Settings, by: str = "user",
     totals["dram_not_measured_steps"] = sum(no_dram.values())
     totals["estimated_steps"] = sum(v[3] for v in shared.values())
     totals["energy_basis"] = "estimated" if totals["estimated_steps"] else "measured"
+    gridfigures.apply(totals, gridfigures.group_totals(groups, settings))
     from .lost import count as lost_count  # records the plugin could not write
     totals["records_lost"] = lost_count(conn, cluster, since_ns, until_ns)
     note = settings.scope_note() + (
@@ -977,4 +989,6 @@ REPORT_CSV_COLUMNS = [
     "key", "jobs", "steps", "energy_cpu_j", "energy_dram_j", "energy_gpu_j",
     "energy_total_j", "total_includes", "dram_not_measured_steps", "gpu_steps",
     "gpu_not_measured_steps", "share_pct", "step_seconds", "avg_power_w", "kwh", "co2_g", "cost", "scope",
-    "policy_steps_pct", "policy_energy_pct"]
+    "policy_steps_pct", "policy_energy_pct", "co2_g_per_kwh", "co2_method",
+    "co2_covered_pct", "co2_sources", "price_per_kwh", "price_method",
+    "price_covered_pct", "price_sources"]

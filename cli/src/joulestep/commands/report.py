@@ -15,7 +15,9 @@ from ..cli import Ctx, _period, _tuned, emit, query_options, tuned_option
                               "(default: everything).")
 @click.option("--until", help="End (exclusive): ISO date/time, 'now' or an age.")
 @click.option("--by", default="user", show_default=True,
-              help="Group by user, account, partition, qos, node, policy or tag:KEY.")
+              help="Group by user, account, partition, qos, node, policy, tag:KEY, "
+                   "or hour (of day, local time unless --utc: when the energy "
+                   "was used, and its CO2 and cost).")
 @click.option("--top", type=click.IntRange(1), default=10, show_default=True,
               help="Groups listed in the table; the rest are summed.")
 @click.option("--cluster", help="Only this cluster (default: config, else all).")
@@ -44,6 +46,8 @@ def report(c: Ctx, since, until, by, top, cluster, what_if, tuned_path):
     if what_if:
         return _what_if_report(c, what_if, _tuned(tuned_path), by, top,
                                since_ns, until_ns, cluster or s.cluster)
+    if by == "hour":
+        return _hour_report(c, since_ns, until_ns, cluster or s.cluster)
     conn = c.connect()
     try:
         r = rep.report(conn, s, by, since_ns, until_ns, cluster or s.cluster, top)
@@ -53,6 +57,21 @@ def report(c: Ctx, since, until, by, top, cluster, what_if, tuned_path):
         conn.close()
     from ..render import report_text
     _emit_groups(c, r, rep.REPORT_CSV_COLUMNS, lambda r: report_text(r, utc=c.utc))
+
+
+def _hour_report(c: Ctx, since_ns, until_ns, cluster):
+    from .. import gridfigures
+    from .. import report as rep
+    _, joins, jargs = rep.group_clause("user")
+    where, wargs = rep.window_conditions(since_ns, until_ns, cluster)
+    conn = c.connect()
+    try:
+        r = gridfigures.hour_report(conn, c.settings(), (joins, jargs, where, wargs),
+                                    since_ns, until_ns, cluster, utc=c.utc)
+    finally:
+        conn.close()
+    from ..render import hour_report_text
+    _emit_groups(c, r, gridfigures.HOUR_CSV_COLUMNS, hour_report_text)
 
 
 def _what_if_report(c: Ctx, policy, tuned, by, top, since_ns, until_ns,
