@@ -38,6 +38,7 @@
 #include "js_jobcache.h"
 #include "js_sidechan.h"
 #include "js_pending.h"
+#include "js_fs.h"
 #include "js_step.h"
 #include "js_tuned.h"
 

@@ -21,6 +21,7 @@
 
 #include "js_jobcache.h"
 #include "js_sidechan.h"
+#include "js_fs.h"
 #include "js_step.h"
 
 #define GPU_SAMPLE_MS_MAX 50 /* power integral of GPUs without a counter */

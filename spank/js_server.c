@@ -39,6 +39,7 @@
 #include <slurm/spank.h>
 
 #include "js_sidechan.h"
+#include "js_fs.h"
 #include "js_step.h"
 
 #define MSGS_PER_WAKEUP 64
