@@ -40,6 +40,7 @@
 
 #include "js_sidechan.h"
 #include "js_fs.h"
+#include "js_server.h"
 #include "js_step.h"
 
 #define MSGS_PER_WAKEUP 64

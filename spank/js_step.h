@@ -1,5 +1,7 @@
-/* joulestep SPANK plugin: per-step state shared by the plugin's parts
- * (joulestep.c glue, js_server.c phase socket, js_record.c record). */
+/* joulestep SPANK plugin: the state of one step in slurmstepd, shared by
+ * the plugin's modules (docs/design.md, "The plugin's modules"), and its
+ * error list (js_step.c). Each module has its own header; this one declares
+ * only the struct, js_step_error and the clock. */
 #ifndef JS_STEP_H
 #define JS_STEP_H
 
@@ -8,6 +10,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <time.h>
 
 #include <joulestep/energy.h>
 #include <joulestep/node.h>
@@ -159,93 +162,12 @@ struct js_step {
 	} *uncore;
 };
 
-/* js_uncore_step.c (+uncore-io): journal and open the uncore domains of the
- * packages the step owns whole (main thread, step start); the phase
- * logic's set_uncore (step thread: pwrite on those descriptors only); step
- * end: write back, release the journal; job prolog/epilog: recover. */
-void js_uncore_step_setup(struct js_step *s);
-int js_uncore_step_set(void *ctx, bool low, uint32_t *khz);
-void js_uncore_step_restore(struct js_step *s);
-void js_uncore_recover_node(const struct js_conf *c, uint32_t jobid, const char *when);
-
-/* js_gpu_step.c: the step's GPUs. Open the vendor library on the selected
- * GPUs and take the first reading (main thread, step start); the final
- * reading (step end); a phase boundary's (the step thread); the record's
- * "gpus" list and a phase's; close. */
-void js_gpu_step_open(struct js_step *s);
-void js_gpu_step_end(struct js_step *s);
-void js_gpu_step_mark(struct js_step *s, uint64_t at_ns, struct js_gpu_mark *out);
-void js_gpu_step_close(struct js_step *s);
-/* +gpu-io (main thread, after js_gpu_step_open): the GPUs whose clock the
- * step may change (whole GPUs; none when Slurm's --gpu-freq was asked
- * for: slurm_gpu_freq). */
-void js_gpu_step_clock_setup(struct js_step *s, bool slurm_gpu_freq, const char *req);
-/* The phase logic's set_gpu (step thread). */
-int js_gpu_step_set_clock(void *ctx, bool low, uint32_t *mhz);
-/* Step end: unlock the journaled GPUs, then release their entries. */
-void js_gpu_step_clock_restore(struct js_step *s);
-/* Job prolog and epilog: unlock the node's GPUs whose journal entry names a
- * dead owner (a killed slurmstepd). */
-void js_gpu_recover_node(const struct js_conf *c, uint32_t jobid, const char *when);
-/* Why GPU i of the step has no per-job energy ("split by MIG", "shared
- * with another job"), or NULL. */
-const char *js_gpu_step_unowned(const struct js_step *s, size_t i);
-/* The record's step "gpus" list and a phase's; *sum_uj: the GPUs' energy,
- * *all_ok: every GPU of the step has it (else the sum is not reported). */
-typedef struct json_t json_t;
-json_t *js_gpu_step_json(const struct js_step *s, uint64_t *sum_uj, bool *all_ok);
-json_t *js_gpu_phase_json(const struct js_step *s, const struct js_sphase *p, uint64_t *sum_uj,
-			  bool *all_ok);
-/* The user's summary (js_record.c): the step's GPUs (uuid, energy_uj
- * rounded to JS_GPU_USER_RES_UJ or null, reason), none shown when !shown
- * (shorter than min_phase_ms); *sum_uj and *all_ok as above. A phase's
- * sum: true when every GPU has a figure. */
-#define JS_GPU_USER_RES_UJ 1000ULL /* 1 mJ: NVML's counter unit */
-json_t *js_gpu_user_json(const struct js_step *s, bool shown, uint64_t *sum_uj, bool *all_ok);
-bool js_gpu_user_phase(const struct js_step *s, const struct js_sphase *p, bool shown, uint64_t *uj);
-
 /* Record a failure in provenance.errors (the first JS_MAX_ERRORS; all are
  * counted in errors_total) and log it with slurm_error (the first
  * JS_ERRORS_LOGGED of the step). Thread-safe. */
 void js_step_error(struct js_step *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* js_server.c: the phase socket and the step thread (all signals blocked).
- * js_server_listen runs on slurmstepd's main thread in a SPANK callback
- * (privileged work never runs in the thread: slurmstepd switches its euid,
- * for every thread, while it starts the tasks). The thread, started at the
- * end of the step's setup, runs js_step_deferred(), then serves markers on
- * the descriptors opened here and, when the meter has no thread of its own,
- * samples it every js_meter_period_ns(). */
-/* Check socket_dir (root-owned, not group/world writable, no symlink;
- * created when missing) and the path's length, bind and listen on
- * <socket_dir>/<job>.<step>.sock (replacing only a stale root-owned socket;
- * anything else there is left alone) and open /proc for the peer checks;
- * sets sock_path. On failure sock_path stays empty (error recorded): no
- * markers. docs/security.md, "Socket access". */
-void js_server_listen(struct js_step *s);
-void js_server_unlisten(struct js_step *s); /* close + unlink, no markers */
-int js_server_start(struct js_step *s);     /* 0 or -errno (logged)       */
-void js_server_stop_request(struct js_step *s); /* wake it up, no wait     */
-void js_server_stop(struct js_step *s);     /* bounded drain, join, unlink */
+/* CLOCK_MONOTONIC or CLOCK_REALTIME now, in ns. */
+uint64_t js_now_ns(clockid_t c);
 
-
-/* js_record.c */
-/* The record's directory <spool>/<cluster>/<job_id> (created; logged on
- * failure): a directory fd or -errno. */
-int js_record_dir(struct js_step *s);
-/* The record's file name <job>.<step>.<het>-<incarnation>.<node>.json:
- * incarnation = first_seen_ns (the job prolog's time on this node), so that
- * each run of a requeued job has its own records (docs/design.md, "A
- * requeued job's incarnations"). js_record_name_of (js_pending.h) is the
- * pure part. */
-void js_record_name(const struct js_step *s, char *name, size_t len);
-/* Write the record into dfd (from js_record_dir; closed here): tmp + fsync
- * + rename. When that fails (or dfd < 0), the record goes to the fallback
- * <state>/pending (js_pending.h), or is counted as lost; logged. Returns the
- * spool's error (0 when written there). */
-int js_record_write(struct js_step *s, int dfd);
-/* Job epilog: fsync <spool>/<cluster>/<job_id> and its parents, making the
- * job's record renames durable (cluster NULL or "": every cluster
- * directory). -ENOENT when the job has no record directory. */
-int js_record_sync_job(const char *spool, const char *cluster, uint32_t job_id);
 #endif

@@ -16,6 +16,7 @@
 
 #include "joulestep/uncore.h"
 #include "js_step.h"
+#include "js_uncore_step.h"
 
 static int open_max(const char *sysfs, const char *name)
 {
