@@ -274,11 +274,19 @@ static json_t *record_job(const struct js_step *s)
 	return job;
 }
 
+/* A CPU list in Slurm's range syntax, whatever its length (a list of
+ * JS_MAX_CPUS single CPUs does not fit a fixed buffer). */
+static json_t *cpu_list_json(const struct js_cpuset *set)
+{
+	char buf[JS_MAX_CPUS * 6];
+	if (js_cpuset_format(set, buf, sizeof(buf)) < 0)
+		buf[0] = 0;
+	return json_string(buf);
+}
+
 /* The step's identity, CPUs, policy and clocks. */
 static void step_fields(json_t *step, const struct js_step *s)
 {
-	char cpus[1024] = "";
-	js_cpuset_format(&s->cpus, cpus, sizeof(cpus));
 	char pol[600];
 	js_policy_format(&s->policy, pol, sizeof(pol));
 	json_object_set_new(step, "step_id", json_string(s->step_id));
@@ -287,14 +295,11 @@ static void step_fields(json_t *step, const struct js_step *s)
 	json_object_set_new(step, "node_model", jstr_or_null(s->node_model));
 	json_object_set_new(step, "ntasks", json_integer(s->ntasks));
 	json_object_set_new(step, "nnodes", json_integer(s->nnodes));
-	json_object_set_new(step, "cpus", json_string(cpus));
+	json_object_set_new(step, "cpus", cpu_list_json(&s->cpus));
 	json_object_set_new(step, "ncpus", json_integer(s->ncpus));
 	json_object_set_new(step, "exclusive", json_boolean(s->exclusive));
-	if (js_cpuset_count(&s->smt_aside)) {
-		char aside[1024] = "";
-		js_cpuset_format(&s->smt_aside, aside, sizeof(aside));
-		json_object_set_new(step, "smt_aside_cpus", json_string(aside));
-	}
+	if (js_cpuset_count(&s->smt_aside))
+		json_object_set_new(step, "smt_aside_cpus", cpu_list_json(&s->smt_aside));
 	json_object_set_new(step, "policy", json_string(pol));
 	if (s->policy.type == JS_POL_TUNED) { /* the map applied, after the admin bounds */
 		json_t *map = json_object();
