@@ -205,6 +205,13 @@ $(B)/tests/test_record: tests/unit/test_record.c $(REC_SRC) $(ACCT_LIB) $(HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Ispank $< $(REC_SRC) -o $@ $(ACCT_LIB) $(LDLIBS_ACCT) -lcmocka -ljansson -lm
 
+# the job prolog's and epilog's clock recovery (spank/js_cpu_step.c,
+# spank/js_uncore_step.c)
+RECOVER_SRC := spank/js_cpu_step.c spank/js_uncore_step.c spank/js_step.c spank/js_fs.c spank/js_parse.c
+$(B)/tests/test_recover: tests/unit/test_recover.c $(RECOVER_SRC) $(ACCT_LIB) $(HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Ispank $< $(RECOVER_SRC) -o $@ $(ACCT_LIB) $(LDLIBS_ACCT) -lcmocka -lm
+
 # the hooks' option logic is the plugin's (spank/js_hooks.c)
 $(B)/tests/test_hooks: tests/unit/test_hooks.c spank/js_hooks.c spank/js_hooks.h
 	@mkdir -p $(dir $@)

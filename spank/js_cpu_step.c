@@ -304,10 +304,10 @@ static void recover(struct js_step *s)
 {
 	int nrest = 0;
 	int rc = js_freq_recover(s->conf.state, s->conf.sysfs, false, &nrest);
+	if (nrest)
+		slurm_info("joulestep: restored %d CPU(s) left changed by a killed step", nrest);
 	if (rc < 0)
 		js_step_error(s, "freq: recover orphaned CPUs: %s", strerror(-rc));
-	else if (nrest)
-		slurm_info("joulestep: restored %d CPU(s) left changed by a killed step", nrest);
 }
 
 /* Does the journal hold a saved clock (cpuN.orig, freq.h, N the policy) for
@@ -353,11 +353,13 @@ void js_cpu_recover_node(const struct js_conf *c, uint32_t jobid, const char *wh
 {
 	int nrest = 0;
 	int rc = js_freq_recover(c->state, c->sysfs, false, &nrest);
-	if (rc < 0 && rc != -ENOENT)
-		slurm_error("joulestep: job %u: %s: recover orphaned CPUs: %s", jobid, when, strerror(-rc));
-	else if (nrest)
+	/* both: some CPUs may be restored and others not */
+	if (nrest)
 		slurm_info("joulestep: job %u: %s: restored %d CPU(s) left changed by a killed step",
 			   jobid, when, nrest);
+	if (rc < 0 && rc != -ENOENT)
+		slurm_error("joulestep: job %u: %s: recover orphaned CPUs: %s (the journal keeps them for the next prolog, epilog or joulestep-restore)",
+			    jobid, when, strerror(-rc));
 }
 
 void js_cpu_step_node_model(struct js_step *s)

@@ -104,9 +104,12 @@ void js_gpu_step_open(struct js_step *s)
 		rc = js_gpu_journal_recover(s->conf.state, s->gpus, false, &r);
 		if (rc < 0)
 			js_step_error(s, "gpu: recover GPU clocks: %s", strerror(-rc));
-		else if (r.restored)
+		if (r.restored)
 			slurm_info("joulestep: job %u step %s: unlocked %d GPU(s) left locked by a killed step",
 				   s->job_id, s->step_id, r.restored);
+		if (r.failed)
+			js_step_error(s, "gpu: recover GPU clocks: %d GPU(s) could not be unlocked",
+				      r.failed);
 	}
 	/* as of the step's start: the counter read back with its own rate */
 	s->have_g0 = js_gpu_meter_snapshot_at(s->gmeter, s->start_mono_ns, &s->g0) == 0;
@@ -278,8 +281,11 @@ void js_gpu_recover_node(const struct js_conf *c, uint32_t jobid, const char *wh
 	rc = js_gpu_journal_recover(c->state, g, false, &r);
 	if (rc < 0)
 		slurm_error("joulestep: job %u: %s: recover GPU clocks: %s", jobid, when, strerror(-rc));
-	else if (r.restored)
+	if (r.restored)
 		slurm_info("joulestep: job %u: %s: unlocked %d GPU(s) left locked by a killed step",
 			   jobid, when, r.restored);
+	if (r.failed)
+		slurm_error("joulestep: job %u: %s: recover GPU clocks: %d GPU(s) could not be unlocked (the journal keeps them for the next prolog, epilog or joulestep-restore)",
+			    jobid, when, r.failed);
 	js_gpu_close(g);
 }
