@@ -1,5 +1,5 @@
 /* joulestep SPANK plugin: the step's CPUs and their clocks (docs/design.md,
- * "Frequency control", "SMT"). Beside js_gpu_step.c and js_uncore_step.c:
+ * "Frequency", "SMT"). Beside js_gpu_step.c and js_uncore_step.c:
  * the step's Linux CPUs from Slurm's cores, their cpufreq state, the
  * journal (accounting/src/freqstate.c) and one handle per controlled policy,
  * opened on slurmstepd's main thread at step start; the step thread changes
@@ -98,8 +98,8 @@ static void set_base_khz(struct js_step *s)
 	s->base_khz = s->ncpus ? s->cf[0].scaling_max_khz : 0;
 }
 
-/* cpufreq of the step's CPUs, read once per step (and whether the step has
- * the node's cpufreq CPUs to itself); the nominal clock of the first one. */
+/* cpufreq of the step's CPUs, read once per step; the nominal clock of the
+ * first one. */
 void js_cpu_step_read(struct js_step *s)
 {
 	int n = js_cpuset_count(&s->cpus);
@@ -110,12 +110,7 @@ void js_cpu_step_read(struct js_step *s)
 		js_step_error(s, "cpus: out of memory; no frequency control");
 		return;
 	}
-	struct js_cpuset online;
-	int have_online = js_cpufreq_online(s->conf.sysfs, &online) == 0;
-	s->exclusive = have_online;
 	for (int c = 0; c < JS_MAX_CPUS; c++) {
-		if (have_online && js_cpuset_isset(&online, c) && !js_cpuset_isset(&s->cpus, c))
-			s->exclusive = false;
 		if (!js_cpuset_isset(&s->cpus, c))
 			continue;
 		if (s->ncpus == JS_MAX_STEP_CPUS)

@@ -1,5 +1,5 @@
 /* joulestep SPANK plugin: the step's CPUs and their clocks (js_cpu_step.c;
- * docs/design.md, "Frequency control"). Everything but set_ratio runs on
+ * docs/design.md, "Frequency"). Everything but set_ratio runs on
  * slurmstepd's main thread. */
 #ifndef JS_CPU_STEP_H
 #define JS_CPU_STEP_H

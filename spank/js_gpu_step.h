@@ -1,5 +1,5 @@
 /* joulestep SPANK plugin: the step's GPUs (js_gpu_step.c; docs/design.md,
- * "Which GPUs a step owns", "GPU clocks in the plugin"). Their part of the
+ * "Which GPUs a step owns", "GPU clocks in I/O phases"). Their part of the
  * record is built by js_record.c from the step's readings. */
 #ifndef JS_GPU_STEP_H
 #define JS_GPU_STEP_H

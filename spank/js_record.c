@@ -297,7 +297,6 @@ static void step_fields(json_t *step, const struct js_step *s)
 	json_object_set_new(step, "nnodes", json_integer(s->nnodes));
 	json_object_set_new(step, "cpus", cpu_list_json(&s->cpus));
 	json_object_set_new(step, "ncpus", json_integer(s->ncpus));
-	json_object_set_new(step, "exclusive", json_boolean(s->exclusive));
 	if (js_cpuset_count(&s->smt_aside))
 		json_object_set_new(step, "smt_aside_cpus", cpu_list_json(&s->smt_aside));
 	json_object_set_new(step, "policy", json_string(pol));
@@ -499,7 +498,8 @@ json_t *js_record_json(struct js_step *s)
 	json_t *root = json_object();
 	json_object_set_new(root, "format", json_string("joulestep-record"));
 	/* version 2: DRAM without a dram zone is null with step.dram_not_measured;
-	 * version 3: GPU energy and step.total_includes */
+	 * version 3: GPU energy and step.total_includes; version 4: no
+	 * step.exclusive (sharing is decided from time overlap at ingest) */
 	json_object_set_new(root, "version", json_integer(JS_RECORD_VERSION));
 	json_object_set_new(root, "cluster", json_string(s->cluster));
 	json_object_set_new(root, "job", record_job(s));

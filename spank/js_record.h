@@ -13,7 +13,7 @@ typedef struct json_t json_t;
 struct js_step;
 
 /* The record's format version (docs/record-format.md). */
-#define JS_RECORD_VERSION 3
+#define JS_RECORD_VERSION 4
 /* The user's summary rounds GPU energies to this: NVML's counter unit. */
 #define JS_GPU_USER_RES_UJ 1000ULL
 

@@ -73,7 +73,6 @@ struct js_step {
 	struct js_cpuset smt_aside; /* step CPUs whose core has a thread outside
 				     * the step: their clocks are left alone */
 	int ncpus;
-	bool exclusive;
 	int cpu_list[JS_MAX_STEP_CPUS];
 	struct js_cpufreq *cf;      /* ncpus entries (~1 kB each), NULL if none */
 	bool acquired[JS_MAX_STEP_CPUS];
@@ -104,29 +103,29 @@ struct js_step {
 	uint64_t energy_resolution_uj; /* user-visible rounding (js_sidechan.h) */
 	uint64_t max_lag_ns;
 	/* the phase socket (bound on the main thread, js_server_listen) and
-	 * the step thread (js_server.c): runs the deferred setup, serves
-	 * markers and samples the meter */
+	 * the step thread (js_server.c): serves markers and samples the
+	 * meter */
 	char sock_path[108];        /* exported; "" = no markers               */
 	int listen_fd, stop_fd;     /* -1 when none                            */
 	pthread_t server;
 	bool server_running, stop_requested;
-	bool defer_cpus;            /* cpufreq reads left to the thread        */
-	/* ---- frequency control (issue 8, branch h-freq) -------------------- *
+	bool defer_cpus;            /* monitor: cpufreq read at step end       */
+	/* ---- frequency control (js_cpu_step.c) ------------------------------ *
 	 * One handle per controlled cpufreq policy, opened by slurmstepd's main
-	 * thread at step start (setup_freq); the step thread changes clocks
-	 * only through their descriptors (ph_set_ratio: pwrite, no open). */
+	 * thread at step start (js_cpu_step_setup); the step thread changes
+	 * clocks only through their descriptors (js_cpu_step_set_ratio: pwrite,
+	 * no open). */
 	struct js_freq_ctl *ctl;    /* nctl entries, NULL if none              */
 	int nctl;
 	uint32_t nominal_khz;       /* nominal non-turbo clock, 0 unknown      */
 	uint32_t fixed_khz;         /* fixed:R's clock once applied, else 0    */
 	const char *freq_mode;      /* provenance.freq_control: "joulestep",
 				     * "monitor", "slurm-cpu-freq" or "none"   */
-	/* ---- end of frequency control -------------------------------------- */
 	/* provenance */
 	pthread_mutex_t err_mu;
 	size_t nerrors;
 	char errors[JS_MAX_ERRORS][JS_ERR_LEN];
-	/* ---- issue 8: phase socket, step-end drain, error count ----------
+	/* ---- phase socket, step-end drain, error count ------------------
 	 * (js_server.c, js_record.c; errors_total: js_step_error) */
 	int proc_fd;                /* /proc (main thread): peer checks, -1    */
 	atomic_bool stopping;       /* js_server_stop_request: leave the loop  */
@@ -136,7 +135,6 @@ struct js_step {
 	uint64_t skipped_at_end;    /* of which BEGINs, not replayed           */
 	bool drain_truncated;       /* drain stopped at its bound, markers left */
 	uint64_t errors_total;      /* js_step_error calls (errors[]: first 32) */
-	/* ---- end of issue 8 fields ---------------------------------------- */
 	unsigned hooks_mask;        /* --energy-hooks preloaded (js_hooks.h)   */
 	/* ---- GPUs (js_gpu_step.c; docs/design.md, "Which GPUs a step owns") */
 	char gpu_sel[128];          /* the job's GPU indices (job cache), "" none */
@@ -152,7 +150,7 @@ struct js_step {
 	bool gpu_eligible[JS_MAX_GPUS];
 	bool gpu_journaled[JS_MAX_GPUS];
 	const char *gpu_clock_mode; /* provenance.gpu_clock_control           */
-	/* ---- +uncore-io (js_uncore_step.c; docs/design.md, "Uncore") ------- */
+	/* ---- +uncore-io (js_uncore_step.c; docs/design.md, "Uncore clocks") - */
 	struct js_cpuset pkgs_owned; /* package ids whose every CPU is the step's */
 	int nuncore;                 /* domains journaled, fd open            */
 	struct js_uncore_step_dom {

@@ -122,11 +122,27 @@ static void short_cpu_lists(void **state)
 	free_step(s);
 }
 
+/* Version 4: step.exclusive is gone (the store decides sharing from the
+ * time overlap of the jobs' steps). */
+static void version_4_without_exclusive(void **state)
+{
+	(void)state;
+	struct js_step *s = new_step();
+	json_t *r = js_record_json(s);
+	assert_int_equal(json_integer_value(json_object_get(r, "version")), 4);
+	assert_string_equal(json_string_value(json_object_get(r, "format")), "joulestep-record");
+	assert_null(json_object_get(json_object_get(r, "step"), "exclusive"));
+	assert_non_null(json_object_get(json_object_get(r, "step"), "ncpus"));
+	json_decref(r);
+	free_step(s);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(long_cpu_lists_are_stored),
 		cmocka_unit_test(short_cpu_lists),
+		cmocka_unit_test(version_4_without_exclusive),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
