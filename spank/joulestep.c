@@ -285,6 +285,12 @@ static void step_info_at_end(struct js_step *s)
 		s->defer_cpus = false;
 	}
 	js_cpu_step_node_model(s);
+	/* the record's user name: NSS (/etc/passwd, or a directory service)
+	 * is not asked on the launch path */
+	struct passwd pw, *pwp = NULL;
+	char pwbuf[4096];
+	if (getpwuid_r(s->uid, &pw, pwbuf, sizeof(pwbuf), &pwp) == 0 && pwp)
+		snprintf(s->user, sizeof(s->user), "%s", pw.pw_name);
 	if (s->policy.type == JS_POL_TUNED && s->tuned_model[0] &&
 	    strcmp(s->tuned_model, s->node_model))
 		js_step_error(s, "policy: tuned file %s was made for node model '%s', this node is '%s'; applied anyway",
@@ -458,8 +464,8 @@ static struct js_step *step_new(spank_t sp)
 	return s;
 }
 
-/* The job's identity: Slurm's items, the user's name, this node's name and
- * what the job prolog cached (js_jobmeta.h). */
+/* The job's identity: Slurm's items, this node's name and what the job
+ * prolog cached (js_jobmeta.h); the user's name is looked up at step end. */
 static void step_identity(spank_t sp, struct js_step *s)
 {
 	spank_get_item(sp, S_JOB_UID, &s->uid);
@@ -471,10 +477,6 @@ static void step_identity(spank_t sp, struct js_step *s)
 		s->nnodes = s->nnodes ? s->nnodes : 1;
 		s->ntasks = s->ntasks ? s->ntasks : 1;
 	}
-	struct passwd pw, *pwp = NULL;
-	char pwbuf[4096];
-	if (getpwuid_r(s->uid, &pw, pwbuf, sizeof(pwbuf), &pwp) == 0 && pwp)
-		snprintf(s->user, sizeof(s->user), "%s", pw.pw_name);
 	char node[64];
 	if (js_node_name(node, sizeof(node)))
 		snprintf(node, sizeof(node), "unknown");

@@ -75,6 +75,8 @@ void js_cpu_step_map(struct js_step *s, const char *cores)
 	if (rc == 0) {
 		smt_aside(s, topo);
 		owned_packages(s, topo);
+		s->topo = topo; /* the shared-node inputs use it too: read once */
+		return;
 	}
 	free(topo);
 	if (rc < 0) {

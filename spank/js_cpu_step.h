@@ -13,7 +13,8 @@ struct js_step;
 /* The step's Linux CPUs (s->cpus) from Slurm's abstract core list (the
  * step's, else the job's; NULL when unknown), with the cores left at their
  * clock for SMT (s->smt_aside) and the packages the step owns whole
- * (s->pkgs_owned). A failure leaves no CPUs (error recorded). */
+ * (s->pkgs_owned); the node's topology is kept in s->topo. A failure leaves
+ * no CPUs (error recorded). */
 void js_cpu_step_map(struct js_step *s, const char *cores);
 /* Orphans of a killed slurmstepd (pid-checked, not forced), when the
  * journal holds a saved clock of one of the step's CPUs. */

@@ -126,8 +126,11 @@ void js_meter_step_share_start(struct js_step *s)
 {
 	if (js_cpuset_count(&s->cpus) <= 0)
 		return;
-	s->topo = calloc(1, sizeof(*s->topo));
-	int rc = s->topo ? js_cpu_topo_read(s->conf.sysfs, s->topo) : -ENOMEM;
+	int rc = 0;
+	if (!s->topo) { /* js_cpu_step_map keeps the one it read */
+		s->topo = calloc(1, sizeof(*s->topo));
+		rc = s->topo ? js_cpu_topo_read(s->conf.sysfs, s->topo) : -ENOMEM;
+	}
 	if (rc == 0)
 		rc = js_share_layout(s->topo, &s->cpus, &s->sh0);
 	if (rc == 0)

@@ -80,7 +80,7 @@ struct js_step {
 	uint32_t fmax_khz;
 	char owner[64];
 	/* shared-node inputs (js_share.h): at s0 and s1 */
-	struct js_cpu_topo *topo;   /* read at step start, NULL if none        */
+	struct js_cpu_topo *topo;   /* js_cpu_step_map's, NULL if none         */
 	struct js_share_snap sh0, sh1;
 	bool have_sh0, have_sh1;
 	/* energy */
