@@ -4,6 +4,7 @@ others. Calls are read from the built objects (nm: what each defines and what it
 so a call through a macro or a prototype declared by hand counts too; the phase logic's
 callbacks are function pointers the glue hands over, not calls. Also: no function of
 spank/*.c is over ~80 lines (the project's style rule), read from the source."""
+import importlib.util
 import pathlib
 import re
 import subprocess
@@ -13,35 +14,27 @@ import pytest
 MAX_FUNCTION_LINES = 80
 
 
+def _cycles():
+    """The CLI's import-cycle finder (tests/cli/test_imports.py, Tarjan's
+    strongly connected components of more than one node): one graph rule
+    for both halves of the project."""
+    path = pathlib.Path(__file__).resolve().parents[1] / "cli" / "test_imports.py"
+    spec = importlib.util.spec_from_file_location("_joulestep_test_imports", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.cycles
+
+
+_CYCLES = _cycles()
+
+
 def sccs(graph: dict) -> list:
-    """Strongly connected components of more than one node (Tarjan)."""
-    index, low, stack, on, out = {}, {}, [], set(), []
-
-    def visit(v):
-        index[v] = low[v] = len(index)
-        stack.append(v)
-        on.add(v)
-        for w in graph.get(v, ()):
-            if w not in index:
-                visit(w)
-                low[v] = min(low[v], low[w])
-            elif w in on:
-                low[v] = min(low[v], index[w])
-        if low[v] == index[v]:
-            comp = []
-            while True:
-                w = stack.pop()
-                on.discard(w)
-                comp.append(w)
-                if w == v:
-                    break
-            if len(comp) > 1:
-                out.append(sorted(comp))
-
-    for v in list(graph):
-        if v not in index:
-            visit(v)
-    return out
+    """Cycles of a graph whose edges may name nodes without edges of their own."""
+    full = {v: set(ws) for v, ws in graph.items()}
+    for ws in graph.values():
+        for w in ws:
+            full.setdefault(w, set())
+    return _CYCLES(full)
 
 
 def symbols(obj: pathlib.Path) -> tuple:
