@@ -217,6 +217,24 @@ $(B)/tests/test_share: tests/unit/test_share.c spank/js_share.c spank/js_share.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Ispank $< spank/js_share.c -o $@ $(ACCT_LIB) $(LDLIBS_ACCT) -lcmocka
 
+# the record module's JSON from a step's state (spank/js_record.c), with
+# the plugin modules it calls
+REC_SRC := spank/js_record.c spank/js_fs.c spank/js_gpu_step.c spank/js_step.c spank/js_pending.c \
+           spank/js_parse.c spank/js_phase.c spank/js_hooks.c spank/js_sidechan.c \
+           spank/js_jobcache.c spank/js_jobcache_logic.c spank/js_cgroup_step.c \
+           spank/js_auto_step.c spank/js_auto.c spank/js_tuned.c
+$(B)/tests/test_record: tests/unit/test_record.c $(REC_SRC) $(ACCT_LIB) $(HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Ispank $< $(REC_SRC) -o $@ $(ACCT_LIB) $(LDLIBS_ACCT) -lcmocka -ljansson -lm
+
+# the job prolog's and epilog's clock recovery (spank/js_cpu_step.c,
+# spank/js_uncore_step.c)
+RECOVER_SRC := spank/js_cpu_step.c spank/js_uncore_step.c spank/js_step.c spank/js_fs.c spank/js_parse.c \
+               spank/js_cgroup_step.c
+$(B)/tests/test_recover: tests/unit/test_recover.c $(RECOVER_SRC) $(ACCT_LIB) $(HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Ispank $< $(RECOVER_SRC) -o $@ $(ACCT_LIB) $(LDLIBS_ACCT) -lcmocka -ljansson -lm
+
 # the hooks' option logic is the plugin's (spank/js_hooks.c)
 $(B)/tests/test_hooks: tests/unit/test_hooks.c spank/js_hooks.c spank/js_hooks.h
 	@mkdir -p $(dir $@)

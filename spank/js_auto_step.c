@@ -5,6 +5,7 @@
 #include <jansson.h>
 #include <string.h>
 
+#include "js_auto_step.h"
 #include "js_step.h"
 
 static const char *app_tag(const struct js_step *s)

@@ -13,6 +13,8 @@
 
 #include "js_step.h"
 
+typedef struct json_t json_t;
+
 /* The cgroup hierarchy the plugin reads (Slurm's CgroupMountpoint default). */
 #define JS_CGROUP_ROOT "/sys/fs/cgroup"
 

@@ -21,16 +21,10 @@
 
 #include "js_jobcache.h"
 #include "js_sidechan.h"
+#include "js_fs.h"
 #include "js_step.h"
 
 #define GPU_SAMPLE_MS_MAX 50 /* power integral of GPUs without a counter */
-
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
 
 static bool in_list(const char *list, unsigned idx)
 {
@@ -110,9 +104,12 @@ void js_gpu_step_open(struct js_step *s)
 		rc = js_gpu_journal_recover(s->conf.state, s->gpus, false, &r);
 		if (rc < 0)
 			js_step_error(s, "gpu: recover GPU clocks: %s", strerror(-rc));
-		else if (r.restored)
+		if (r.restored)
 			slurm_info("joulestep: job %u step %s: unlocked %d GPU(s) left locked by a killed step",
 				   s->job_id, s->step_id, r.restored);
+		if (r.failed)
+			js_step_error(s, "gpu: recover GPU clocks: %d GPU(s) could not be unlocked",
+				      r.failed);
 	}
 	/* as of the step's start: the counter read back with its own rate */
 	s->have_g0 = js_gpu_meter_snapshot_at(s->gmeter, s->start_mono_ns, &s->g0) == 0;
@@ -138,8 +135,9 @@ static void mark_of(const struct js_gpu_snapshot *sn, struct js_gpu_mark *m)
 	}
 }
 
-void js_gpu_step_mark(struct js_step *s, uint64_t at_ns, struct js_gpu_mark *out)
+void js_gpu_step_mark(void *ctx, uint64_t at_ns, struct js_gpu_mark *out)
 {
+	struct js_step *s = ctx;
 	struct js_gpu_snapshot sn;
 	memset(out, 0, sizeof(*out));
 	if (!s->gmeter || !s->have_g0)
@@ -151,7 +149,7 @@ void js_gpu_step_mark(struct js_step *s, uint64_t at_ns, struct js_gpu_mark *out
 			out->n = 0;
 		return;
 	}
-	if (js_gpu_meter_snapshot_at(s->gmeter, at_ns ? at_ns : mono_ns(), &sn) < 0)
+	if (js_gpu_meter_snapshot_at(s->gmeter, at_ns ? at_ns : js_now_ns(CLOCK_MONOTONIC), &sn) < 0)
 		return;
 	mark_of(&sn, out);
 }
@@ -164,141 +162,6 @@ void js_gpu_step_close(struct js_step *s)
 		js_gpu_close(s->gpus);
 	s->gmeter = NULL;
 	s->gpus = NULL;
-}
-
-/* ---- the record (docs/record-format.md, "Fields ingest reads" (GPUs)) --------------------------
- * One entry per GPU of the step: energy_uj, or null with the reason. The
- * GPU sum (energy_gpu_uj) and the total's share of it exist only when every
- * GPU of the step has its energy: never a sum that silently leaves one out. */
-
-static json_t *gpu_entry(const struct js_step *s, size_t i, const struct js_gpu_interval *iv,
-			 bool with_model, bool *ok)
-{
-	const struct js_gpu_info *in = js_gpu_info(s->gpus, i);
-	const char *why = js_gpu_step_unowned(s, i);
-	if (!why && !with_model && i >= JS_PHASE_GPUS)
-		why = "no per-phase figure past the step's first 8 GPUs";
-	if (!why && (i >= iv->n || iv->uncertain[i]))
-		why = "uncertain: the counter went back, stuck or could not be read (provenance)";
-	json_t *o = json_object();
-	if (with_model) {
-		json_object_set_new(o, "index", json_integer(in->index));
-		json_object_set_new(o, "model", json_string(in->name));
-	}
-	json_object_set_new(o, "uuid", json_string(in->uuid));
-	json_object_set_new(o, "energy_uj", why ? json_null() : json_integer((json_int_t)iv->energy_uj[i]));
-	json_object_set_new(o, "reason", why ? json_string(why) : json_null());
-	json_object_set_new(o, "integrated", json_boolean(i < iv->n && iv->integrated[i]));
-	if (why)
-		*ok = false;
-	return o;
-}
-
-json_t *js_gpu_step_json(const struct js_step *s, uint64_t *sum_uj, bool *all_ok)
-{
-	json_t *a = json_array();
-	struct js_gpu_interval iv;
-	memset(&iv, 0, sizeof(iv));
-	*sum_uj = 0;
-	*all_ok = s->gpus && s->have_g1;
-	if (!s->gpus)
-		return a;
-	if (s->have_g1)
-		js_gpu_interval_of(&s->g0, &s->g1, &iv);
-	for (size_t i = 0; i < js_gpu_count(s->gpus); i++) {
-		bool ok = true;
-		json_t *o = gpu_entry(s, i, &iv, true, &ok);
-		json_object_set_new(o, "resets", json_integer(s->have_g1 && i < s->g1.n ? s->g1.resets[i] - s->g0.resets[i] : 0));
-		json_array_append_new(a, o);
-		if (ok)
-			*sum_uj += iv.energy_uj[i];
-		else
-			*all_ok = false;
-	}
-	return a;
-}
-
-static void snap_of(const struct js_gpu_mark *m, struct js_gpu_snapshot *sn)
-{
-	memset(sn, 0, sizeof(*sn));
-	sn->n = m->n;
-	for (size_t i = 0; i < m->n; i++) {
-		sn->energy_uj[i] = m->uj[i];
-		sn->uncertain[i] = m->uncertain[i];
-		sn->err[i] = (m->err >> i) & 1 ? -EIO : 0;
-		sn->integrated[i] = (m->integrated >> i) & 1;
-	}
-}
-
-json_t *js_gpu_phase_json(const struct js_step *s, const struct js_sphase *p, uint64_t *sum_uj,
-			  bool *all_ok)
-{
-	json_t *a = json_array();
-	struct js_gpu_snapshot a0, a1;
-	struct js_gpu_interval iv;
-	*sum_uj = 0;
-	*all_ok = s->gpus && p->g0.n && p->g1.n;
-	if (!s->gpus)
-		return a;
-	snap_of(&p->g0, &a0);
-	snap_of(&p->g1, &a1);
-	/* the same rule as the step's (js_gpu_interval_of): a GPU whose
-	 * uncertain count moved, or a failed reading, is null */
-	js_gpu_interval_of(&a0, &a1, &iv);
-	for (size_t i = 0; i < js_gpu_count(s->gpus); i++) {
-		bool ok = true;
-		json_array_append_new(a, gpu_entry(s, i, &iv, false, &ok));
-		if (ok)
-			*sum_uj += iv.energy_uj[i];
-		else
-			*all_ok = false;
-	}
-	return a;
-}
-
-/* ---- the user's summary (js_record.c, build_user) ----------------------
- * The job's own whole GPUs (a shared or MIG GPU has no figure at all), so
- * the RAPL side-channel rounding is not needed; figures are rounded to the
- * counter's unit and follow min_phase_ms like the CPU's. */
-
-json_t *js_gpu_user_json(const struct js_step *s, bool shown, uint64_t *sum_uj, bool *all_ok)
-{
-	json_t *rec = js_gpu_step_json(s, sum_uj, all_ok), *out = json_array(), *g;
-	size_t i;
-	*sum_uj = 0;
-	json_array_foreach(rec, i, g) {
-		json_t *e = json_object_get(g, "energy_uj"), *o = json_object();
-		json_object_set(o, "uuid", json_object_get(g, "uuid"));
-		if (json_is_integer(e) && shown) {
-			uint64_t v = js_round_uj((uint64_t)json_integer_value(e), JS_GPU_USER_RES_UJ);
-			json_object_set_new(o, "energy_uj", json_integer((json_int_t)v));
-			json_object_set(o, "reason", json_null());
-			*sum_uj += v;
-		} else {
-			json_object_set_new(o, "energy_uj", json_null());
-			if (json_is_integer(e))
-				json_object_set_new(o, "reason", json_string("shorter than min_phase_ms"));
-			else
-				json_object_set(o, "reason", json_object_get(g, "reason"));
-		}
-		json_array_append_new(out, o);
-	}
-	*all_ok = *all_ok && shown;
-	json_decref(rec);
-	return out;
-}
-
-bool js_gpu_user_phase(const struct js_step *s, const struct js_sphase *p, bool shown, uint64_t *uj)
-{
-	bool ok = false;
-	json_t *a = js_gpu_phase_json(s, p, uj, &ok), *g;
-	size_t i;
-	*uj = 0;
-	json_array_foreach(a, i, g)
-		*uj += js_round_uj((uint64_t)json_integer_value(json_object_get(g, "energy_uj")),
-				   JS_GPU_USER_RES_UJ);
-	json_decref(a);
-	return ok && shown;
 }
 
 /* ---- GPU clocks in I/O phases (+gpu-io; docs/design.md, "GPU clocks in
@@ -418,8 +281,11 @@ void js_gpu_recover_node(const struct js_conf *c, uint32_t jobid, const char *wh
 	rc = js_gpu_journal_recover(c->state, g, false, &r);
 	if (rc < 0)
 		slurm_error("joulestep: job %u: %s: recover GPU clocks: %s", jobid, when, strerror(-rc));
-	else if (r.restored)
+	if (r.restored)
 		slurm_info("joulestep: job %u: %s: unlocked %d GPU(s) left locked by a killed step",
 			   jobid, when, r.restored);
+	if (r.failed)
+		slurm_error("joulestep: job %u: %s: recover GPU clocks: %d GPU(s) could not be unlocked (the journal keeps them for the next prolog, epilog or joulestep-restore)",
+			    jobid, when, r.failed);
 	js_gpu_close(g);
 }

@@ -10,7 +10,8 @@
 #include <unistd.h>
 
 #include "js_jobcache.h"
-#include "js_step.h"
+#include "js_fs.h"
+#include "js_parse.h"
 
 #define JOBS_DIR "jobs"
 

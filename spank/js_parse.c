@@ -218,146 +218,161 @@ int js_conf_expand_node(struct js_conf *c, const char *node, char *err, size_t e
 	return 0;
 }
 
-int js_conf_parse(int ac, char **av, struct js_conf *c, char *err, size_t errlen)
-{
-	js_conf_defaults(c);
-	const char *default_pol = NULL;
-	bool policies_given = false;
-	for (int i = 0; i < ac; i++) {
-		const char *a = av[i];
-		const char *eq = strchr(a, '=');
-		if (!eq || eq == a)
-			return fail(err, errlen, "argument '%s' is not key=value", a);
-		size_t kl = (size_t)(eq - a);
-		const char *v = eq + 1;
-		unsigned long long u;
 #define KEY(k) (kl == strlen(k) && !strncmp(a, k, kl))
-		if (KEY("spool")) {
-			if (set_path(c->spool, "spool", v, false, err, errlen))
-				return -EINVAL;
-		} else if (KEY("state")) {
-			if (set_path(c->state, "state", v, true, err, errlen))
-				return -EINVAL;
-		} else if (KEY("sysfs")) {
-			if (set_path(c->sysfs, "sysfs", v, true, err, errlen))
-				return -EINVAL;
-		} else if (KEY("procfs")) {
-			if (set_path(c->procfs, "procfs", v, true, err, errlen))
-				return -EINVAL;
-		} else if (KEY("socket_dir")) {
-			if (set_path(c->socket_dir, "socket_dir", v, true, err, errlen))
-				return -EINVAL;
-			if (check_socket_dir(c->socket_dir, err, errlen))
-				return -EINVAL;
-		} else if (KEY("cluster")) {
-			if (!js_name_safe(v))
-				return fail(err, errlen, "cluster=: allowed characters [A-Za-z0-9_.-], 1-63");
-			scopy(c->cluster, sizeof(c->cluster), v);
-		} else if (KEY("node_energy")) {
-			if (!charset_ok(v, sizeof(c->node_energy) - 1, ",_", true))
-				return fail(err, errlen, "node_energy=: none, auto, or a comma list of pm_counters,hwmon");
-			char tmp[32], *save = NULL;
-			snprintf(tmp, sizeof(tmp), "%s", v);
-			for (char *t = strtok_r(tmp, ",", &save); t; t = strtok_r(NULL, ",", &save))
-				if (strcmp(t, "pm_counters") && strcmp(t, "hwmon") &&
-				    ((strcmp(t, "auto") && strcmp(t, "none")) || strcmp(v, t)))
-					return fail(err, errlen, "node_energy=: unknown source '%s' (allowed: none, auto, or a comma list of pm_counters,hwmon)", t);
-			scopy(c->node_energy, sizeof(c->node_energy), strcmp(v, "none") ? v : "");
-		} else if (KEY("backend")) {
-			if (!charset_ok(v, sizeof(c->backend) - 1, ",_", true))
-				return fail(err, errlen, "backend=: comma list of powercap,sysfs,amd_energy");
-			scopy(c->backend, sizeof(c->backend), v);
-			char tmp[64], *save = NULL;
-			snprintf(tmp, sizeof(tmp), "%s", v);
-			for (char *t = strtok_r(tmp, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-				/* PAPI stays out of slurmstepd: its rapl component opens
-				 * MSRs without O_CLOEXEC and exit()s on a failed read
-				 * (docs/design.md); joulestep-run may still use it. */
-				if (!strcmp(t, "papi"))
-					return fail(err, errlen, "backend=: papi is not used inside slurmstepd (docs/admin-guide.md); allowed: powercap,sysfs,amd_energy");
-				if (strcmp(t, "powercap") && strcmp(t, "sysfs") && strcmp(t, "amd_energy"))
-					return fail(err, errlen, "backend=: unknown backend '%s' (allowed: powercap,sysfs,amd_energy)", t);
-			}
-		} else if (KEY("policies")) {
-			if (parse_policy_list(v, &c->policies_mask, err, errlen))
-				return -EINVAL;
-			policies_given = true;
-		} else if (KEY("tuned")) {
-			if (set_path(c->tuned, "tuned", v, false, err, errlen))
-				return -EINVAL;
-		} else if (KEY("auto")) {
-			if (set_path(c->autofile, "auto", v, false, err, errlen))
-				return -EINVAL;
-		} else if (KEY("hooks_dir")) {
-			if (set_path(c->hooks_dir, "hooks_dir", v, false, err, errlen))
-				return -EINVAL;
-		} else if (KEY("default_policy")) {
-			default_pol = v;
-		} else if (KEY("min_ratio")) {
-			if (parse_ratio(v, &c->min_ratio))
-				return fail(err, errlen, "min_ratio=: a number in (0, 1]");
-		} else if (KEY("sample_ms")) {
-			if (parse_uint(v, 3600000, &u) || u < 1)
-				return fail(err, errlen, "sample_ms=: an integer in [1, 3600000]");
-			c->sample_ms = (unsigned)u;
-		} else if (KEY("max_phases")) {
-			if (parse_uint(v, JS_MAX_PHASES_LIMIT, &u) || u < 1)
-				return fail(err, errlen, "max_phases=: an integer in [1, %d] (each phase adds up to 1.5 KiB to the step's record: docs/record-format.md, \"Size\")",
-					    JS_MAX_PHASES_LIMIT);
-			c->max_phases = (unsigned)u;
-		} else if (KEY("max_depth")) {
-			if (parse_uint(v, JS_DEPTH_LIMIT, &u) || u < 1)
-				return fail(err, errlen, "max_depth=: an integer in [1, %d]", JS_DEPTH_LIMIT);
-			c->max_depth = (unsigned)u;
-		} else if (KEY("max_markers_per_s") || KEY("rate")) {
-			/* rate: the key's name before 0.3 */
-			if (parse_uint(v, 1000000, &u) || u < 1)
-				return fail(err, errlen, "%.*s=: an integer in [1, 1000000] (BEGIN markers per second per step)",
-					    (int)kl, a);
-			c->rate = (unsigned)u;
-		} else if (KEY("max_markers_per_step")) {
-			if (parse_uint(v, 1000000000ULL, &u) || u < 1)
-				return fail(err, errlen, "max_markers_per_step=: an integer in [1, 1000000000] (BEGIN markers recorded per step)");
-			c->max_markers_per_step = u;
-		} else if (KEY("min_phase_ms")) {
-			if (parse_uint(v, 3600000, &u))
-				return fail(err, errlen, "min_phase_ms=: an integer in [0, 3600000] (shorter phases are shown to users without energy)");
-			c->min_phase_ms = (unsigned)u;
-		} else if (KEY("job_cache_hours") || KEY("submit_cache_hours")) {
-			/* submit_cache_hours: the key's name before 0.2 */
-			if (parse_uint(v, 8760, &u))
-				return fail(err, errlen, "%.*s=: an integer in [0, 8760] (0 = no job cache)",
-					    (int)kl, a);
-			c->job_cache_hours = (unsigned)u;
-		} else if (KEY("gpu_backend")) {
-			if (strcmp(v, "nvml") && strcmp(v, "amdsmi") && strcmp(v, "off") && strcmp(v, "auto"))
-				return fail(err, errlen, "gpu_backend=: one of auto, nvml, amdsmi, off");
-			scopy(c->gpu_backend, sizeof(c->gpu_backend), strcmp(v, "auto") ? v : "");
-		} else if (KEY("gpu_io_mhz")) {
-			if (parse_uint(v, 100000, &u))
-				return fail(err, errlen, "gpu_io_mhz=: an integer in [0, 100000] (MHz; 0 = +gpu-io not allowed)");
-			c->gpu_io_mhz = (unsigned)u;
-		} else if (KEY("uncore_io_mhz")) {
-			if (parse_uint(v, 100000, &u))
-				return fail(err, errlen, "uncore_io_mhz=: an integer in [0, 100000] (MHz; 0 = +uncore-io not allowed)");
-			c->uncore_io_mhz = (unsigned)u;
-		} else if (KEY("threads_per_core")) {
-			if (!strcmp(v, "auto"))
-				c->threads_per_core = 0;
-			else if (parse_uint(v, 256, &u) || u < 1)
-				return fail(err, errlen, "threads_per_core=: auto (the hardware's) or an integer in [1, 256] (slurm.conf's ThreadsPerCore for the node; 1 where the node is given as CPUs= only)");
-			else
-				c->threads_per_core = (unsigned)u;
-		} else if (KEY("gpu_lib")) {
-			if (set_path(c->gpu_lib, "gpu_lib", v, false, err, errlen))
-				return -EINVAL;
-		} else {
-			return fail(err, errlen,
-				    "unknown key '%.*s' (allowed: spool state sysfs procfs socket_dir cluster policies default_policy min_ratio sample_ms max_phases max_depth max_markers_per_s max_markers_per_step min_phase_ms backend node_energy job_cache_hours tuned auto hooks_dir threads_per_core uncore_io_mhz gpu_backend gpu_io_mhz gpu_lib)",
-				    (int)(kl > 40 ? 40 : kl), a);
-		}
-#undef KEY
+
+/* The path keys (key a of length kl, value v):
+ * 1 when the key is not one of them, 0 when set, -EINVAL (err). */
+static int conf_path(struct js_conf *c, const char *a, size_t kl, const char *v, char *err,
+		      size_t errlen)
+{
+	if (KEY("spool")) {
+		if (set_path(c->spool, "spool", v, false, err, errlen))
+			return -EINVAL;
+	} else if (KEY("state")) {
+		if (set_path(c->state, "state", v, true, err, errlen))
+			return -EINVAL;
+	} else if (KEY("sysfs")) {
+		if (set_path(c->sysfs, "sysfs", v, true, err, errlen))
+			return -EINVAL;
+	} else if (KEY("procfs")) {
+		if (set_path(c->procfs, "procfs", v, true, err, errlen))
+			return -EINVAL;
+	} else if (KEY("socket_dir")) {
+		if (set_path(c->socket_dir, "socket_dir", v, true, err, errlen))
+			return -EINVAL;
+		if (check_socket_dir(c->socket_dir, err, errlen))
+			return -EINVAL;
+	} else if (KEY("tuned")) {
+		if (set_path(c->tuned, "tuned", v, false, err, errlen))
+			return -EINVAL;
+	} else if (KEY("auto")) {
+		if (set_path(c->autofile, "auto", v, false, err, errlen))
+			return -EINVAL;
+	} else if (KEY("hooks_dir")) {
+		if (set_path(c->hooks_dir, "hooks_dir", v, false, err, errlen))
+			return -EINVAL;
+	} else if (KEY("gpu_lib")) {
+		if (set_path(c->gpu_lib, "gpu_lib", v, false, err, errlen))
+			return -EINVAL;
+	} else {
+		return 1;
 	}
+	return 0;
+}
+
+/* Where energy and clocks come from, and the node's layout:
+ * 1 when the key is not one of them, 0 when set, -EINVAL (err). */
+static int conf_source(struct js_conf *c, const char *a, size_t kl, const char *v, char *err,
+		       size_t errlen)
+{
+	unsigned long long u;
+	if (KEY("cluster")) {
+		if (!js_name_safe(v))
+			return fail(err, errlen, "cluster=: allowed characters [A-Za-z0-9_.-], 1-63");
+		scopy(c->cluster, sizeof(c->cluster), v);
+	} else if (KEY("node_energy")) {
+		if (!charset_ok(v, sizeof(c->node_energy) - 1, ",_", true))
+			return fail(err, errlen, "node_energy=: none, auto, or a comma list of pm_counters,hwmon");
+		char tmp[32], *save = NULL;
+		snprintf(tmp, sizeof(tmp), "%s", v);
+		for (char *t = strtok_r(tmp, ",", &save); t; t = strtok_r(NULL, ",", &save))
+			if (strcmp(t, "pm_counters") && strcmp(t, "hwmon") &&
+			    ((strcmp(t, "auto") && strcmp(t, "none")) || strcmp(v, t)))
+				return fail(err, errlen, "node_energy=: unknown source '%s' (allowed: none, auto, or a comma list of pm_counters,hwmon)", t);
+		scopy(c->node_energy, sizeof(c->node_energy), strcmp(v, "none") ? v : "");
+	} else if (KEY("backend")) {
+		if (!charset_ok(v, sizeof(c->backend) - 1, ",_", true))
+			return fail(err, errlen, "backend=: comma list of powercap,sysfs,amd_energy");
+		scopy(c->backend, sizeof(c->backend), v);
+		char tmp[64], *save = NULL;
+		snprintf(tmp, sizeof(tmp), "%s", v);
+		for (char *t = strtok_r(tmp, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+			/* PAPI stays out of slurmstepd: its rapl component opens
+			 * MSRs without O_CLOEXEC and exit()s on a failed read
+			 * (docs/design.md); joulestep-run may still use it. */
+			if (!strcmp(t, "papi"))
+				return fail(err, errlen, "backend=: papi is not used inside slurmstepd (docs/admin-guide.md); allowed: powercap,sysfs,amd_energy");
+			if (strcmp(t, "powercap") && strcmp(t, "sysfs") && strcmp(t, "amd_energy"))
+				return fail(err, errlen, "backend=: unknown backend '%s' (allowed: powercap,sysfs,amd_energy)", t);
+		}
+	} else if (KEY("gpu_backend")) {
+		if (strcmp(v, "nvml") && strcmp(v, "amdsmi") && strcmp(v, "off") && strcmp(v, "auto"))
+			return fail(err, errlen, "gpu_backend=: one of auto, nvml, amdsmi, off");
+		scopy(c->gpu_backend, sizeof(c->gpu_backend), strcmp(v, "auto") ? v : "");
+	} else if (KEY("threads_per_core")) {
+		if (!strcmp(v, "auto"))
+			c->threads_per_core = 0;
+		else if (parse_uint(v, 256, &u) || u < 1)
+			return fail(err, errlen, "threads_per_core=: auto (the hardware's) or an integer in [1, 256] (slurm.conf's ThreadsPerCore for the node; 1 where the node is given as CPUs= only)");
+		else
+			c->threads_per_core = (unsigned)u;
+	} else {
+		return 1;
+	}
+	return 0;
+}
+
+/* The numeric bounds and periods:
+ * 1 when the key is not one of them, 0 when set, -EINVAL (err). */
+static int conf_number(struct js_conf *c, const char *a, size_t kl, const char *v, char *err,
+		       size_t errlen)
+{
+	unsigned long long u;
+	if (KEY("min_ratio")) {
+		if (parse_ratio(v, &c->min_ratio))
+			return fail(err, errlen, "min_ratio=: a number in (0, 1]");
+	} else if (KEY("sample_ms")) {
+		if (parse_uint(v, 3600000, &u) || u < 1)
+			return fail(err, errlen, "sample_ms=: an integer in [1, 3600000]");
+		c->sample_ms = (unsigned)u;
+	} else if (KEY("max_phases")) {
+		if (parse_uint(v, JS_MAX_PHASES_LIMIT, &u) || u < 1)
+			return fail(err, errlen, "max_phases=: an integer in [1, %d] (each phase adds up to 1.5 KiB to the step's record: docs/record-format.md, \"Size\")",
+				    JS_MAX_PHASES_LIMIT);
+		c->max_phases = (unsigned)u;
+	} else if (KEY("max_depth")) {
+		if (parse_uint(v, JS_DEPTH_LIMIT, &u) || u < 1)
+			return fail(err, errlen, "max_depth=: an integer in [1, %d]", JS_DEPTH_LIMIT);
+		c->max_depth = (unsigned)u;
+	} else if (KEY("max_markers_per_s") || KEY("rate")) {
+		/* rate: the key's name before 0.3 */
+		if (parse_uint(v, 1000000, &u) || u < 1)
+			return fail(err, errlen, "%.*s=: an integer in [1, 1000000] (BEGIN markers per second per step)",
+				    (int)kl, a);
+		c->rate = (unsigned)u;
+	} else if (KEY("max_markers_per_step")) {
+		if (parse_uint(v, 1000000000ULL, &u) || u < 1)
+			return fail(err, errlen, "max_markers_per_step=: an integer in [1, 1000000000] (BEGIN markers recorded per step)");
+		c->max_markers_per_step = u;
+	} else if (KEY("min_phase_ms")) {
+		if (parse_uint(v, 3600000, &u))
+			return fail(err, errlen, "min_phase_ms=: an integer in [0, 3600000] (shorter phases are shown to users without energy)");
+		c->min_phase_ms = (unsigned)u;
+	} else if (KEY("job_cache_hours") || KEY("submit_cache_hours")) {
+		/* submit_cache_hours: the key's name before 0.2 */
+		if (parse_uint(v, 8760, &u))
+			return fail(err, errlen, "%.*s=: an integer in [0, 8760] (0 = no job cache)",
+				    (int)kl, a);
+		c->job_cache_hours = (unsigned)u;
+	} else if (KEY("gpu_io_mhz")) {
+		if (parse_uint(v, 100000, &u))
+			return fail(err, errlen, "gpu_io_mhz=: an integer in [0, 100000] (MHz; 0 = +gpu-io not allowed)");
+		c->gpu_io_mhz = (unsigned)u;
+	} else if (KEY("uncore_io_mhz")) {
+		if (parse_uint(v, 100000, &u))
+			return fail(err, errlen, "uncore_io_mhz=: an integer in [0, 100000] (MHz; 0 = +uncore-io not allowed)");
+		c->uncore_io_mhz = (unsigned)u;
+	} else {
+		return 1;
+	}
+	return 0;
+}
+
+/* After every key: tuned allowed only with its file, the default policy
+ * among the allowed ones. 0 or -EINVAL (err). */
+static int conf_finish(struct js_conf *c, const char *default_pol, bool policies_given, char *err,
+		       size_t errlen)
+{
 	/* tuned is allowed by default only when there is a tuned= file; an
 	 * explicit policies=...,tuned needs one too. */
 	if (c->tuned[0] && !policies_given)
@@ -384,6 +399,41 @@ int js_conf_parse(int ac, char **av, struct js_conf *c, char *err, size_t errlen
 		return fail(err, errlen, "default_policy=%s is not in policies=", js_pol_name(c->default_policy));
 	return 0;
 }
+
+int js_conf_parse(int ac, char **av, struct js_conf *c, char *err, size_t errlen)
+{
+	js_conf_defaults(c);
+	const char *default_pol = NULL;
+	bool policies_given = false;
+	for (int i = 0; i < ac; i++) {
+		const char *a = av[i];
+		const char *eq = strchr(a, '=');
+		if (!eq || eq == a)
+			return fail(err, errlen, "argument '%s' is not key=value", a);
+		size_t kl = (size_t)(eq - a);
+		const char *v = eq + 1;
+		if (KEY("policies")) {
+			if (parse_policy_list(v, &c->policies_mask, err, errlen))
+				return -EINVAL;
+			policies_given = true;
+		} else if (KEY("default_policy")) {
+			default_pol = v;
+		} else {
+			int rc = conf_path(c, a, kl, v, err, errlen);
+			if (rc == 1)
+				rc = conf_source(c, a, kl, v, err, errlen);
+			if (rc == 1)
+				rc = conf_number(c, a, kl, v, err, errlen);
+			if (rc < 0)
+				return rc;
+			if (rc == 1)
+				return fail(err, errlen, "unknown key '%.*s' (allowed: spool state sysfs procfs socket_dir cluster policies default_policy min_ratio sample_ms max_phases max_depth max_markers_per_s max_markers_per_step min_phase_ms backend node_energy job_cache_hours tuned auto hooks_dir threads_per_core uncore_io_mhz gpu_backend gpu_io_mhz gpu_lib)",
+					    (int)(kl > 40 ? 40 : kl), a);
+		}
+	}
+	return conf_finish(c, default_pol, policies_given, err, errlen);
+}
+#undef KEY
 
 #define GPU_IO_TERM "+gpu-io"
 #define UNCORE_IO_TERM "+uncore-io"
@@ -660,6 +710,78 @@ int js_tags_parse(const char *s, struct js_tags *tags, char *err, size_t errlen)
 
 /* ---- protocol ------------------------------------------------------------ */
 
+/* The request and, for BEGIN, kind and label: the index of the first
+ * key=value field, or -errno with *why. */
+static int msg_op(char **tok, int nt, struct js_msg *m, const char **why)
+{
+	if (!strcmp(tok[1], "END")) {
+		m->op = JS_OP_END;
+		return 2;
+	}
+	if (!strcmp(tok[1], "PING")) {
+		m->op = JS_OP_PING;
+		return 2;
+	}
+	if (strcmp(tok[1], "BEGIN")) {
+		*why = "unknown request (BEGIN, END or PING)";
+		return -EINVAL;
+	}
+	m->op = JS_OP_BEGIN;
+	if (nt < 3 || !js_kind_valid(tok[2])) {
+		*why = "BEGIN needs a kind of [a-z0-9_-]{1,32}";
+		return -EINVAL;
+	}
+	scopy(m->kind, sizeof(m->kind), tok[2]);
+	if (nt <= 3 || strchr(tok[3], '='))
+		return 3;
+	if (strcmp(tok[3], "-")) {
+		if (!js_label_valid(tok[3])) {
+			*why = "label must be [A-Za-z0-9_.:+/-]{1,64} or -";
+			return -EINVAL;
+		}
+		scopy(m->label, sizeof(m->label), tok[3]);
+	}
+	return 4;
+}
+
+/* One key=value field (tok is changed): 0 or an errno with *why. */
+static int msg_field(char *tok, struct js_msg *m, const char **why)
+{
+	char *eq = strchr(tok, '=');
+	if (!eq) {
+		*why = "unexpected field (expected key=value)";
+		return EINVAL;
+	}
+	*eq = 0;
+	const char *k = tok, *v = eq + 1;
+	unsigned long long u;
+	if (!strcmp(k, "rank")) {
+		if (parse_uint(v, 0x7fffffff, &u)) {
+			*why = "rank must be an integer in [0, 2^31)";
+			return EINVAL;
+		}
+		m->rank = (int)u;
+	} else if (!strcmp(k, "t")) {
+		if (parse_uint(v, UINT64_MAX, &u)) {
+			*why = "t must be CLOCK_MONOTONIC nanoseconds";
+			return EINVAL;
+		}
+		m->t_ns = u;
+	} else if (!strcmp(k, "bytes") && m->op == JS_OP_END) {
+		if (strcmp(v, "-")) {
+			if (parse_uint(v, (unsigned long long)INT64_MAX, &u)) {
+				*why = "bytes must be a non-negative integer or -";
+				return EINVAL;
+			}
+			m->bytes = (long long)u;
+		}
+	} else {
+		*why = "unknown field";
+		return EINVAL;
+	}
+	return 0;
+}
+
 int js_msg_parse(const char *buf, size_t len, struct js_msg *m, const char **why)
 {
 	char tmp[JS_MSG_MAX + 1];
@@ -702,68 +824,13 @@ int js_msg_parse(const char *buf, size_t len, struct js_msg *m, const char **why
 		*why = "unsupported protocol version (this server speaks JS1)";
 		return EPROTO;
 	}
-	int i;
-	if (!strcmp(tok[1], "BEGIN")) {
-		m->op = JS_OP_BEGIN;
-		if (nt < 3 || !js_kind_valid(tok[2])) {
-			*why = "BEGIN needs a kind of [a-z0-9_-]{1,32}";
-			return EINVAL;
-		}
-		scopy(m->kind, sizeof(m->kind), tok[2]);
-		i = 3;
-		if (nt > 3 && !strchr(tok[3], '=')) {
-			if (strcmp(tok[3], "-")) {
-				if (!js_label_valid(tok[3])) {
-					*why = "label must be [A-Za-z0-9_.:+/-]{1,64} or -";
-					return EINVAL;
-				}
-				scopy(m->label, sizeof(m->label), tok[3]);
-			}
-			i = 4;
-		}
-	} else if (!strcmp(tok[1], "END")) {
-		m->op = JS_OP_END;
-		i = 2;
-	} else if (!strcmp(tok[1], "PING")) {
-		m->op = JS_OP_PING;
-		i = 2;
-	} else {
-		*why = "unknown request (BEGIN, END or PING)";
-		return EINVAL;
-	}
+	int i = msg_op(tok, nt, m, why);
+	if (i < 0)
+		return -i;
 	for (; i < nt; i++) {
-		char *eq = strchr(tok[i], '=');
-		if (!eq) {
-			*why = "unexpected field (expected key=value)";
-			return EINVAL;
-		}
-		*eq = 0;
-		const char *k = tok[i], *v = eq + 1;
-		unsigned long long u;
-		if (!strcmp(k, "rank")) {
-			if (parse_uint(v, 0x7fffffff, &u)) {
-				*why = "rank must be an integer in [0, 2^31)";
-				return EINVAL;
-			}
-			m->rank = (int)u;
-		} else if (!strcmp(k, "t")) {
-			if (parse_uint(v, UINT64_MAX, &u)) {
-				*why = "t must be CLOCK_MONOTONIC nanoseconds";
-				return EINVAL;
-			}
-			m->t_ns = u;
-		} else if (!strcmp(k, "bytes") && m->op == JS_OP_END) {
-			if (strcmp(v, "-")) {
-				if (parse_uint(v, (unsigned long long)INT64_MAX, &u)) {
-					*why = "bytes must be a non-negative integer or -";
-					return EINVAL;
-				}
-				m->bytes = (long long)u;
-			}
-		} else {
-			*why = "unknown field";
-			return EINVAL;
-		}
+		int rc = msg_field(tok[i], m, why);
+		if (rc)
+			return rc;
 	}
 	return 0;
 }

@@ -27,7 +27,8 @@
 #include <slurm/spank.h>
 
 #include "js_pending.h"
-#include "js_step.h"
+#include "js_fs.h"
+#include "js_parse.h"
 
 #define PENDING_DIR "pending"
 #define LOST_SUFFIX ".lost"

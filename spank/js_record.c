@@ -18,79 +18,15 @@
 #include <jansson.h>
 #include <slurm/spank.h>
 
+#include "js_auto_step.h"
 #include "js_cgroup_step.h"
+#include "js_fs.h"
+#include "js_gpu_step.h"
 #include "js_hooks.h"
-#include "js_sidechan.h"
 #include "js_pending.h"
+#include "js_record.h"
+#include "js_sidechan.h"
 #include "js_step.h"
-
-int js_check_dirfd(int fd)
-{
-	struct stat st;
-	if (fstat(fd, &st) < 0)
-		return -errno;
-	if (!S_ISDIR(st.st_mode))
-		return -ENOTDIR;
-	if (st.st_uid != 0 || (st.st_mode & 022))
-		return -EPERM;
-	return 0;
-}
-
-/* Walk the path from / with O_NOFOLLOW, creating missing components (root,
- * mode) when create is set (else -ENOENT). Every existing component must be
- * root-owned and not group/world writable: root never writes under a
- * user-controlled directory. Returns an O_PATH-less directory fd (O_CLOEXEC)
- * or -errno. */
-int js_root_dirfd(const char *path, mode_t mode, bool create)
-{
-	if (path[0] != '/')
-		return -EINVAL;
-	int fd = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	char buf[JS_PATH_MAX * 2];
-	snprintf(buf, sizeof(buf), "%s", path);
-	char *save = NULL;
-	for (char *c = strtok_r(buf, "/", &save); c; c = strtok_r(NULL, "/", &save)) {
-		int nfd = openat(fd, c, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		if (nfd < 0 && errno == ENOENT && create) {
-			if (mkdirat(fd, c, mode) < 0 && errno != EEXIST) {
-				int e = -errno;
-				close(fd);
-				return e;
-			}
-			nfd = openat(fd, c, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-			if (nfd >= 0 && fchmod(nfd, mode) < 0) {
-				int e = -errno;
-				close(nfd);
-				close(fd);
-				return e;
-			}
-		}
-		if (nfd < 0) {
-			int e = errno == ELOOP ? -ELOOP : -errno;
-			close(fd);
-			return e;
-		}
-		close(fd);
-		fd = nfd;
-		int rc = js_check_dirfd(fd);
-		if (rc < 0) {
-			close(fd);
-			return rc;
-		}
-	}
-	return fd;
-}
-
-int js_root_dir(const char *path, mode_t mode)
-{
-	int fd = js_root_dirfd(path, mode, true);
-	if (fd < 0)
-		return fd;
-	close(fd);
-	return 0;
-}
 
 /* packages[]: per package the step has a CPU in, its CPUs, the step's
  * CPUs there and the package's busy and total CPU time over the step
@@ -153,15 +89,170 @@ static void node_energy_json(json_t *step, const struct js_step *s)
 	json_object_set_new(step, "node_meter_integrated", json_boolean(ni.integrated));
 }
 
-static json_t *build(struct js_step *s)
-{
-	json_t *root = json_object();
-	json_object_set_new(root, "format", json_string("joulestep-record"));
-	/* version 2: DRAM without a dram zone is null with step.dram_not_measured;
-	 * version 3: GPU energy and step.total_includes */
-	json_object_set_new(root, "version", json_integer(3));
-	json_object_set_new(root, "cluster", json_string(s->cluster));
+/* ---- the GPUs (docs/record-format.md, "Fields ingest reads" (GPUs)) -----
+ * One entry per GPU of the step: energy_uj, or null with the reason. The
+ * GPU sum (energy_gpu_uj) and the total's share of it exist only when every
+ * GPU of the step has its energy: never a sum that silently leaves one out.
+ * The user's summary has the job's own whole GPUs (a shared or MIG GPU has
+ * no figure at all), so the RAPL side-channel rounding is not needed:
+ * figures are rounded to the counter's unit and follow min_phase_ms like
+ * the CPU's. */
 
+static json_t *gpu_entry(const struct js_step *s, size_t i, const struct js_gpu_interval *iv,
+			 bool with_model, bool *ok)
+{
+	const struct js_gpu_info *in = js_gpu_info(s->gpus, i);
+	const char *why = js_gpu_step_unowned(s, i);
+	if (!why && !with_model && i >= JS_PHASE_GPUS)
+		why = "no per-phase figure past the step's first 8 GPUs";
+	if (!why && (i >= iv->n || iv->uncertain[i]))
+		why = "uncertain: the counter went back, stuck or could not be read (provenance)";
+	json_t *o = json_object();
+	if (with_model) {
+		json_object_set_new(o, "index", json_integer(in->index));
+		json_object_set_new(o, "model", json_string(in->name));
+	}
+	json_object_set_new(o, "uuid", json_string(in->uuid));
+	json_object_set_new(o, "energy_uj", why ? json_null() : json_integer((json_int_t)iv->energy_uj[i]));
+	json_object_set_new(o, "reason", why ? json_string(why) : json_null());
+	json_object_set_new(o, "integrated", json_boolean(i < iv->n && iv->integrated[i]));
+	if (why)
+		*ok = false;
+	return o;
+}
+
+static json_t *gpu_step_json(const struct js_step *s, uint64_t *sum_uj, bool *all_ok)
+{
+	json_t *a = json_array();
+	struct js_gpu_interval iv;
+	memset(&iv, 0, sizeof(iv));
+	*sum_uj = 0;
+	*all_ok = s->gpus && s->have_g1;
+	if (!s->gpus)
+		return a;
+	if (s->have_g1)
+		js_gpu_interval_of(&s->g0, &s->g1, &iv);
+	for (size_t i = 0; i < js_gpu_count(s->gpus); i++) {
+		bool ok = true;
+		json_t *o = gpu_entry(s, i, &iv, true, &ok);
+		json_object_set_new(o, "resets", json_integer(s->have_g1 && i < s->g1.n ? s->g1.resets[i] - s->g0.resets[i] : 0));
+		json_array_append_new(a, o);
+		if (ok)
+			*sum_uj += iv.energy_uj[i];
+		else
+			*all_ok = false;
+	}
+	return a;
+}
+
+static void snap_of(const struct js_gpu_mark *m, struct js_gpu_snapshot *sn)
+{
+	memset(sn, 0, sizeof(*sn));
+	sn->n = m->n;
+	for (size_t i = 0; i < m->n; i++) {
+		sn->energy_uj[i] = m->uj[i];
+		sn->uncertain[i] = m->uncertain[i];
+		sn->err[i] = (m->err >> i) & 1 ? -EIO : 0;
+		sn->integrated[i] = (m->integrated >> i) & 1;
+	}
+}
+
+static json_t *gpu_phase_json(const struct js_step *s, const struct js_sphase *p, uint64_t *sum_uj,
+			      bool *all_ok)
+{
+	json_t *a = json_array();
+	struct js_gpu_snapshot a0, a1;
+	struct js_gpu_interval iv;
+	*sum_uj = 0;
+	*all_ok = s->gpus && p->g0.n && p->g1.n;
+	if (!s->gpus)
+		return a;
+	snap_of(&p->g0, &a0);
+	snap_of(&p->g1, &a1);
+	/* the same rule as the step's (js_gpu_interval_of): a GPU whose
+	 * uncertain count moved, or a failed reading, is null */
+	js_gpu_interval_of(&a0, &a1, &iv);
+	for (size_t i = 0; i < js_gpu_count(s->gpus); i++) {
+		bool ok = true;
+		json_array_append_new(a, gpu_entry(s, i, &iv, false, &ok));
+		if (ok)
+			*sum_uj += iv.energy_uj[i];
+		else
+			*all_ok = false;
+	}
+	return a;
+}
+
+static json_t *gpu_user_json(const struct js_step *s, bool shown, uint64_t *sum_uj, bool *all_ok)
+{
+	json_t *rec = gpu_step_json(s, sum_uj, all_ok), *out = json_array(), *g;
+	size_t i;
+	*sum_uj = 0;
+	json_array_foreach(rec, i, g) {
+		json_t *e = json_object_get(g, "energy_uj"), *o = json_object();
+		json_object_set(o, "uuid", json_object_get(g, "uuid"));
+		if (json_is_integer(e) && shown) {
+			uint64_t v = js_round_uj((uint64_t)json_integer_value(e), JS_GPU_USER_RES_UJ);
+			json_object_set_new(o, "energy_uj", json_integer((json_int_t)v));
+			json_object_set(o, "reason", json_null());
+			*sum_uj += v;
+		} else {
+			json_object_set_new(o, "energy_uj", json_null());
+			if (json_is_integer(e))
+				json_object_set_new(o, "reason", json_string("shorter than min_phase_ms"));
+			else
+				json_object_set(o, "reason", json_object_get(g, "reason"));
+		}
+		json_array_append_new(out, o);
+	}
+	*all_ok = *all_ok && shown;
+	json_decref(rec);
+	return out;
+}
+
+static bool gpu_user_phase(const struct js_step *s, const struct js_sphase *p, bool shown, uint64_t *uj)
+{
+	bool ok = false;
+	json_t *a = gpu_phase_json(s, p, uj, &ok), *g;
+	size_t i;
+	*uj = 0;
+	json_array_foreach(a, i, g)
+		*uj += js_round_uj((uint64_t)json_integer_value(json_object_get(g, "energy_uj")),
+				   JS_GPU_USER_RES_UJ);
+	json_decref(a);
+	return ok && shown;
+}
+
+/* The step's RAPL interval, and whether DRAM is measured (no dram zone on
+ * AMD: DRAM is null with the reason, and the total is the CPU's alone;
+ * never a 0 J DRAM). */
+struct rec_energy {
+	bool have_e;               /* a backend and a first reading          */
+	struct js_interval iv;
+	bool dram_m;
+	char dwhy[JS_WHY_LEN];     /* why DRAM is not measured               */
+};
+
+static void energy_of(struct js_step *s, struct rec_energy *e)
+{
+	memset(e, 0, sizeof(*e));
+	e->have_e = s->energy && s->have_s0;
+	if (!e->have_e)
+		return;
+	js_interval_of(s->energy, &s->s0, &s->s1, &e->iv);
+	e->dram_m = js_zones_dram_why(js_energy_zones(s->energy), e->dwhy, sizeof(e->dwhy)) == 0;
+}
+
+/* What energy_total_uj holds (step.total_includes). */
+static const char *total_includes(const struct rec_energy *e, bool gpu_ok)
+{
+	if (e->dram_m || !e->have_e)
+		return gpu_ok ? "cpu+dram+gpu" : "cpu+dram";
+	return gpu_ok ? "cpu+gpu" : "cpu";
+}
+
+static json_t *record_job(const struct js_step *s)
+{
 	json_t *tags = json_object();
 	for (size_t i = 0; i < s->tags.n; i++)
 		json_object_set_new(tags, s->tags.t[i].key, json_string(s->tags.t[i].val));
@@ -182,32 +273,34 @@ static json_t *build(struct js_step *s)
 	json_object_set_new(job, "account", jstr_or_null(s->account));
 	json_object_set_new(job, "partition", jstr_or_null(s->partition));
 	json_object_set_new(job, "tags", tags);
-	json_object_set_new(root, "job", job);
+	return job;
+}
 
-	struct js_interval iv;
-	memset(&iv, 0, sizeof(iv));
-	if (s->energy && s->have_s0)
-		js_interval_of(s->energy, &s->s0, &s->s1, &iv);
-	char cpus[1024] = "";
-	js_cpuset_format(&s->cpus, cpus, sizeof(cpus));
+/* A CPU list in Slurm's range syntax, whatever its length (a list of
+ * JS_MAX_CPUS single CPUs does not fit a fixed buffer). */
+static json_t *cpu_list_json(const struct js_cpuset *set)
+{
+	char buf[JS_MAX_CPUS * 6];
+	if (js_cpuset_format(set, buf, sizeof(buf)) < 0)
+		buf[0] = 0;
+	return json_string(buf);
+}
+
+/* The step's identity, CPUs, policy and clocks. */
+static void step_fields(json_t *step, const struct js_step *s)
+{
 	char pol[600];
 	js_policy_format(&s->policy, pol, sizeof(pol));
-
-	json_t *step = json_object();
 	json_object_set_new(step, "step_id", json_string(s->step_id));
 	json_object_set_new(step, "het_component", json_integer(s->het));
 	json_object_set_new(step, "node", json_string(s->node));
 	json_object_set_new(step, "node_model", jstr_or_null(s->node_model));
 	json_object_set_new(step, "ntasks", json_integer(s->ntasks));
 	json_object_set_new(step, "nnodes", json_integer(s->nnodes));
-	json_object_set_new(step, "cpus", json_string(cpus));
+	json_object_set_new(step, "cpus", cpu_list_json(&s->cpus));
 	json_object_set_new(step, "ncpus", json_integer(s->ncpus));
-	json_object_set_new(step, "exclusive", json_boolean(s->exclusive));
-	if (js_cpuset_count(&s->smt_aside)) {
-		char aside[1024] = "";
-		js_cpuset_format(&s->smt_aside, aside, sizeof(aside));
-		json_object_set_new(step, "smt_aside_cpus", json_string(aside));
-	}
+	if (js_cpuset_count(&s->smt_aside))
+		json_object_set_new(step, "smt_aside_cpus", cpu_list_json(&s->smt_aside));
 	json_object_set_new(step, "policy", json_string(pol));
 	if (s->policy.type == JS_POL_TUNED || s->policy.type == JS_POL_AUTO) { /* the map applied, after the admin bounds */
 		json_t *map = json_object();
@@ -224,125 +317,152 @@ static json_t *build(struct js_step *s)
 	json_object_set_new(step, "start_ns", json_integer((json_int_t)s->start_ns));
 	json_object_set_new(step, "end_ns", json_integer((json_int_t)s->end_ns));
 	json_object_set_new(step, "duration_ns", json_integer((json_int_t)(s->end_ns - s->start_ns)));
-	bool have_e = s->energy && s->have_s0;
-	/* An uncertain zone (a counter that went back, a zone that vanished,
-	 * a gap longer than its wrap time) has no energy in the record, nor
-	 * has the sum it is part of: null, never a lower bound passed off as
-	 * the energy (provenance.wrap_uncertain, zones[].uncertain). */
-	bool cpu_ok = have_e && !iv.cpu_uncertain, dram_ok = have_e && !iv.dram_uncertain;
-	/* No dram zone (AMD): DRAM is not measured, null with the reason, and
-	 * the total is the CPU's alone; never a 0 J DRAM. */
-	char dwhy[JS_WHY_LEN] = "";
-	bool dram_m = have_e && js_zones_dram_why(js_energy_zones(s->energy), dwhy, sizeof(dwhy)) == 0;
-	bool total_ok = cpu_ok && (dram_ok || !dram_m);
-	json_object_set_new(step, "energy_cpu_uj", cpu_ok ? json_integer((json_int_t)iv.energy_cpu_uj) : json_null());
-	json_object_set_new(step, "energy_dram_uj", dram_ok && dram_m ? json_integer((json_int_t)iv.energy_dram_uj) : json_null());
-	/* the total includes the GPUs only when every GPU of the step has
-	 * its energy (js_gpu_step.c); total_includes says what it holds */
+	json_object_set_new(step, "exit_code", s->exit_code >= 0 ? json_integer(s->exit_code) : json_null());
+}
+
+/* The step's energies. An uncertain zone (a counter that went back, a zone
+ * that vanished, a gap longer than its wrap time) has no energy in the
+ * record, nor has the sum it is part of: null, never a lower bound passed
+ * off as the energy (provenance.wrap_uncertain, zones[].uncertain). The
+ * total includes the GPUs only when every GPU of the step has its energy;
+ * total_includes says what it holds. Returns the record's "gpus" list. */
+static json_t *step_energy(json_t *step, const struct js_step *s, const struct rec_energy *e)
+{
+	const struct js_interval *iv = &e->iv;
+	bool cpu_ok = e->have_e && !iv->cpu_uncertain, dram_ok = e->have_e && !iv->dram_uncertain;
+	bool total_ok = cpu_ok && (dram_ok || !e->dram_m);
+	json_object_set_new(step, "energy_cpu_uj", cpu_ok ? json_integer((json_int_t)iv->energy_cpu_uj) : json_null());
+	json_object_set_new(step, "energy_dram_uj", dram_ok && e->dram_m ? json_integer((json_int_t)iv->energy_dram_uj) : json_null());
 	uint64_t gpu_uj = 0;
 	bool gpu_ok = false;
-	json_t *gpus = js_gpu_step_json(s, &gpu_uj, &gpu_ok);
+	json_t *gpus = gpu_step_json(s, &gpu_uj, &gpu_ok);
 	json_object_set_new(step, "energy_gpu_uj", gpu_ok ? json_integer((json_int_t)gpu_uj) : json_null());
-	json_object_set_new(step, "energy_total_uj", total_ok ? json_integer((json_int_t)((dram_m ? iv.energy_total_uj : iv.energy_cpu_uj) + (gpu_ok ? gpu_uj : 0))) : json_null());
-	json_object_set_new(step, "total_includes", json_string(dram_m || !have_e ? (gpu_ok ? "cpu+dram+gpu" : "cpu+dram") : (gpu_ok ? "cpu+gpu" : "cpu")));
-	json_object_set_new(step, "dram_not_measured", have_e && !dram_m ? json_string(dwhy) : json_null());
+	uint64_t total = (e->dram_m ? iv->energy_total_uj : iv->energy_cpu_uj) + (gpu_ok ? gpu_uj : 0);
+	json_object_set_new(step, "energy_total_uj", total_ok ? json_integer((json_int_t)total) : json_null());
+	json_object_set_new(step, "total_includes", json_string(total_includes(e, gpu_ok)));
+	json_object_set_new(step, "dram_not_measured", e->have_e && !e->dram_m ? json_string(e->dwhy) : json_null());
 	node_energy_json(step, s);
 	/* the shared-node inputs (js_share.h, docs/accounting.md): the
 	 * step's CPU time and, per package it has a CPU in, the package's */
 	json_object_set_new(step, "cpu_time_ns", s->have_sh1 ? json_integer((json_int_t)(s->sh1.cpu_time_us - s->sh0.cpu_time_us) * 1000u) : json_null());
-	json_object_set_new(step, "exit_code", s->exit_code >= 0 ? json_integer(s->exit_code) : json_null());
-	json_object_set_new(root, "step", step);
+	return gpus;
+}
 
+static json_t *record_zones(const struct js_step *s, const struct rec_energy *e)
+{
 	json_t *zones = json_array();
-	if (have_e) {
-		const struct js_zone_set *zs = js_energy_zones(s->energy);
-		for (size_t i = 0; i < zs->nzones && i < iv.nzones; i++) {
-			json_t *z = json_object();
-			json_object_set_new(z, "name", json_string(zs->zones[i].name));
-			json_object_set_new(z, "id", json_string(zs->zones[i].id));
-			json_object_set_new(z, "kind", json_string(zs->zones[i].kind == JS_ZONE_PACKAGE ? "package" : "dram"));
-			json_object_set_new(z, "energy_uj", iv.zone_uncertain[i] ? json_null() : json_integer((json_int_t)iv.energy_uj[i]));
-			json_object_set_new(z, "wraps", json_integer(iv.wraps[i]));
-			json_object_set_new(z, "uncertain", json_boolean(iv.zone_uncertain[i]));
-			json_array_append_new(zones, z);
-		}
+	if (!e->have_e)
+		return zones;
+	const struct js_zone_set *zs = js_energy_zones(s->energy);
+	for (size_t i = 0; i < zs->nzones && i < e->iv.nzones; i++) {
+		json_t *z = json_object();
+		json_object_set_new(z, "name", json_string(zs->zones[i].name));
+		json_object_set_new(z, "id", json_string(zs->zones[i].id));
+		json_object_set_new(z, "kind", json_string(zs->zones[i].kind == JS_ZONE_PACKAGE ? "package" : "dram"));
+		json_object_set_new(z, "energy_uj", e->iv.zone_uncertain[i] ? json_null() : json_integer((json_int_t)e->iv.energy_uj[i]));
+		json_object_set_new(z, "wraps", json_integer(e->iv.wraps[i]));
+		json_object_set_new(z, "uncertain", json_boolean(e->iv.zone_uncertain[i]));
+		json_array_append_new(zones, z);
 	}
-	json_object_set_new(root, "zones", zones);
-	json_t *packages = share_json(s);
-	js_cgroup_step_json(s, step, packages); /* cpuset check, cgroup CPU time */
-	json_object_set_new(root, "packages", packages);
-	json_object_set_new(root, "gpus", gpus);
+	return zones;
+}
 
-	bool uncertain = iv.wrap_uncertain;
-	json_t *phases = json_array();
-	size_t np = s->phases ? js_phases_count(s->phases) : 0;
-	for (size_t i = 0; i < np; i++) {
-		const struct js_sphase *p = js_phases_get(s->phases, i);
-		json_t *o = json_object();
-		uint64_t st = (uint64_t)((int64_t)p->start_ns + s->mono_to_real_ns);
-		uint64_t en = (uint64_t)((int64_t)p->end_ns + s->mono_to_real_ns);
-		json_object_set_new(o, "seq", json_integer(p->seq));
-		json_object_set_new(o, "kind", json_string(p->kind));
-		json_object_set_new(o, "label", jstr_or_null(p->label));
-		json_object_set_new(o, "depth", json_integer(p->depth));
-		json_object_set_new(o, "parent_seq", p->parent_seq >= 0 ? json_integer(p->parent_seq) : json_null());
-		/* start/end: when the energy was read (first BEGIN and last END
-		 * handled), so power = energy / duration; marker_*: the
-		 * clients' t= (docs/record-format.md) */
-		json_object_set_new(o, "start_ns", json_integer((json_int_t)st));
-		json_object_set_new(o, "end_ns", json_integer((json_int_t)en));
-		json_object_set_new(o, "duration_ns", json_integer((json_int_t)(p->end_ns - p->start_ns)));
-		json_object_set_new(o, "marker_start_ns",
-				    json_integer((json_int_t)((int64_t)p->marker_start_ns + s->mono_to_real_ns)));
-		json_object_set_new(o, "marker_end_ns",
-				    json_integer((json_int_t)((int64_t)p->marker_end_ns + s->mono_to_real_ns)));
-		json_object_set_new(o, "freq_khz", p->freq_khz ? json_integer(p->freq_khz) : json_null());
-		json_object_set_new(o, "freq_change_ns", p->freq_change_ns ? json_integer((json_int_t)p->freq_change_ns) : json_null());
-		json_object_set_new(o, "freq_lag_ns", p->freq_change_ns ? json_integer((json_int_t)p->freq_lag_ns) : json_null());
-		/* an uncertain phase (a zone uncertain at its start or end) has
-		 * no energy: the per-zone split of a phase is not kept */
-		bool pe = have_e && !p->uncertain;
-		json_object_set_new(o, "energy_cpu_uj", pe ? json_integer((json_int_t)(p->e_cpu1_uj - p->e_cpu0_uj)) : json_null());
-		json_object_set_new(o, "energy_dram_uj", pe && dram_m ? json_integer((json_int_t)(p->e_dram1_uj - p->e_dram0_uj)) : json_null());
-		json_object_set_new(o, "uncertain", json_boolean(p->uncertain));
-		if (s->gpus) {
-			uint64_t pg = 0;
-			bool pok = false;
-			json_object_set_new(o, "gpus", js_gpu_phase_json(s, p, &pg, &pok));
-			json_object_set_new(o, "energy_gpu_uj", pok ? json_integer((json_int_t)pg) : json_null());
-			json_object_set_new(o, "gpu_clock_mhz", p->gpu_mhz ? json_integer(p->gpu_mhz) : json_null());
-		}
-		if (p->uncore_khz) /* +uncore-io: the cap this phase set */
-			json_object_set_new(o, "uncore_max_khz", json_integer(p->uncore_khz));
-		json_object_set_new(o, "bytes", jnum_or_null(p->bytes));
-		json_object_set_new(o, "nranks", json_integer((json_int_t)p->nranks));
-		json_object_set_new(o, "open_at_step_end", json_boolean(p->closed_by_step_end));
-		/* per-rank detail: only the step's first JS_RANK_DETAIL_MAX
-		 * rank entries (the record's size bound); then aggregates */
-		json_t *ranks = json_array();
-		for (size_t r = 0; r < p->ndetail; r++) {
-			const struct js_rank_timing *t = &p->ranks[r];
-			json_t *ro = json_object();
-			json_object_set_new(ro, "rank", json_integer(t->rank));
-			json_object_set_new(ro, "start_ns", json_integer((json_int_t)((int64_t)t->start_ns + s->mono_to_real_ns)));
-			json_object_set_new(ro, "end_ns", json_integer((json_int_t)((int64_t)t->end_ns + s->mono_to_real_ns)));
-			json_object_set_new(ro, "bytes", jnum_or_null(t->bytes));
-			json_array_append_new(ranks, ro);
-		}
-		json_object_set_new(o, "ranks", ranks);
-		json_object_set_new(o, "ranks_truncated", json_boolean(p->ndetail < p->nranks));
-		if (p->ndetail < p->nranks) {
-			json_t *rs = json_object();
-			json_object_set_new(rs, "start_ns", jminmax(&p->stats.start_ns, s->mono_to_real_ns));
-			json_object_set_new(rs, "end_ns", jminmax(&p->stats.end_ns, s->mono_to_real_ns));
-			json_object_set_new(rs, "bytes", jminmax(&p->stats.bytes, 0));
-			json_object_set_new(o, "rank_stats", rs);
-		}
-		json_array_append_new(phases, o);
-		uncertain = uncertain || p->uncertain;
+/* A phase's ranks: per-rank detail for the step's first JS_RANK_DETAIL_MAX
+ * rank entries (the record's size bound), then aggregates. */
+static void phase_ranks(json_t *o, const struct js_step *s, const struct js_sphase *p)
+{
+	json_t *ranks = json_array();
+	for (size_t r = 0; r < p->ndetail; r++) {
+		const struct js_rank_timing *t = &p->ranks[r];
+		json_t *ro = json_object();
+		json_object_set_new(ro, "rank", json_integer(t->rank));
+		json_object_set_new(ro, "start_ns", json_integer((json_int_t)((int64_t)t->start_ns + s->mono_to_real_ns)));
+		json_object_set_new(ro, "end_ns", json_integer((json_int_t)((int64_t)t->end_ns + s->mono_to_real_ns)));
+		json_object_set_new(ro, "bytes", jnum_or_null(t->bytes));
+		json_array_append_new(ranks, ro);
 	}
-	json_object_set_new(root, "phases", phases);
+	json_object_set_new(o, "ranks", ranks);
+	json_object_set_new(o, "ranks_truncated", json_boolean(p->ndetail < p->nranks));
+	if (p->ndetail < p->nranks) {
+		json_t *rs = json_object();
+		json_object_set_new(rs, "start_ns", jminmax(&p->stats.start_ns, s->mono_to_real_ns));
+		json_object_set_new(rs, "end_ns", jminmax(&p->stats.end_ns, s->mono_to_real_ns));
+		json_object_set_new(rs, "bytes", jminmax(&p->stats.bytes, 0));
+		json_object_set_new(o, "rank_stats", rs);
+	}
+}
 
+/* A phase's energies and clocks. An uncertain phase (a zone uncertain at
+ * its start or end) has no energy: the per-zone split of a phase is not
+ * kept. */
+static void phase_energy(json_t *o, const struct js_step *s, const struct js_sphase *p,
+			 const struct rec_energy *e)
+{
+	bool pe = e->have_e && !p->uncertain;
+	json_object_set_new(o, "freq_khz", p->freq_khz ? json_integer(p->freq_khz) : json_null());
+	json_object_set_new(o, "freq_change_ns", p->freq_change_ns ? json_integer((json_int_t)p->freq_change_ns) : json_null());
+	json_object_set_new(o, "freq_lag_ns", p->freq_change_ns ? json_integer((json_int_t)p->freq_lag_ns) : json_null());
+	json_object_set_new(o, "energy_cpu_uj", pe ? json_integer((json_int_t)(p->e_cpu1_uj - p->e_cpu0_uj)) : json_null());
+	json_object_set_new(o, "energy_dram_uj", pe && e->dram_m ? json_integer((json_int_t)(p->e_dram1_uj - p->e_dram0_uj)) : json_null());
+	json_object_set_new(o, "uncertain", json_boolean(p->uncertain));
+	if (s->gpus) {
+		uint64_t pg = 0;
+		bool pok = false;
+		json_object_set_new(o, "gpus", gpu_phase_json(s, p, &pg, &pok));
+		json_object_set_new(o, "energy_gpu_uj", pok ? json_integer((json_int_t)pg) : json_null());
+		json_object_set_new(o, "gpu_clock_mhz", p->gpu_mhz ? json_integer(p->gpu_mhz) : json_null());
+	}
+	if (p->uncore_khz) /* +uncore-io: the cap this phase set */
+		json_object_set_new(o, "uncore_max_khz", json_integer(p->uncore_khz));
+}
+
+static json_t *record_phase(const struct js_step *s, const struct js_sphase *p,
+			    const struct rec_energy *e)
+{
+	json_t *o = json_object();
+	uint64_t st = (uint64_t)((int64_t)p->start_ns + s->mono_to_real_ns);
+	uint64_t en = (uint64_t)((int64_t)p->end_ns + s->mono_to_real_ns);
+	json_object_set_new(o, "seq", json_integer(p->seq));
+	json_object_set_new(o, "kind", json_string(p->kind));
+	json_object_set_new(o, "label", jstr_or_null(p->label));
+	json_object_set_new(o, "depth", json_integer(p->depth));
+	json_object_set_new(o, "parent_seq", p->parent_seq >= 0 ? json_integer(p->parent_seq) : json_null());
+	/* start/end: when the energy was read (first BEGIN and last END
+	 * handled), so power = energy / duration; marker_*: the clients' t=
+	 * (docs/record-format.md) */
+	json_object_set_new(o, "start_ns", json_integer((json_int_t)st));
+	json_object_set_new(o, "end_ns", json_integer((json_int_t)en));
+	json_object_set_new(o, "duration_ns", json_integer((json_int_t)(p->end_ns - p->start_ns)));
+	json_object_set_new(o, "marker_start_ns",
+			    json_integer((json_int_t)((int64_t)p->marker_start_ns + s->mono_to_real_ns)));
+	json_object_set_new(o, "marker_end_ns",
+			    json_integer((json_int_t)((int64_t)p->marker_end_ns + s->mono_to_real_ns)));
+	phase_energy(o, s, p, e);
+	json_object_set_new(o, "bytes", jnum_or_null(p->bytes));
+	json_object_set_new(o, "nranks", json_integer((json_int_t)p->nranks));
+	json_object_set_new(o, "open_at_step_end", json_boolean(p->closed_by_step_end));
+	phase_ranks(o, s, p);
+	return o;
+}
+
+/* The markers and their limits (docs/security.md: the caps, what they
+ * dropped, and the rules the user's view of this record follows). */
+static void prov_markers(json_t *prov, const struct js_step *s)
+{
+	json_object_set_new(prov, "markers_rejected", json_integer((json_int_t)s->rejected));
+	json_object_set_new(prov, "markers_rate_dropped", json_integer((json_int_t)s->dropped_rate));
+	json_object_set_new(prov, "markers_step_dropped", json_integer((json_int_t)s->dropped_step_cap));
+	json_object_set_new(prov, "max_markers_per_s", json_integer(s->conf.rate));
+	json_object_set_new(prov, "max_markers_per_step", json_integer((json_int_t)s->conf.max_markers_per_step));
+	json_object_set_new(prov, "min_phase_ns", json_integer((json_int_t)s->conf.min_phase_ms * 1000000));
+	json_object_set_new(prov, "energy_resolution_uj", s->energy_resolution_uj ? json_integer((json_int_t)s->energy_resolution_uj) : json_null());
+	json_object_set_new(prov, "markers_drained", json_integer((json_int_t)s->drained));
+	json_object_set_new(prov, "markers_skipped_at_end", json_integer((json_int_t)s->skipped_at_end));
+	json_object_set_new(prov, "drain_truncated", json_boolean(s->drain_truncated));
+}
+
+static json_t *record_provenance(struct js_step *s, bool uncertain)
+{
 	json_t *prov = json_object();
 	json_object_set_new(prov, "backend", s->energy ? json_string(js_energy_backend_name(s->energy)) : json_null());
 	json_object_set_new(prov, "wrap_uncertain", json_boolean(uncertain));
@@ -351,24 +471,13 @@ static json_t *build(struct js_step *s)
 	json_object_set_new(prov, "gpu_clock_control", jstr_or_null(s->gpu_clock_mode));
 	json_object_set_new(prov, "sample_period_ns", s->meter ? json_integer((json_int_t)js_meter_period_ns(s->meter)) : json_null());
 	json_object_set_new(prov, "job_source", json_string(s->job_source));
-	json_object_set_new(prov, "markers_rejected", json_integer((json_int_t)s->rejected));
-	json_object_set_new(prov, "markers_rate_dropped", json_integer((json_int_t)s->dropped_rate));
-	/* RAPL side-channel limits (docs/security.md): the caps, what they
-	 * dropped, and the rules the user's view of this record follows */
-	json_object_set_new(prov, "markers_step_dropped", json_integer((json_int_t)s->dropped_step_cap));
-	json_object_set_new(prov, "max_markers_per_s", json_integer(s->conf.rate));
-	json_object_set_new(prov, "max_markers_per_step", json_integer((json_int_t)s->conf.max_markers_per_step));
-	json_object_set_new(prov, "min_phase_ns", json_integer((json_int_t)s->conf.min_phase_ms * 1000000));
-	json_object_set_new(prov, "energy_resolution_uj", s->energy_resolution_uj ? json_integer((json_int_t)s->energy_resolution_uj) : json_null());
+	prov_markers(prov, s);
 	json_object_set_new(prov, "freq_control", json_string(s->freq_mode ? s->freq_mode : "none"));
 	json_t *hooks = json_array();
 	for (int i = 0; i < JS_HOOK_COUNT; i++)
 		if (s->hooks_mask & (1u << i))
 			json_array_append_new(hooks, json_string(js_hook_name((enum js_hook)i)));
 	json_object_set_new(prov, "hooks", hooks);
-	json_object_set_new(prov, "markers_drained", json_integer((json_int_t)s->drained));
-	json_object_set_new(prov, "markers_skipped_at_end", json_integer((json_int_t)s->skipped_at_end));
-	json_object_set_new(prov, "drain_truncated", json_boolean(s->drain_truncated));
 	json_t *errs = json_array();
 	pthread_mutex_lock(&s->err_mu);
 	for (size_t i = 0; i < s->nerrors; i++)
@@ -381,8 +490,42 @@ static json_t *build(struct js_step *s)
 		json_object_set_new(prov, "tuned_file", json_string(s->conf.tuned));
 		json_object_set_new(prov, "tuned_node_model", jstr_or_null(s->tuned_model));
 	}
-	js_auto_record(s, step, prov);
 	json_object_set_new(prov, "plugin_version", json_string(JS_PLUGIN_VERSION));
+	return prov;
+}
+
+json_t *js_record_json(struct js_step *s)
+{
+	struct rec_energy e;
+	energy_of(s, &e);
+	json_t *root = json_object();
+	json_object_set_new(root, "format", json_string("joulestep-record"));
+	/* version 2: DRAM without a dram zone is null with step.dram_not_measured;
+	 * version 3: GPU energy and step.total_includes; version 4: no
+	 * step.exclusive (sharing is decided from time overlap at ingest) */
+	json_object_set_new(root, "version", json_integer(JS_RECORD_VERSION));
+	json_object_set_new(root, "cluster", json_string(s->cluster));
+	json_object_set_new(root, "job", record_job(s));
+	json_t *step = json_object();
+	step_fields(step, s);
+	json_t *gpus = step_energy(step, s, &e);
+	json_object_set_new(root, "step", step);
+	json_object_set_new(root, "zones", record_zones(s, &e));
+	json_t *packages = share_json(s);
+	js_cgroup_step_json(s, step, packages); /* cpuset check, cgroup CPU time */
+	json_object_set_new(root, "packages", packages);
+	json_object_set_new(root, "gpus", gpus);
+	bool uncertain = e.iv.wrap_uncertain;
+	json_t *phases = json_array();
+	size_t np = s->phases ? js_phases_count(s->phases) : 0;
+	for (size_t i = 0; i < np; i++) {
+		const struct js_sphase *p = js_phases_get(s->phases, i);
+		json_array_append_new(phases, record_phase(s, p, &e));
+		uncertain = uncertain || p->uncertain;
+	}
+	json_object_set_new(root, "phases", phases);
+	json_t *prov = record_provenance(s, uncertain);
+	js_auto_record(s, step, prov); /* the auto policy's fields */
 	json_object_set_new(root, "provenance", prov);
 	return root;
 }
@@ -401,15 +544,64 @@ static json_t *juser_uj(uint64_t v, bool shown, uint64_t res)
 	return shown ? json_integer((json_int_t)js_round_uj(v, res)) : json_null();
 }
 
-static json_t *build_user(struct js_step *s)
+/* The summary's step energies (rounded to res; none shown for a step
+ * shorter than min_phase_ms, or an uncertain one). */
+static void user_energy(json_t *root, const struct js_step *s, const struct rec_energy *e,
+			uint64_t res, uint64_t minp)
+{
+	uint64_t dur = s->end_ns - s->start_ns;
+	/* a counter that went back or vanished: no energy for the user either */
+	bool unc = e->have_e && (e->iv.cpu_uncertain || e->iv.dram_uncertain);
+	bool shown = e->have_e && !unc && js_user_may_see(dur, minp);
+	json_object_set_new(root, "uncertain", json_boolean(unc));
+	uint64_t cpu = js_round_uj(e->iv.energy_cpu_uj, res), dram = js_round_uj(e->iv.energy_dram_uj, res);
+	json_object_set_new(root, "start_ns", json_integer((json_int_t)s->start_ns));
+	json_object_set_new(root, "duration_ns", json_integer((json_int_t)dur));
+	json_object_set_new(root, "energy_cpu_uj", shown ? json_integer((json_int_t)cpu) : json_null());
+	json_object_set_new(root, "energy_dram_uj", shown && e->dram_m ? json_integer((json_int_t)dram) : json_null());
+	json_object_set_new(root, "dram_not_measured", e->have_e && !e->dram_m ? json_string(e->dwhy) : json_null());
+	/* the GPUs as the record has them (the total includes them only when
+	 * every one has its figure), rounded (gpu_user_json) */
+	uint64_t gpu = 0;
+	bool gpu_ok = false;
+	if (s->gpus) {
+		json_object_set_new(root, "gpus", gpu_user_json(s, js_user_may_see(dur, minp), &gpu, &gpu_ok));
+		json_object_set_new(root, "energy_gpu_uj", gpu_ok ? json_integer((json_int_t)gpu) : json_null());
+	}
+	json_object_set_new(root, "energy_total_uj", shown ? json_integer((json_int_t)(cpu + dram + (gpu_ok ? gpu : 0))) : json_null());
+	json_object_set_new(root, "total_includes", json_string(total_includes(e, gpu_ok)));
+	json_object_set_new(root, "energy_hidden", e->have_e && !unc && !shown ? json_string("shorter than min_phase_ms") : json_null());
+}
+
+static json_t *user_phase(const struct js_step *s, const struct js_sphase *p,
+			  const struct rec_energy *e, uint64_t res, uint64_t minp)
+{
+	bool seen = js_user_may_see(p->end_ns - p->start_ns, minp);
+	bool ps = e->have_e && !p->uncertain && seen;
+	json_t *o = json_object();
+	json_object_set_new(o, "seq", json_integer(p->seq));
+	json_object_set_new(o, "kind", json_string(p->kind));
+	json_object_set_new(o, "label", jstr_or_null(p->label));
+	json_object_set_new(o, "depth", json_integer(p->depth));
+	json_object_set_new(o, "duration_ns", json_integer((json_int_t)(p->end_ns - p->start_ns)));
+	json_object_set_new(o, "bytes", jnum_or_null(p->bytes));
+	json_object_set_new(o, "open_at_step_end", json_boolean(p->closed_by_step_end));
+	json_object_set_new(o, "energy_cpu_uj", juser_uj(p->e_cpu1_uj - p->e_cpu0_uj, ps, res));
+	json_object_set_new(o, "energy_dram_uj", juser_uj(p->e_dram1_uj - p->e_dram0_uj, ps && e->dram_m, res));
+	json_object_set_new(o, "energy_hidden", e->have_e && !seen ? json_string("shorter than min_phase_ms") : json_null());
+	json_object_set_new(o, "uncertain", json_boolean(p->uncertain));
+	uint64_t pg = 0;
+	if (s->gpus)
+		json_object_set_new(o, "energy_gpu_uj", gpu_user_phase(s, p, seen, &pg) ? json_integer((json_int_t)pg) : json_null());
+	return o;
+}
+
+json_t *js_record_user_json(struct js_step *s)
 {
 	uint64_t res = s->energy_resolution_uj ? s->energy_resolution_uj : JS_ENERGY_UNIT_UJ;
 	uint64_t minp = (uint64_t)s->conf.min_phase_ms * 1000000ULL;
-	bool have_e = s->energy && s->have_s0;
-	struct js_interval iv;
-	memset(&iv, 0, sizeof(iv));
-	if (have_e)
-		js_interval_of(s->energy, &s->s0, &s->s1, &iv);
+	struct rec_energy e;
+	energy_of(s, &e);
 	char pol[600];
 	js_policy_format(&s->policy, pol, sizeof(pol));
 	json_t *root = json_object();
@@ -422,55 +614,14 @@ static json_t *build_user(struct js_step *s)
 	json_object_set_new(root, "policy", json_string(pol));
 	json_object_set_new(root, "energy_resolution_uj", json_integer((json_int_t)res));
 	json_object_set_new(root, "min_phase_ns", json_integer((json_int_t)minp));
-	uint64_t dur = s->end_ns - s->start_ns;
-	/* a counter that went back or vanished: no energy for the user either */
-	bool unc = have_e && (iv.cpu_uncertain || iv.dram_uncertain);
-	bool shown = have_e && !unc && js_user_may_see(dur, minp);
-	json_object_set_new(root, "uncertain", json_boolean(unc));
-	uint64_t cpu = js_round_uj(iv.energy_cpu_uj, res), dram = js_round_uj(iv.energy_dram_uj, res);
-	char dwhy[JS_WHY_LEN] = "";
-	bool dram_m = have_e && js_zones_dram_why(js_energy_zones(s->energy), dwhy, sizeof(dwhy)) == 0;
-	json_object_set_new(root, "start_ns", json_integer((json_int_t)s->start_ns));
-	json_object_set_new(root, "duration_ns", json_integer((json_int_t)dur));
-	json_object_set_new(root, "energy_cpu_uj", shown ? json_integer((json_int_t)cpu) : json_null());
-	json_object_set_new(root, "energy_dram_uj", shown && dram_m ? json_integer((json_int_t)dram) : json_null());
-	json_object_set_new(root, "dram_not_measured", have_e && !dram_m ? json_string(dwhy) : json_null());
-	/* the GPUs as the record has them (the total includes them only when
-	 * every one has its figure), rounded (js_gpu_user_json) */
-	uint64_t gpu = 0;
-	bool gpu_ok = false;
-	if (s->gpus) {
-		json_object_set_new(root, "gpus", js_gpu_user_json(s, js_user_may_see(dur, minp), &gpu, &gpu_ok));
-		json_object_set_new(root, "energy_gpu_uj", gpu_ok ? json_integer((json_int_t)gpu) : json_null());
-	}
-	json_object_set_new(root, "energy_total_uj", shown ? json_integer((json_int_t)(cpu + dram + (gpu_ok ? gpu : 0))) : json_null());
-	json_object_set_new(root, "total_includes", json_string(dram_m || !have_e ? (gpu_ok ? "cpu+dram+gpu" : "cpu+dram") : (gpu_ok ? "cpu+gpu" : "cpu")));
-	json_object_set_new(root, "energy_hidden", have_e && !unc && !shown ? json_string("shorter than min_phase_ms") : json_null());
+	user_energy(root, s, &e, res, minp);
 	json_t *phases = json_array();
 	size_t np = s->phases ? js_phases_count(s->phases) : 0, hidden = 0;
 	for (size_t i = 0; i < np; i++) {
 		const struct js_sphase *p = js_phases_get(s->phases, i);
-		bool seen = js_user_may_see(p->end_ns - p->start_ns, minp);
-		bool ps = have_e && !p->uncertain && seen;
-		hidden += have_e && !seen;
-		if (i >= JS_SUMMARY_PHASES)
-			continue;
-		json_t *o = json_object();
-		json_object_set_new(o, "seq", json_integer(p->seq));
-		json_object_set_new(o, "kind", json_string(p->kind));
-		json_object_set_new(o, "label", jstr_or_null(p->label));
-		json_object_set_new(o, "depth", json_integer(p->depth));
-		json_object_set_new(o, "duration_ns", json_integer((json_int_t)(p->end_ns - p->start_ns)));
-		json_object_set_new(o, "bytes", jnum_or_null(p->bytes));
-		json_object_set_new(o, "open_at_step_end", json_boolean(p->closed_by_step_end));
-		json_object_set_new(o, "energy_cpu_uj", juser_uj(p->e_cpu1_uj - p->e_cpu0_uj, ps, res));
-		json_object_set_new(o, "energy_dram_uj", juser_uj(p->e_dram1_uj - p->e_dram0_uj, ps && dram_m, res));
-		json_object_set_new(o, "energy_hidden", have_e && !seen ? json_string("shorter than min_phase_ms") : json_null());
-		json_object_set_new(o, "uncertain", json_boolean(p->uncertain));
-		uint64_t pg = 0;
-		if (s->gpus)
-			json_object_set_new(o, "energy_gpu_uj", js_gpu_user_phase(s, p, seen, &pg) ? json_integer((json_int_t)pg) : json_null());
-		json_array_append_new(phases, o);
+		hidden += e.have_e && !js_user_may_see(p->end_ns - p->start_ns, minp);
+		if (i < JS_SUMMARY_PHASES)
+			json_array_append_new(phases, user_phase(s, p, &e, res, minp));
 	}
 	json_object_set_new(root, "phases", phases);
 	json_object_set_new(root, "phases_total", json_integer((json_int_t)np));
@@ -480,60 +631,6 @@ static json_t *build_user(struct js_step *s)
 	pthread_mutex_unlock(&s->err_mu);
 	json_object_set_new(root, "errors_total", json_integer((json_int_t)nerr));
 	return root;
-}
-
-static int write_all(int fd, const char *p, size_t n)
-{
-	while (n) {
-		ssize_t w = write(fd, p, n);
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		p += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
-
-/* js_write_atomicat with the file's owner: uid (uid_t)-1 keeps the
- * creator's. */
-static int write_atomic_owned(int dfd, const char *name, const char *data, size_t len,
-			      mode_t mode, uid_t uid, gid_t gid)
-{
-	char tmp[320];
-	int rc = 0, fd;
-
-	if (snprintf(tmp, sizeof(tmp), "%s.tmp.%d", name, (int)getpid()) >= (int)sizeof(tmp))
-		return -ENAMETOOLONG;
-	/* a tmp file of this pid can only be left by a killed slurmstepd */
-	(void)unlinkat(dfd, tmp, 0);
-	fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
-	if (fd < 0)
-		return -errno;
-	/* root:root (the journal, the job cache) even if slurmstepd's egid is
-	 * the user's at this moment; the job's user for its summary */
-	if (uid != (uid_t)-1 && fchown(fd, uid, gid) < 0)
-		rc = -errno;
-	if (!rc)
-		rc = write_all(fd, data, len);
-	if (!rc && fsync(fd) < 0)
-		rc = -errno;
-	if (close(fd) < 0 && !rc)
-		rc = -errno;
-	if (!rc && renameat(dfd, tmp, dfd, name) < 0)
-		rc = -errno;
-	if (rc)
-		(void)unlinkat(dfd, tmp, 0);
-	return rc;
-}
-
-int js_write_atomicat(int dfd, const char *name, const char *data, size_t len, mode_t mode,
-		      bool chown_root)
-{
-	return write_atomic_owned(dfd, name, data, len, mode, chown_root ? 0 : (uid_t)-1,
-				  chown_root ? 0 : (gid_t)-1);
 }
 
 int js_record_dir(struct js_step *s)
@@ -551,14 +648,14 @@ int js_record_dir(struct js_step *s)
  * (docs/security.md, "Threat model: RAPL side channels"). */
 static void write_user_summary(struct js_step *s, int dfd, const char *dir)
 {
-	json_t *u = build_user(s);
+	json_t *u = js_record_user_json(s);
 	char *text = u ? json_dumps(u, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENSURE_ASCII) : NULL;
 	json_decref(u);
 	char name[256];
 	js_record_name(s, name, sizeof(name)); /* <record name without .json>.summary */
 	size_t nl = strlen(name);
 	snprintf(name + nl - 5, sizeof(name) - (nl - 5), ".summary");
-	int urc = text ? write_atomic_owned(dfd, name, text, strlen(text), 0400, s->uid, s->gid)
+	int urc = text ? js_write_atomic_owned(dfd, name, text, strlen(text), 0400, s->uid, s->gid)
 		       : -ENOMEM;
 	if (urc)
 		slurm_error("joulestep: job %u step %s: writing the user's summary %s/%s: %s",
@@ -571,11 +668,22 @@ void js_record_name(const struct js_step *s, char *name, size_t len)
 	js_record_name_of(s->job_id, s->step_id, s->het, s->first_seen_ns, s->node, name, len);
 }
 
+void js_record_started_marker(struct js_step *s)
+{
+	char name[256];
+	js_record_name(s, name, sizeof(name));
+	int rc = js_pending_started(s->conf.state, s->cluster, s->job_id, name, s->start_ns,
+				    s->have_s0 ? s->s0.t_ns : 0);
+	if (rc < 0)
+		js_step_error(s, "record: step-start marker in %s/pending: %s", s->conf.state,
+			      strerror(-rc));
+}
+
 int js_record_write(struct js_step *s, int dfd)
 {
 	char dir[JS_PATH_MAX * 2];
 	snprintf(dir, sizeof(dir), "%s/%s/%u", s->conf.spool, s->cluster, s->job_id);
-	json_t *root = build(s);
+	json_t *root = js_record_json(s);
 	char *text = root ? json_dumps(root, JSON_INDENT(1) | JSON_SORT_KEYS | JSON_ENSURE_ASCII) : NULL;
 	json_decref(root);
 	if (!text) {
@@ -620,17 +728,6 @@ int js_record_write(struct js_step *s, int dfd)
 	return rc;
 }
 
-/* fsync a directory given relative to dfd (no symlinks). */
-static int fsync_dirat(int dfd, const char *name)
-{
-	int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	int rc = fsync(fd) < 0 ? -errno : 0;
-	close(fd);
-	return rc;
-}
-
 int js_record_sync_job(const char *spool, const char *cluster, uint32_t job_id)
 {
 	char job[16];
@@ -656,7 +753,7 @@ int js_record_sync_job(const char *spool, const char *cluster, uint32_t job_id)
 		if (cfd < 0)
 			continue;
 		if (js_check_dirfd(cfd) == 0) {
-			int e = fsync_dirat(cfd, job);        /* the renames */
+			int e = js_fsync_dirat(cfd, job);        /* the renames */
 			if (e == 0 && fsync(cfd) < 0)         /* the job directory */
 				e = -errno;
 			if (e != -ENOENT) {

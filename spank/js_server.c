@@ -39,6 +39,8 @@
 #include <slurm/spank.h>
 
 #include "js_sidechan.h"
+#include "js_fs.h"
+#include "js_server.h"
 #include "js_step.h"
 
 #define MSGS_PER_WAKEUP 64
@@ -60,13 +62,6 @@ struct srv {
 	unsigned long refused;
 	unsigned long msg_errors;  /* malformed or rejected messages, all conns */
 };
-
-static uint64_t mono_now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
 
 static bool stopping(struct js_step *s)
 {
@@ -151,119 +146,109 @@ static void msg_error(struct js_step *s, struct srv *v, struct js_conn *c, const
 			    : "further errors on this connection are not logged");
 }
 
-/* One message. draining: step end (BEGINs are not replayed). */
-static void handle(struct js_step *s, struct srv *v, struct js_conn *c, const char *buf,
-		   size_t len, bool truncated, bool draining)
+/* Parse one message, "id=N" stripped first (the parser does not know it):
+ * 0, or the error code for the reply with *why. */
+static int parse_msg(const char *buf, size_t len, bool truncated, struct js_msg *m,
+		     const char **why)
 {
-	char id[32];
-	struct js_msg m;
-	const char *why = NULL;
-	int code;
-
-	find_id(buf, len > JS_MSG_MAX ? JS_MSG_MAX : len, id, sizeof(id));
-	/* Strip "id=N" before parsing (the parser does not know it). */
 	char clean[JS_MSG_MAX + 1];
 	size_t cl = 0;
-	if (!truncated && len <= JS_MSG_MAX) {
-		for (size_t i = 0; i < len;) {
-			size_t j = i;
-			while (j < len && buf[j] != ' ')
-				j++;
-			if (!(j - i > 3 && !memcmp(buf + i, "id=", 3))) {
-				if (cl)
-					clean[cl++] = ' ';
-				memcpy(clean + cl, buf + i, j - i);
-				cl += j - i;
-			}
-			i = j + 1;
+	if (truncated || len > JS_MSG_MAX) {
+		memset(m, 0, sizeof(*m));
+		*why = "message longer than 256 bytes";
+		m->sync = true;
+		return EMSGSIZE;
+	}
+	for (size_t i = 0; i < len;) {
+		size_t j = i;
+		while (j < len && buf[j] != ' ')
+			j++;
+		if (!(j - i > 3 && !memcmp(buf + i, "id=", 3))) {
+			if (cl)
+				clean[cl++] = ' ';
+			memcpy(clean + cl, buf + i, j - i);
+			cl += j - i;
 		}
-		clean[cl] = 0;
-		code = js_msg_parse(clean, cl, &m, &why);
-	} else {
-		memset(&m, 0, sizeof(m));
-		code = EMSGSIZE;
-		why = "message longer than 256 bytes";
-		m.sync = true;
+		i = j + 1;
 	}
-	if (code) {
-		s->rejected++;
-		char what[160];
-		snprintf(what, sizeof(what), "malformed phase message (%s)", why);
-		msg_error(s, v, c, what);
-		reply(c->fd, "JS1 ERR %d%s %s", code, id, why);
-		return;
+	clean[cl] = 0;
+	return js_msg_parse(clean, cl, m, why);
+}
+
+/* Only BEGINs are rate-limited: each may change the clock; an END only
+ * undoes what a BEGIN that passed did, and dropping one would leave a phase
+ * open with the clock lowered. True when this BEGIN is dropped (answered). */
+static bool begin_capped(struct js_step *s, struct srv *v, struct js_conn *c,
+			 const struct js_msg *m, int rank, const char *id)
+{
+	enum js_cap cap = js_markcap_take(&v->cap, js_now_ns(CLOCK_MONOTONIC));
+	if (cap == JS_CAP_RATE) {
+		s->dropped_rate++;
+		if (!v->rate_logged) {
+			v->rate_logged = true;
+			slurm_error("joulestep: job %u step %s: phase BEGIN markers exceed rate=%u/s (max_markers_per_s); excess BEGINs are dropped (their ENDs close nothing)",
+				    s->job_id, s->step_id, s->conf.rate);
+		}
+		not_recorded(s, c, m, rank, id, EAGAIN, "rate limit exceeded");
+		return true;
 	}
-	int rank = m.rank >= 0 ? m.rank : 0;
+	if (cap == JS_CAP_STEP) { /* counted, never waited for */
+		s->dropped_step_cap++;
+		if (!v->cap_logged) {
+			v->cap_logged = true;
+			slurm_error("joulestep: job %u step %s: phase BEGIN markers exceed max_markers_per_step=%llu; further BEGINs of this step are dropped (their ENDs close nothing)",
+				    s->job_id, s->step_id, (unsigned long long)s->conf.max_markers_per_step);
+		}
+		not_recorded(s, c, m, rank, id, EAGAIN, "max_markers_per_step exceeded");
+		return true;
+	}
+	return false;
+}
+
+/* A BEGIN: 0 when handled (answered if sync), else the phase logic's
+ * refusal. */
+static int on_begin(struct js_step *s, struct js_conn *c, const struct js_msg *m, int rank,
+		    const char *id)
+{
 	uint32_t seq = 0, khz = 0;
-	int rc;
-	switch (m.op) {
-	case JS_OP_PING:
-		reply(c->fd, "JS1 OK%s PONG job=%u step=%s", id, s->job_id, s->step_id);
-		return;
-	case JS_OP_BEGIN:
-		if (draining) { /* never replayed: the step is over */
-			s->skipped_at_end++;
-			not_recorded(s, c, &m, rank, id, ESHUTDOWN, "the step is ending");
-			return;
+	int rc = js_phases_begin(s->phases, rank, m->kind, m->label,
+				 js_policy_kind_ratio(&s->policy, &s->conf, m->kind), m->t_ns, &seq,
+				 &khz);
+	if (rc == 0) {
+		const struct js_sphase *p = js_phases_get(s->phases, seq);
+		if (p && p->freq_lag_ns > s->max_lag_ns)
+			s->max_lag_ns = p->freq_lag_ns;
+		if (m->sync) {
+			if (khz)
+				reply(c->fd, "JS1 OK%s seq=%u freq_khz=%u", id, seq, khz);
+			else
+				reply(c->fd, "JS1 OK%s seq=%u freq_khz=-", id, seq);
 		}
-		/* Only BEGINs are rate-limited: each may change the clock; an END
-		 * only undoes what a BEGIN that passed did, and dropping one would
-		 * leave a phase open with the clock lowered. */
-		enum js_cap cap = js_markcap_take(&v->cap, mono_now());
-		if (cap == JS_CAP_RATE) {
-			s->dropped_rate++;
-			if (!v->rate_logged) {
-				v->rate_logged = true;
-				slurm_error("joulestep: job %u step %s: phase BEGIN markers exceed rate=%u/s (max_markers_per_s); excess BEGINs are dropped (their ENDs close nothing)",
-					    s->job_id, s->step_id, s->conf.rate);
-			}
-			not_recorded(s, c, &m, rank, id, EAGAIN, "rate limit exceeded");
-			return;
-		}
-		if (cap == JS_CAP_STEP) { /* counted, never waited for */
-			s->dropped_step_cap++;
-			if (!v->cap_logged) {
-				v->cap_logged = true;
-				slurm_error("joulestep: job %u step %s: phase BEGIN markers exceed max_markers_per_step=%llu; further BEGINs of this step are dropped (their ENDs close nothing)",
-					    s->job_id, s->step_id, (unsigned long long)s->conf.max_markers_per_step);
-			}
-			not_recorded(s, c, &m, rank, id, EAGAIN, "max_markers_per_step exceeded");
-			return;
-		}
-		rc = js_phases_begin(s->phases, rank, m.kind, m.label,
-				     js_policy_kind_ratio(&s->policy, &s->conf, m.kind), m.t_ns,
-				     &seq, &khz);
-		if (rc == 0) {
-			const struct js_sphase *p = js_phases_get(s->phases, seq);
-			if (p && p->freq_lag_ns > s->max_lag_ns)
-				s->max_lag_ns = p->freq_lag_ns;
-			if (m.sync) {
-				if (khz)
-					reply(c->fd, "JS1 OK%s seq=%u freq_khz=%u", id, seq, khz);
-				else
-					reply(c->fd, "JS1 OK%s seq=%u freq_khz=-", id, seq);
-			}
-			return;
-		}
-		if (!m.sync) /* refused below; its END will come */
-			(void)js_phases_skip(s->phases, rank);
-		break;
-	case JS_OP_END:
-		rc = js_phases_end(s->phases, rank, m.bytes, m.t_ns, &seq);
-		if (rc == JS_PHASE_SKIPPED) {
-			if (m.sync)
-				reply(c->fd, "JS1 OK%s seq=-", id);
-			return;
-		}
-		if (rc == 0) {
-			if (m.sync)
-				reply(c->fd, "JS1 OK%s seq=%u", id, seq);
-			return;
-		}
-		break;
-	default:
-		rc = -EINVAL;
+		return 0;
 	}
+	if (!m->sync) /* refused below; its END will come */
+		(void)js_phases_skip(s->phases, rank);
+	return rc;
+}
+
+static int on_end(struct js_step *s, struct js_conn *c, const struct js_msg *m, int rank,
+		  const char *id)
+{
+	uint32_t seq = 0;
+	int rc = js_phases_end(s->phases, rank, m->bytes, m->t_ns, &seq);
+	if (rc == JS_PHASE_SKIPPED) {
+		if (m->sync)
+			reply(c->fd, "JS1 OK%s seq=-", id);
+		return 0;
+	}
+	if (rc == 0 && m->sync)
+		reply(c->fd, "JS1 OK%s seq=%u", id, seq);
+	return rc;
+}
+
+static void rejected(struct js_step *s, struct srv *v, struct js_conn *c, int rank,
+		     const char *id, int rc)
+{
 	s->rejected++;
 	const char *msg = rc == -ERANGE ? "nesting deeper than max_depth"
 			: rc == -ENOSPC ? "max_phases (or 1048576 rank entries) reached for this step"
@@ -275,6 +260,49 @@ static void handle(struct js_step *s, struct srv *v, struct js_conn *c, const ch
 	snprintf(what, sizeof(what), "phase message rejected (rank %d: %s)", rank, msg);
 	msg_error(s, v, c, what);
 	reply(c->fd, "JS1 ERR %d%s %s", -rc, id, msg);
+}
+
+static void handle(struct js_step *s, struct srv *v, struct js_conn *c, const char *buf,
+		   size_t len, bool truncated, bool draining)
+{
+	char id[32];
+	struct js_msg m;
+	const char *why = NULL;
+
+	find_id(buf, len > JS_MSG_MAX ? JS_MSG_MAX : len, id, sizeof(id));
+	int code = parse_msg(buf, len, truncated, &m, &why);
+	if (code) {
+		s->rejected++;
+		char what[160];
+		snprintf(what, sizeof(what), "malformed phase message (%s)", why);
+		msg_error(s, v, c, what);
+		reply(c->fd, "JS1 ERR %d%s %s", code, id, why);
+		return;
+	}
+	int rank = m.rank >= 0 ? m.rank : 0;
+	int rc;
+	switch (m.op) {
+	case JS_OP_PING:
+		reply(c->fd, "JS1 OK%s PONG job=%u step=%s", id, s->job_id, s->step_id);
+		return;
+	case JS_OP_BEGIN:
+		if (draining) { /* never replayed: the step is over */
+			s->skipped_at_end++;
+			not_recorded(s, c, &m, rank, id, ESHUTDOWN, "the step is ending");
+			return;
+		}
+		if (begin_capped(s, v, c, &m, rank, id))
+			return;
+		rc = on_begin(s, c, &m, rank, id);
+		break;
+	case JS_OP_END:
+		rc = on_end(s, c, &m, rank, id);
+		break;
+	default:
+		rc = -EINVAL;
+	}
+	if (rc)
+		rejected(s, v, c, rank, id, rc);
 }
 
 /* ---- peers --------------------------------------------------------------- */
@@ -434,7 +462,7 @@ static void sample(struct js_step *s)
  * the clock is held (the caller restores it through the journal). */
 static void drain(struct js_step *s, struct srv *v)
 {
-	uint64_t deadline = mono_now() + DRAIN_MAX_NS;
+	uint64_t deadline = js_now_ns(CLOCK_MONOTONIC) + DRAIN_MAX_NS;
 	bool done = false;
 	if (s->phases)
 		js_phases_hold_clock(s->phases);
@@ -442,7 +470,7 @@ static void drain(struct js_step *s, struct srv *v)
 		char buf[JS_MSG_MAX + 64];
 		int fd = s->conns[i].fd;
 		while (!done) {
-			if (s->drained >= DRAIN_MAX_MSGS || mono_now() >= deadline) {
+			if (s->drained >= DRAIN_MAX_MSGS || js_now_ns(CLOCK_MONOTONIC) >= deadline) {
 				done = true;
 				break;
 			}
@@ -464,6 +492,70 @@ static void drain(struct js_step *s, struct srv *v)
 			   DRAIN_MAX_NS / 1000000ULL);
 }
 
+/* Up to MSGS_PER_WAKEUP messages of connection i; true when it is closed
+ * (by the peer, or an error), *stop when the step's end was asked for. */
+static bool read_conn(struct js_step *s, struct srv *v, size_t i, bool *stop)
+{
+	for (int k = 0; k < MSGS_PER_WAKEUP; k++) {
+		if (stopping(s)) {
+			*stop = true;
+			return false;
+		}
+		char buf[JS_MSG_MAX + 64];
+		ssize_t r = recv(s->conns[i].fd, buf, sizeof(buf), MSG_DONTWAIT | MSG_TRUNC);
+		if (r < 0)
+			return !(errno == EAGAIN || errno == EINTR);
+		if (r == 0)
+			return true;
+		handle(s, v, &s->conns[i], buf, (size_t)r < sizeof(buf) ? (size_t)r : sizeof(buf),
+		       (size_t)r > JS_MSG_MAX, false);
+	}
+	return false;
+}
+
+/* The connections' messages, then closed ones dropped; *stop as above.
+ * Between two messages the stop request wins: what is left is for the
+ * bounded drain. */
+static void serve_conns(struct js_step *s, struct srv *v, const struct pollfd *pfd, size_t nc,
+			bool *stop)
+{
+	for (size_t i = 0; i < nc && !*stop; i++) {
+		if (!pfd[i].revents)
+			continue;
+		bool closed = read_conn(s, v, i, stop);
+		if (!*stop && (closed || (pfd[i].revents & (POLLHUP | POLLERR | POLLNVAL) &&
+					  !(pfd[i].revents & POLLIN)))) {
+			close(s->conns[i].fd);
+			s->conns[i].fd = -1;
+		}
+	}
+	size_t w = 0;
+	for (size_t i = 0; i < nc; i++)
+		if (s->conns[i].fd >= 0)
+			s->conns[w++] = s->conns[i];
+	s->nconns = w;
+}
+
+/* The meter has no thread of its own: sample it at its period (half the
+ * shortest wrap time, capped by sample_ms), whatever the markers do. The
+ * poll's timeout until the next sample, or NULL (no meter). */
+static struct timespec *sample_due(struct js_step *s, uint64_t period, uint64_t *due,
+				   struct timespec *ts)
+{
+	if (!period)
+		return NULL;
+	uint64_t now = js_now_ns(CLOCK_MONOTONIC);
+	if (now >= *due) {
+		sample(s);
+		now = js_now_ns(CLOCK_MONOTONIC);
+		*due = now + period;
+	}
+	uint64_t left = *due - now;
+	ts->tv_sec = (time_t)(left / 1000000000ULL);
+	ts->tv_nsec = (long)(left % 1000000000ULL);
+	return ts;
+}
+
 static void *server_main(void *arg)
 {
 	struct js_step *s = arg;
@@ -471,26 +563,12 @@ static void *server_main(void *arg)
 	struct srv v = {.rate_logged = false, .cap_logged = false, .refused = 0, .msg_errors = 0};
 
 	(void)pthread_setname_np(pthread_self(), "js-step");
-	/* The meter has no thread of its own: sample it at its period (half the
-	 * shortest wrap time, capped by sample_ms), whatever the markers do. */
 	uint64_t period = s->meter ? js_meter_period_ns(s->meter) : 0;
-	uint64_t due = mono_now() + period;
-	js_markcap_init(&v.cap, s->conf.rate, s->conf.max_markers_per_step, mono_now());
+	uint64_t due = js_now_ns(CLOCK_MONOTONIC) + period;
+	js_markcap_init(&v.cap, s->conf.rate, s->conf.max_markers_per_step, js_now_ns(CLOCK_MONOTONIC));
 	bool stop = false;
 	while (!stop && !stopping(s)) {
-		struct timespec ts, *tmo = NULL;
-		if (period) {
-			uint64_t now = mono_now();
-			if (now >= due) {
-				sample(s);
-				now = mono_now();
-				due = now + period;
-			}
-			uint64_t left = due - now;
-			ts.tv_sec = (time_t)(left / 1000000000ULL);
-			ts.tv_nsec = (long)(left % 1000000000ULL);
-			tmo = &ts;
-		}
+		struct timespec ts, *tmo = sample_due(s, period, &due, &ts);
 		size_t nc = s->nconns;
 		pfd[0].fd = s->stop_fd;
 		pfd[0].events = POLLIN;
@@ -512,43 +590,7 @@ static void *server_main(void *arg)
 			continue; /* sampling time */
 		if (pfd[0].revents)
 			break;
-		/* Between two messages the stop request wins: what is left is
-		 * for the bounded drain. */
-		for (size_t i = 0; i < nc && !stop; i++) {
-			if (!pfd[i + 2].revents)
-				continue;
-			bool closed = false;
-			for (int k = 0; k < MSGS_PER_WAKEUP; k++) {
-				if (stopping(s)) {
-					stop = true;
-					break;
-				}
-				char buf[JS_MSG_MAX + 64];
-				ssize_t r = recv(s->conns[i].fd, buf, sizeof(buf), MSG_DONTWAIT | MSG_TRUNC);
-				if (r < 0) {
-					if (errno == EAGAIN || errno == EINTR)
-						break;
-					closed = true;
-					break;
-				}
-				if (r == 0) {
-					closed = true;
-					break;
-				}
-				handle(s, &v, &s->conns[i], buf, (size_t)r < sizeof(buf) ? (size_t)r : sizeof(buf),
-				       (size_t)r > JS_MSG_MAX, false);
-			}
-			if (!stop && (closed || (pfd[i + 2].revents & (POLLHUP | POLLERR | POLLNVAL) &&
-						 !(pfd[i + 2].revents & POLLIN)))) {
-				close(s->conns[i].fd);
-				s->conns[i].fd = -1;
-			}
-		}
-		size_t w = 0;
-		for (size_t i = 0; i < nc; i++)
-			if (s->conns[i].fd >= 0)
-				s->conns[w++] = s->conns[i];
-		s->nconns = w;
+		serve_conns(s, &v, pfd + 2, nc, &stop);
 		if (!stop && (pfd[1].revents & POLLIN)) {
 			/* bounded: a connect flood (any local user may connect)
 			 * must not keep the thread from markers and stop */

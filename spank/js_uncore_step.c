@@ -17,6 +17,7 @@
 #include "joulestep/uncore.h"
 #include "js_cgroup_step.h"
 #include "js_step.h"
+#include "js_uncore_step.h"
 
 static int open_max(const char *sysfs, const char *name)
 {
@@ -120,11 +121,15 @@ void js_uncore_step_restore(struct js_step *s)
 void js_uncore_recover_node(const struct js_conf *c, uint32_t jobid, const char *when)
 {
 	struct js_uncore_recovery r;
+	memset(&r, 0, sizeof(r));
 	int rc = js_uncore_journal_recover(c->state, c->sysfs, false, &r);
 	if (rc < 0 && rc != -ENOENT)
 		slurm_error("joulestep: job %u: %s: recover uncore clocks: %s", jobid, when,
 			    strerror(-rc));
-	else if (r.restored)
+	if (r.restored)
 		slurm_info("joulestep: job %u: %s: restored %d uncore clock(s) left changed by a killed step",
 			   jobid, when, r.restored);
+	if (r.failed)
+		slurm_error("joulestep: job %u: %s: recover uncore clocks: %d could not be written back (the journal keeps them for the next prolog, epilog or joulestep-restore)",
+			    jobid, when, r.failed);
 }

@@ -134,6 +134,7 @@ def test_migration_010_fixes_stored_version1_amd_steps(tmp_path):
         conn.execute(f"ALTER TABLE jobs DROP COLUMN {col}")
     conn.execute("DROP TABLE step_packages")               # migration 013's
     conn.execute("ALTER TABLE steps DROP COLUMN cpu_time_ns")
+    conn.execute("ALTER TABLE steps ADD COLUMN exclusive INTEGER")  # migration 019 dropped it
     conn.execute("PRAGMA user_version = 9")
     conn.close()
     conn = store.connect(db)

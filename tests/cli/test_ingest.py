@@ -29,10 +29,10 @@ def test_fixture_lands_exactly(loaded, db):
     assert q(db, "SELECT count(*) FROM phases") == [(5,)]
     assert q(db, "SELECT count(*) FROM step_zones") == [(12,)]
     row = q(db, "SELECT s.energy_cpu_uj, s.energy_dram_uj, s.energy_total_uj, "
-                "s.duration_ns, s.policy, s.base_freq_khz, s.exclusive, n.name "
+                "s.duration_ns, s.policy, s.base_freq_khz, n.name "
                 "FROM steps s JOIN jobs j USING (job_pk) JOIN nodes n USING (node_pk)"
                 " WHERE j.user_name = 'alice' AND s.step_id = '0'")
-    assert row == [(100 * J, 20 * J, 120 * J, 10 * S, "io-dvfs", 2_400_000, 1, "node01")]
+    assert row == [(100 * J, 20 * J, 120 * J, 10 * S, "io-dvfs", 2_400_000, "node01")]
     ph = q(db, "SELECT p.seq, p.kind, p.depth, p.parent_seq, p.freq_khz, p.bytes, "
                "p.energy_cpu_uj, p.energy_dram_uj, p.duration_ns FROM phases p "
                "JOIN steps s USING (step_pk) JOIN jobs j USING (job_pk) "
@@ -96,7 +96,7 @@ def test_corrupt_records_quarantined_rest_lands(run, spool, db):
         assert (moved.parent / (moved.name + ".reason")).read_text().strip()
     assert "truncated JSON" in err
     assert "step.energy_cpu_uj: expected an integer" in err
-    assert "version: this joulestep reads versions 1 to 3, got 7" in err
+    assert "version: this joulestep reads versions 1 to 4, got 7" in err
     assert "record: expected a JSON object" in err
     assert "inflight" not in err
     assert (spool / "demo" / "51" / "inflight.json.tmp.999").exists()

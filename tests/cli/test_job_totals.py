@@ -165,6 +165,7 @@ def test_migration_fills_the_totals_of_an_old_store(tmp_path):
     conn.execute("DROP INDEX jobs_by_steps_start")
     for col in TOTALS.split("FROM")[0].split(",")[1:]:
         conn.execute(f"ALTER TABLE jobs DROP COLUMN {col.strip()}")
+    conn.execute("ALTER TABLE steps ADD COLUMN exclusive INTEGER")  # migration 019 dropped it
     conn.execute("PRAGMA user_version = 6")
     conn.close()
     conn = store.connect(db)

@@ -48,7 +48,9 @@ def test_job_step_and_phase_figures(loaded):
     t = s["totals"]
     assert t["energy_total_j"] == 156 and t["energy_cpu_j"] == 130
     assert t["saving_status"] == "not estimated"
-    assert any("batch on node01: node shared" in c for c in s["caveats"])
+    # alone on node01: no other job's step overlaps it in time (the store's
+    # rule; the record's step.exclusive, false here, is not read)
+    assert not any("node shared" in c for c in s["caveats"])
     assert any("ID recycled" in c and f"--first-seen {T0 + 3 * 86400 * S}" in c
                for c in s["caveats"])
     assert len(s["other_submissions"]) == 1
@@ -130,7 +132,7 @@ def test_job_errors(loaded):
 
 def test_job_table_fits_80_columns(loaded):
     out = loaded("job", 42, *ALICE).stdout
-    assert "checkpoint:ckpt-1" in out and "node shared" in out
+    assert "checkpoint:ckpt-1" in out and "Caveats" in out
     assert max(len(l) for l in out.splitlines()) <= 80
 
 

@@ -1,9 +1,12 @@
 """docs/record-format.md and the record schema (store/records.py SCHEMA)
 cannot drift: the doc's field table is the one the schema generates, and
 the doc's example record is a valid record whose fields are all in it."""
+import copy
 import json
 import pathlib
 import re
+
+import pytest
 
 from joulestep import store
 from joulestep.store import records
@@ -46,3 +49,32 @@ def test_columns_follow_the_schema():
     assert len(set(records.STEP_COLUMNS)) == len(records.STEP_COLUMNS)
     assert store.TABLES["steps"][3:-2] == records.STEP_COLUMNS
     assert store.TABLES["phases"][1:] == records.PHASE_COLUMNS
+
+
+def test_version_4_drops_exclusive_and_old_digests_stay():
+    """Version 4 has no step.exclusive (the store decides sharing from time
+    overlap). A version 1-3 record's flag is still checked and still counts
+    in its digest, so that a copy ingested before migration 019 is still the
+    same record; nothing of it is stored."""
+    import recgen
+    old = recgen.record()                     # version 1, "exclusive": true
+    assert old["step"]["exclusive"] is True
+    other = copy.deepcopy(old)
+    other["step"]["exclusive"] = False
+    p_old, p_other = records.parse_record(old), records.parse_record(other)
+    assert "exclusive" not in records.STEP_COLUMNS
+    assert p_old.step == p_other.step         # the same rows
+    assert p_old.digest != p_other.digest     # but not the same copy
+    gone = copy.deepcopy(old)                 # a version 3 record without the flag
+    del gone["step"]["exclusive"]
+    gone["version"] = 3
+    v4 = copy.deepcopy(gone)
+    v4["version"] = 4
+    assert records.parse_record(v4).digest == records.parse_record(gone).digest
+    assert records.parse_record(v4).step == records.parse_record(gone).step
+    bad = copy.deepcopy(old)
+    bad["step"]["exclusive"] = "yes"
+    with pytest.raises(records.RecordError, match=r"step\.exclusive: expected true or false"):
+        records.parse_record(bad)
+    v4["step"]["exclusive"] = "yes"           # not a version 4 field: ignored
+    assert records.parse_record(v4).step == records.parse_record(gone).step

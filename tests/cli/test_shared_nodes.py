@@ -162,3 +162,22 @@ def test_per_cpu_cgroup_time_splits_a_step_over_two_packages(run, tmp_path):
     assert abs(e1 - 100) < 1e-3 and abs(e2 - 60) < 1e-3, (e1, e2)
     o1, o2 = energies(False, (23, 24), "n3")
     assert abs(o1 - (50 + 20)) < 1e-3 and abs(o2 - 40) < 1e-3, (o1, o2)
+
+
+def test_caveat_without_inputs_comes_from_time_overlap(run, tmp_path):
+    """Records without the attribution's inputs (older plugins): the store
+    flags a shared node when another job's step on it overlaps in time,
+    whatever step.exclusive said (dropped in record version 4)."""
+    spool = tmp_path / "spool"
+    # jobs 20 and 21 overlap on n1 (100-110 s and 105-115 s); job 22 is
+    # alone on n1 later though it claimed a shared node; 23 on n2 at once
+    for job_id, node, start, excl in ((20, "n1", 100, True), (21, "n1", 105, True),
+                                      (22, "n1", 200, False), (23, "n2", 100, False)):
+        recgen.write(spool, recgen.record(job_id=job_id, node=node, start_s=start,
+                                          dur_s=10, exclusive=excl,
+                                          first_seen_s=start - 1))
+    run("ingest", spool)
+    for job_id, shared in ((20, True), (21, True), (22, False), (23, False)):
+        caveats = jrun(run, "job", job_id)["caveats"]
+        assert any("node shared with other jobs" in c for c in caveats) == shared, \
+            (job_id, caveats)

@@ -231,7 +231,8 @@ srun -n1 sh -c '{plug.adv("step0", 3)}'
     truth = adv_truth(out)
     b, s0 = recs["batch"], recs["0"]
     for r in (b, s0):
-        assert r["format"] == "joulestep-record" and r["version"] == 3
+        assert r["format"] == "joulestep-record" and r["version"] == 4
+        assert "exclusive" not in r["step"]   # dropped in version 4
         assert r["step"]["dram_not_measured"] is None   # the Intel tree has dram zones
         # no GPU on this node: none measured, the total is CPU + DRAM
         assert r["gpus"] == [] and r["step"]["energy_gpu_uj"] is None

@@ -155,7 +155,7 @@ sleep 0.3'
     off = mono_offset_ns()
     uuid0 = (fakegpu.gpu_dir(gpu.gpu_root, 0) / "uuid").read_text().strip()
     for step, r in recs.items():
-        assert r["version"] == 3
+        assert r["version"] == 4
         assert r["provenance"]["errors"] == [], (step, r["provenance"]["errors"])
         assert r["provenance"]["gpu_backend"] == "nvml", step
         assert r["provenance"]["gpus_unmeasured"] is None, step

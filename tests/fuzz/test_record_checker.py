@@ -36,7 +36,8 @@ from joulestep.store import records  # noqa: E402
 EXAMPLES = tif.EXAMPLES * 2
 STATS = {"ok": 0, "refused": 0}
 PATHS = {f.path for f in records.SCHEMA} | {f.section for f in records.SCHEMA} | {
-    "record", "format", "version", "phases[].ranks"}
+    "record", "format", "version", "phases[].ranks",
+    "step.exclusive"}  # versions 1-3 only: checked, then dropped (version 4)
 
 
 def outcome(rec):
@@ -200,7 +201,7 @@ STEP_RULES = {
         "base_freq_khz", "nominal_freq_khz", "fixed_freq_khz")},
     **{f"step.{k}": (lambda v: _is_text(v, null=True)) for k in (
         "node_model", "cpus", "policy")},
-    "step.exclusive": lambda v: v is None or type(v) is bool,
+    "step.exclusive": lambda v: v is None or type(v) is bool,  # versions 1-3 (recgen: 1)
     "step.freq_min_ratio": lambda v: v is None or type(v) in (int, float),
     "step.exit_code": lambda v: _is_int(v, null=True),
     **{f"job.{k}": (lambda v: _is_int(v, 0, null=True)) for k in (

@@ -21,7 +21,7 @@ STEP_COLS = (
     "j.name AS job_name, "
     "j.user_name AS user, j.account, j.partition, s.step_pk, s.step_id, "
     "s.het_component, n.name AS node, s.node_model, s.ntasks, s.nnodes, s.ncpus, "
-    "s.exclusive, s.policy, s.base_freq_khz, s.start_ns, s.end_ns, "
+    "s.policy, s.base_freq_khz, s.start_ns, s.end_ns, "
     "s.duration_ns, s.energy_cpu_uj, s.energy_dram_uj, s.energy_total_uj, "
     "s.exit_code, s.wrap_uncertain, s.counted_cpu_uj, s.counted_dram_uj, "
     "s.counted_total_uj, s.counted_duration_ns, c.step_id AS inside_step, "

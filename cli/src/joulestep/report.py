@@ -274,10 +274,12 @@ def _job_rows(conn, job_id, cluster, first_seen_ns) -> list:
 
 
 # The step and phase rows step_savings and job_summary read (by position),
-# also read by the exporter (exporter.py) for its saving estimate
+# also read by the exporter (exporter.py) for its saving estimate. Position 7
+# held steps.exclusive, dropped with record version 4 (migration 019): NULL
+# keeps the positions after it.
 STEP_COLS = (
     "s.step_pk, s.step_id, s.het_component, n.name, s.node_model, "
-    "s.ntasks, s.ncpus, s.exclusive, s.policy, s.base_freq_khz, s.start_ns, "
+    "s.ntasks, s.ncpus, NULL, s.policy, s.base_freq_khz, s.start_ns, "
     "s.end_ns, s.duration_ns, s.energy_cpu_uj, s.energy_dram_uj, "
     "s.energy_total_uj, s.exit_code, s.wrap_uncertain, s.errors_json, "
     "s.backend, s.inside_step_pk, s.counted_cpu_uj, s.counted_dram_uj, "
@@ -354,6 +356,9 @@ def job_summary(conn, job_id: int, settings: Settings,
     if user_view:
         rows, phases_by_step, hidden = _user_rows(rows, phases_by_step)
     names = {r[0]: r[1] if not r[2] else f"{r[1]}+{r[2]}" for r in rows}
+    # another job's step on the node at the same time (sharing.overlapped);
+    # _shared_nodes replaces the caveat where the store has an estimate
+    shared = sharing.overlapped(conn, [r[0] for r in rows])
     if len(set(run_of.values())) > 1:       # a requeued job: STEP#N, run N
         names = {pk: f"{n}#{run_of[pk]}" for pk, n in names.items()}
     inner: dict = {}
@@ -361,14 +366,13 @@ def job_summary(conn, job_id: int, settings: Settings,
         if r[20] is not None:
             inner.setdefault(r[20], []).append(r)
     for r in rows:
-        (spk, step_id, het, node, node_model, ntasks, ncpus, excl, policy, base,
+        (spk, step_id, het, node, node_model, ntasks, ncpus, _, policy, base,
          st, en, dur, cpu, dram, total, exit_code, wrapu, errs, backend,
          inside, ccpu, cdram, ctotal) = r[:24]
         cdur = r[28]
         d = {"step_id": step_id, "het_component": het, "node": node,
              "incarnation": run_of[spk],
-             "node_model": node_model, "policy": policy, "exclusive":
-             None if excl is None else bool(excl), "ntasks": ntasks,
+             "node_model": node_model, "policy": policy, "ntasks": ntasks,
              "ncpus": ncpus, "start_time": _iso(st), "exit_code": exit_code,
              "freq_mhz": None if base is None else base / 1000,
              "base_freq_mhz": None if base is None else base / 1000,
@@ -432,7 +436,7 @@ def job_summary(conn, job_id: int, settings: Settings,
         d["errors"] = errors
         steps.append(d)
         label = f"step {step_id} on {node}"
-        if excl is not None and not excl:
+        if spk in shared:
             caveats.append(SHARED_NODE_CAVEAT.format(label=label))
         if d.get("energy_note"):
             caveats.append(f"{label}: {d['energy_note']}")

@@ -144,6 +144,17 @@ def static_w(conn, node: int) -> dict:
     return {p: at.fit_static_w(v) for p, v in pts.items()}
 
 
+def overlapped(conn, step_pks: list) -> set:
+    """The steps of step_pks that an outermost step of another job on the
+    same node overlaps in time: the store's rule for a shared node, also
+    where the records lack the per-package inputs of :func:`estimates`."""
+    return {r[0] for r in _chunked(
+        conn, "SELECT s.step_pk FROM steps s WHERE EXISTS (SELECT 1 FROM steps o "
+              "WHERE o.node_pk = s.node_pk AND o.job_pk <> s.job_pk AND "
+              "o.inside_step_pk IS NULL AND o.start_ns < s.end_ns AND "
+              "o.end_ns > s.start_ns) AND s.step_pk IN ", list(step_pks))}
+
+
 def estimates(conn, job_pks: list) -> dict:
     """{step_pk: Share} of the jobs' outermost steps that have the inputs
     (others: absent; their measurement stands)."""

@@ -26,7 +26,7 @@ import re
 from typing import NamedTuple
 
 RECORD_FORMAT = "joulestep-record"
-RECORD_VERSION = 3
+RECORD_VERSION = 4
 LOST_FORMAT = "joulestep-lost"
 #: policies that never change the clock (not counted as policy adoption)
 INACTIVE_POLICIES = frozenset(("monitor", "none", "off", "base", ""))
@@ -104,7 +104,6 @@ SCHEMA = (
     F("step.nnodes", "int", minimum=0, column="nnodes"),
     F("step.cpus", "str", column="cpus"),
     F("step.ncpus", "int", minimum=0, column="ncpus"),
-    F("step.exclusive", "bool", column="exclusive"),
     F("step.policy", "str", column="policy"),
     F("step.base_freq_khz", "int", "kHz", 1, column="base_freq_khz"),
     F("step.freq_min_ratio", "num", column="freq_min_ratio"),
@@ -525,11 +524,12 @@ class Parsed:
     class, not a dataclass: generating a dataclass costs start-up time that
     `joulestep job` pays.)"""
     __slots__ = ("cluster", "job", "tags", "node", "step", "zones", "phases",
-                 "ranks", "digest", "gpus", "phase_gpus", "packages")
+                 "ranks", "digest", "gpus", "phase_gpus", "packages", "exclusive")
 
     def __init__(self, cluster: str, job: tuple, tags: list, node: str, step: tuple,
                  zones: list, phases: list, ranks: list, digest: str = "",
-                 gpus: list = (), phase_gpus: list = (), packages: list = ()):
+                 gpus: list = (), phase_gpus: list = (), packages: list = (),
+                 exclusive: int | None = None):
         self.cluster = cluster
         self.job = job          # JOB_COLUMNS
         self.tags = tags        # [(key, value)]
@@ -542,6 +542,9 @@ class Parsed:
         self.gpus = list(gpus)  # [GPU_COLUMNS]
         self.phase_gpus = list(phase_gpus)  # [PHASE_GPU_COLUMNS]
         self.packages = list(packages)  # [PACKAGE_COLUMNS]
+        # step.exclusive of a version 1-3 record (0, 1, None): not stored,
+        # only in the digest, which stays that of the copy ingested before
+        self.exclusive = exclusive
 
     def __eq__(self, other) -> bool:
         return type(other) is Parsed and all(
@@ -606,10 +609,28 @@ def _upgrade_v2_to_v3(rec: dict) -> dict:
     return rec
 
 
+#: step.exclusive of versions 1 to 3 (the step had every online CPU of the
+#: node): checked as before, then dropped (:func:`_upgrade_v3_to_v4`)
+_LEGACY_EXCLUSIVE = _bool_check(Field("step.exclusive", "bool"))
+
+
+def _upgrade_v3_to_v4(rec: dict) -> dict:
+    """Version 4 dropped step.exclusive: the store decides whether a step
+    shared its packages from the time overlap of other jobs' steps
+    (attribution.sharing), never from this flag."""
+    step = rec.get("step")
+    if type(step) is dict and "exclusive" in step:
+        step = dict(step)
+        del step["exclusive"]
+        rec = dict(rec, step=step)
+    return rec
+
+
 #: version -> the function that brings a record of that version to the
 #: next one (the one place older records are upgraded); the entry of
 #: RECORD_VERSION normalizes the current version's older shapes
-UPGRADES = {1: _upgrade_v1_to_v2, 2: _upgrade_v2_to_v3, 3: _upgrade_v1_shapes}
+UPGRADES = {1: _upgrade_v1_to_v2, 2: _upgrade_v2_to_v3, 3: _upgrade_v3_to_v4,
+            4: _upgrade_v1_shapes}
 
 
 def upgrade(rec: dict) -> dict:
@@ -643,8 +664,11 @@ def digest(p: Parsed) -> str:
     """The record's content (every checked row, the derived counted_*
     aside): equal for two copies of one record, whatever their version or
     spelling (absent vs null, 7 vs "7")."""
-    body = (_named(JOB_COLUMNS, p.job), p.tags,
-            _named(STEP_COLUMNS[:_OWN], p.step), p.zones,
+    step = _named(STEP_COLUMNS[:_OWN], p.step)
+    if p.exclusive is not None:  # where version 3 had it: after ncpus
+        k = sum(1 for c, _ in step if STEP_AT[c] <= STEP_AT["ncpus"])
+        step = step[:k] + (("exclusive", p.exclusive),) + step[k:]
+    body = (_named(JOB_COLUMNS, p.job), p.tags, step, p.zones,
             [_rstrip(r) for r in p.phases], p.ranks)
     if p.gpus or p.phase_gpus:  # version 2 GPUs; older digests unchanged
         body += (p.gpus, p.phase_gpus)
@@ -663,6 +687,10 @@ def parse_record(rec) -> Parsed:
     if rec.get("format") != RECORD_FORMAT:
         raise RecordError(f"format: expected {RECORD_FORMAT!r}, got "
                           f"{_shown(rec.get('format'))}")
+    step0 = rec.get("step")
+    legacy = (_LEGACY_EXCLUSIVE(step0.get("exclusive"), "step.exclusive")
+              if type(step0) is dict and type(rec.get("version")) is int
+              and rec["version"] <= 3 else None)
     rec = upgrade(rec)
     (cluster,) = _values(rec, _TOP, "")
     jv = _values(_object(rec.get("job", _MISSING), "job"), _JOB, "job.")
@@ -696,7 +724,8 @@ def parse_record(rec) -> Parsed:
     p = Parsed(cluster, job, jv[_J_TAGS], sv[_S_NODE], step,
                _zones(_list(rec.get("zones"), "zones")), phases, ranks,
                gpus=_gpus(_list(rec.get("gpus"), "gpus")), phase_gpus=pgpus,
-               packages=_packages(_list(rec.get("packages"), "packages")))
+               packages=_packages(_list(rec.get("packages"), "packages")),
+               exclusive=legacy)
     p.digest = digest(p)
     return p
 
