@@ -210,6 +210,11 @@ $(B)/bench/bench_phase: bench/bench_phase.c spank/js_phase.c spank/js_phase.h sp
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Ispank $< spank/js_phase.c -o $@
 
+# the phase logic with the GPU meter and clock locks on the NVML stand-in
+$(B)/bench/bench_gpu_phase: bench/bench_gpu_phase.c spank/js_phase.c spank/js_phase.h spank/js_parse.h $(ACCT_LIB) $(HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Ispank -Iaccounting/src $< spank/js_phase.c -o $@ $(ACCT_LIB) $(LDLIBS_ACCT)
+
 $(B)/bench/%: bench/%.c $(ACCT_LIB) $(HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Iaccounting/src $< -o $@ $(ACCT_LIB) $(LDLIBS_ACCT) -ljansson
