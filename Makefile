@@ -201,6 +201,9 @@ $(B)/tests/test_hooks: tests/unit/test_hooks.c spank/js_hooks.c spank/js_hooks.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Ispank $< spank/js_hooks.c -o $@ -lcmocka
 
+# the GPU meter's tests load the NVML stand-in beside them
+$(B)/tests/test_gpu_meter: $(B)/tests/fakehw/libnvidia-ml.so.1
+
 $(B)/tests/%: tests/unit/%.c $(ACCT_LIB) $(HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Iaccounting/src $< -o $@ $(ACCT_LIB) $(LDLIBS_ACCT) -lcmocka -ljansson

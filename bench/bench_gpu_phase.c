@@ -15,6 +15,7 @@
  *   lat <marker> <cpu_ns> <gpu_ns>      marker -> CPU clock, -> last GPU locked
  *   phase <kind> <start_ns> <end_ns> <e0_uj> .. <eN_uj>   (-1: no figure)
  */
+#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -78,19 +79,39 @@ static int set_gpu(void *c, bool low, uint32_t *mhz)
 	return 0;
 }
 
+static void mark_of(const struct js_gpu_snapshot *sn, struct js_gpu_mark *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->n = (uint8_t)(sn->n < JS_PHASE_GPUS ? sn->n : JS_PHASE_GPUS);
+	for (size_t i = 0; i < out->n; i++) {
+		out->uj[i] = sn->energy_uj[i];
+		out->uncertain[i] = sn->uncertain[i];
+		out->err |= (uint8_t)((sn->err[i] != 0) << i);
+	}
+}
+
+/* as js_gpu_step_mark / js_gpu_step_mark_result */
 static void snap_gpu(void *c, uint64_t at_ns, struct js_gpu_mark *out)
 {
 	struct ctx *x = c;
-	struct js_gpu_snapshot sn;
 	memset(out, 0, sizeof(*out));
-	if (js_gpu_meter_snapshot_at(x->m, at_ns, &sn) < 0)
-		return;
-	out->n = (uint8_t)(sn.n < JS_PHASE_GPUS ? sn.n : JS_PHASE_GPUS);
-	for (size_t i = 0; i < out->n; i++) {
-		out->uj[i] = sn.energy_uj[i];
-		out->uncertain[i] = sn.uncertain[i];
-		out->err |= (uint8_t)((sn.err[i] != 0) << i);
-	}
+	if (js_gpu_meter_request(x->m, at_ns, &out->ticket) < 0)
+		out->ticket = 0;
+}
+
+static bool gpu_result(void *c, struct js_gpu_mark *m, bool wait)
+{
+	struct ctx *x = c;
+	struct js_gpu_snapshot sn;
+	if (!m->ticket)
+		return true;
+	int rc = js_gpu_meter_result(x->m, m->ticket, wait, &sn);
+	if (rc == -EAGAIN)
+		return false;
+	if (rc == 0)
+		mark_of(&sn, m);
+	m->ticket = 0;
+	return true;
 }
 
 static void print_phase(const struct js_sphase *p)
@@ -150,7 +171,7 @@ int main(int argc, char **argv)
 	printf("start_ns %llu\nstep_start_ns %llu\n", (unsigned long long)t0,
 	       (unsigned long long)(t1 - t0));
 	struct js_phase_ops ops = {.ctx = &x, .set_ratio = set_ratio, .snap = snap, .now_ns = now_cb,
-				   .set_gpu = set_gpu, .snap_gpu = snap_gpu};
+				   .set_gpu = set_gpu, .snap_gpu = snap_gpu, .gpu_result = gpu_result};
 	struct js_phases *ps = js_phases_new(2 * nph + 2, 4, &ops, ns());
 	for (unsigned k = 0; k < nph; k++) {
 		uint32_t seq, khz;

@@ -14,7 +14,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <jansson.h>
 #include <slurm/spank.h>
@@ -24,13 +23,6 @@
 #include "js_step.h"
 
 #define GPU_SAMPLE_MS_MAX 50 /* power integral of GPUs without a counter */
-
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
 
 static bool in_list(const char *list, unsigned idx)
 {
@@ -114,15 +106,23 @@ void js_gpu_step_open(struct js_step *s)
 			slurm_info("joulestep: job %u step %s: unlocked %d GPU(s) left locked by a killed step",
 				   s->job_id, s->step_id, r.restored);
 	}
-	/* as of the step's start: the counter read back with its own rate */
-	s->have_g0 = js_gpu_meter_snapshot_at(s->gmeter, s->start_mono_ns, &s->g0) == 0;
+	/* as of the step's start: asked now, resolved by the meter's thread
+	 * from its readings after (the step's start never waits for a GPU) */
+	s->have_g0 = js_gpu_meter_request(s->gmeter, s->start_mono_ns, &s->g0_ticket) == 0;
 }
 
+/* Main thread, at the step's end: its final figures, as of end_mono_ns.
+ * Markers the step thread handles meanwhile ask the meter for their own
+ * times (js_gpu_step_mark): nothing here is shared with them. */
 void js_gpu_step_end(struct js_step *s)
 {
-	if (s->gmeter && s->have_g0)
-		s->have_g1 = js_gpu_meter_snapshot_at(s->gmeter, s->end_mono_ns, &s->g1) == 0;
-	if (s->have_g0 && !s->have_g1)
+	uint64_t t1;
+	if (!s->gmeter || !s->have_g0)
+		return;
+	s->have_g0 = js_gpu_meter_result(s->gmeter, s->g0_ticket, true, &s->g0) == 0;
+	s->have_g1 = s->have_g0 && js_gpu_meter_request(s->gmeter, s->end_mono_ns, &t1) == 0 &&
+		     js_gpu_meter_result(s->gmeter, t1, true, &s->g1) == 0;
+	if (!s->have_g1)
 		js_step_error(s, "gpu: final reading failed");
 }
 
@@ -138,22 +138,28 @@ static void mark_of(const struct js_gpu_snapshot *sn, struct js_gpu_mark *m)
 	}
 }
 
+/* Step thread (and main thread at step end): a boundary at at_ns (the
+ * phase logic's now_ns: end_mono_ns once the step ended) asks the meter and
+ * returns; js_gpu_step_mark_result fills the mark once it is resolved. */
 void js_gpu_step_mark(struct js_step *s, uint64_t at_ns, struct js_gpu_mark *out)
 {
-	struct js_gpu_snapshot sn;
 	memset(out, 0, sizeof(*out));
-	if (!s->gmeter || !s->have_g0)
-		return;
-	if (__atomic_load_n(&s->ended, __ATOMIC_ACQUIRE)) {
-		if (s->have_g1)
-			mark_of(&s->g1, out); /* after the step's final reading: end there */
-		else
-			out->n = 0;
-		return;
-	}
-	if (js_gpu_meter_snapshot_at(s->gmeter, at_ns ? at_ns : mono_ns(), &sn) < 0)
-		return;
-	mark_of(&sn, out);
+	if (s->gmeter && js_gpu_meter_request(s->gmeter, at_ns, &out->ticket) < 0)
+		out->ticket = 0; /* no figure: n stays 0 */
+}
+
+bool js_gpu_step_mark_result(struct js_step *s, struct js_gpu_mark *m, bool wait)
+{
+	struct js_gpu_snapshot sn;
+	if (!m->ticket || !s->gmeter)
+		return true;
+	int rc = js_gpu_meter_result(s->gmeter, m->ticket, wait, &sn);
+	if (rc == -EAGAIN)
+		return false;
+	if (rc == 0)
+		mark_of(&sn, m);
+	m->ticket = 0;
+	return true;
 }
 
 void js_gpu_step_close(struct js_step *s)

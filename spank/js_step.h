@@ -142,6 +142,7 @@ struct js_step {
 	struct js_gpus *gpus;       /* opened on the main thread at step start  */
 	struct js_gpu_meter *gmeter;
 	struct js_gpu_snapshot g0, g1;
+	uint64_t g0_ticket;         /* the meter's request for g0 (step start)  */
 	bool have_g0, have_g1;
 	/* +gpu-io: the step's whole GPUs (eligible, main thread at step
 	 * start); the step thread journals one before locking it and releases
@@ -175,6 +176,7 @@ void js_uncore_recover_node(const struct js_conf *c, uint32_t jobid, const char 
 void js_gpu_step_open(struct js_step *s);
 void js_gpu_step_end(struct js_step *s);
 void js_gpu_step_mark(struct js_step *s, uint64_t at_ns, struct js_gpu_mark *out);
+bool js_gpu_step_mark_result(struct js_step *s, struct js_gpu_mark *m, bool wait);
 void js_gpu_step_close(struct js_step *s);
 /* +gpu-io (main thread, after js_gpu_step_open): the GPUs whose clock the
  * step may change (whole GPUs; none when Slurm's --gpu-freq was asked

@@ -312,6 +312,7 @@ struct meters {
 struct reading {
 	struct js_snapshot cpu;
 	struct js_gpu_snapshot gpu;
+	uint64_t gpu_ticket;            /* asked of the GPU meter, not yet in gpu */
 	struct js_node_snapshot node;
 };
 
@@ -329,21 +330,37 @@ static uint64_t mono_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
-/* A reading as of at (a CLOCK_MONOTONIC time, 0 = now). */
+/* A reading as of at (a CLOCK_MONOTONIC time, 0 = now). The GPUs' part is
+ * only asked for (a marker never waits for a GPU): gpu_settle fills it. */
 static void take_at(struct meters *ms, struct reading *r, uint64_t at)
 {
 	memset(r, 0, sizeof(*r));
 	if (ms->m)
 		js_meter_snapshot(ms->m, &r->cpu);
-	if (ms->gm)
-		js_gpu_meter_snapshot_at(ms->gm, at ? at : mono_ns(), &r->gpu);
+	if (ms->gm && js_gpu_meter_request(ms->gm, at ? at : mono_ns(), &r->gpu_ticket) < 0)
+		r->gpu_ticket = 0;
 	if (ms->nm)
 		js_node_meter_snapshot(ms->nm, &r->node);
+}
+
+/* Fill r's GPU figures once resolved (wait: until they are); false while not. */
+static bool gpu_settle(struct meters *ms, struct reading *r, bool wait)
+{
+	int rc;
+
+	if (!r->gpu_ticket)
+		return true;
+	rc = js_gpu_meter_result(ms->gm, r->gpu_ticket, wait, &r->gpu);
+	if (rc == -EAGAIN)
+		return false;
+	r->gpu_ticket = 0;
+	return true;
 }
 
 static void take(struct meters *ms, struct reading *r)
 {
 	take_at(ms, r, 0);
+	gpu_settle(ms, r, true);
 }
 
 static void span_of(const struct meters *ms, const struct reading *a, const struct reading *b,
@@ -450,6 +467,7 @@ struct phases {
 	pthread_t th;
 	struct phase_rec *v;
 	size_t n;
+	size_t settled;                 /* readings 0..settled-1 have their GPUs */
 	bool open;
 	unsigned bad_lines, lock_warned;
 	bool journaled[JS_MAX_GPUS];    /* a journal entry is ours              */
@@ -528,6 +546,22 @@ static void restore_gpus(struct phases *ph)
 	}
 }
 
+/* The phases' GPU figures resolved so far, in the order asked (reading
+ * 2k: phase k's start, 2k + 1: its end). */
+static void phases_settle(struct phases *ph, bool wait)
+{
+	while (ph->settled < 2 * ph->n) {
+		struct phase_rec *p = &ph->v[ph->settled / 2];
+		struct reading *r = ph->settled % 2 ? &p->b : &p->a;
+
+		if (ph->settled % 2 && ph->open && ph->settled / 2 == ph->n - 1)
+			return; /* the open phase's end is not asked yet */
+		if (!gpu_settle(ph->ms, r, wait))
+			return;
+		ph->settled++;
+	}
+}
+
 static void phase_end(struct phases *ph, uint64_t arrival)
 {
 	struct phase_rec *p = &ph->v[ph->n - 1];
@@ -535,6 +569,7 @@ static void phase_end(struct phases *ph, uint64_t arrival)
 	restore_gpus(ph);
 	take_at(ph->ms, &p->b, arrival);
 	ph->open = false;
+	phases_settle(ph, false);
 }
 
 /* "t=<CLOCK_MONOTONIC ns>" as the last word: the command's own time of the
@@ -586,6 +621,7 @@ static void phase_line(struct phases *ph, char *line, uint64_t arrival)
 	if (ph->o->gpu_io_mhz && io_kind(w[1]))
 		lower_gpus(ph, p);
 	take_at(ph->ms, &p->a, at);
+	phases_settle(ph, false);
 }
 
 static void *phase_reader(void *arg)
@@ -662,6 +698,7 @@ static void phases_finish(struct phases *ph)
 		ph->v[ph->n - 1].unterminated = true;
 		phase_end(ph, 0);
 	}
+	phases_settle(ph, true);
 }
 
 /* ---- report ------------------------------------------------------------------ */

@@ -148,12 +148,22 @@ struct js_gpu_snapshot {
 
 int js_gpu_meter_start(struct js_gpus *g, uint64_t period_ns, bool start_thread,
 		       struct js_gpu_meter **out);
-/* The cumulative figures as of now. A counter's value is taken as of the
- * call: it is polled until its next update (NVML: ~10 ms), and the power
- * drawn since the call is taken off. */
+/* The GPUs' cumulative figures as of a CLOCK_MONOTONIC time (a phase
+ * boundary: now, or a moment ago), without waiting for any GPU: the meter's
+ * thread resolves each GPU's value there from its own readings around that
+ * time, taken afterwards (a counter moves every ~10-100 ms; each GPU is
+ * resolved within about two of its updates). The energies count from an
+ * arbitrary origin: only differences mean something. *ticket: for
+ * js_gpu_meter_result. 0 or -ENOMEM. */
+int js_gpu_meter_request(struct js_gpu_meter *m, uint64_t at_mono_ns, uint64_t *ticket);
+/* A request's figures, once: 0 (the ticket is then spent), -EAGAIN while it
+ * is not resolved yet (wait false; with wait true, until it is), -ENOENT
+ * for a ticket unknown or spent. */
+int js_gpu_meter_result(struct js_gpu_meter *m, uint64_t ticket, bool wait,
+			struct js_gpu_snapshot *out);
+/* request + result(wait): as of at_mono_ns (snapshot: now). Blocks until
+ * every GPU is resolved: for tools and the end of a step, never a marker. */
 int js_gpu_meter_snapshot(struct js_gpu_meter *m, struct js_gpu_snapshot *out);
-/* The same, as of an earlier CLOCK_MONOTONIC time (a marker's arrival, when
- * the clock was changed before the reading). */
 int js_gpu_meter_snapshot_at(struct js_gpu_meter *m, uint64_t at_mono_ns,
 			     struct js_gpu_snapshot *out);
 void js_gpu_meter_stop(struct js_gpu_meter *m);
