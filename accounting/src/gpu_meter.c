@@ -23,8 +23,11 @@
 
 /* Reading interval while a boundary waits to be resolved. */
 #define JS_GPU_FAST_NS (500ULL * 1000)
-/* An update is placed only from readings at most this far apart. */
-#define JS_GPU_TIGHT_NS (20ULL * 1000 * 1000)
+/* An update is placed from readings at most this far apart; from readings
+ * up to JS_GPU_LOOSE_NS apart (a busy machine) only when no closer ones
+ * came by JS_GPU_RESOLVE_MAX_NS. */
+#define JS_GPU_TIGHT_NS (8ULL * 1000 * 1000)
+#define JS_GPU_LOOSE_NS (50ULL * 1000 * 1000)
 /* The rate is taken between updates at least this far apart. */
 #define JS_GPU_RATE_SPAN_NS (30ULL * 1000 * 1000)
 /* A GPU whose counter has not moved twice by then is resolved from the
@@ -43,6 +46,8 @@ struct req {
 	uint64_t lo_uj[JS_MAX_GPUS];        /* the value read last before at_ns  */
 	uint64_t lo_t[JS_MAX_GPUS], lo_integ[JS_MAX_GPUS];
 	uint64_t m1[JS_MAX_GPUS], v1[JS_MAX_GPUS]; /* first update after at_ns */
+	uint8_t nl[JS_MAX_GPUS];            /* the same from loose placements    */
+	uint64_t lm[JS_MAX_GPUS][2], lv[JS_MAX_GPUS][2];
 	struct js_gpu_snapshot out;
 };
 
@@ -102,12 +107,35 @@ static uint64_t lerp(uint64_t t0, uint64_t v0, uint64_t t1, uint64_t v1, uint64_
 	return v0 + (uint64_t)((unsigned __int128)(v1 - v0) * (at - t0) / (t1 - t0));
 }
 
+/* The value at at from two updates after it (m1, v1), (m2, v2): the first
+ * less the counter's own rate times the time from at to it; never below
+ * what was read before at. */
+static uint64_t back_date(const struct req *r, size_t i, uint64_t m1, uint64_t v1, uint64_t m2,
+			  uint64_t v2)
+{
+	uint64_t back = m2 > m1 && m1 > r->at_ns
+				? (uint64_t)((unsigned __int128)(v2 - v1) * (m1 - r->at_ns) / (m2 - m1))
+				: 0;
+	uint64_t e = v1 > back ? v1 - back : 0;
+
+	return r->has_lo[i] && e < r->lo_uj[i] ? r->lo_uj[i] : e;
+}
+
+/* A loose placement (readings far apart), kept for give_up. */
+static void loose(struct req *r, size_t i, uint64_t mid, uint64_t v)
+{
+	if (r->nl[i] == 0 || (r->nl[i] == 1 && mid - r->lm[i][0] >= JS_GPU_RATE_SPAN_NS)) {
+		r->lm[i][r->nl[i]] = mid;
+		r->lv[i][r->nl[i]++] = v;
+	}
+}
+
 /* A new reading of GPU i at t (prev_t: the one before; moved: its counter
  * changed between them) for request r. */
 static void advance(struct js_gpu_meter *m, struct req *r, size_t i, uint64_t prev_t, uint64_t t,
 		    bool moved)
 {
-	uint64_t mid = prev_t + (t - prev_t) / 2, v = cum_uj(m, i), e, back;
+	uint64_t mid = prev_t + (t - prev_t) / 2, v = cum_uj(m, i);
 
 	if (r->gdone[i] || t < r->at_ns)
 		return;
@@ -115,8 +143,12 @@ static void advance(struct js_gpu_meter *m, struct req *r, size_t i, uint64_t pr
 		gpu_done(m, r, i, r->has_lo[i] ? lerp(r->lo_t[i], r->lo_uj[i], t, v, r->at_ns) : v);
 		return;
 	}
-	if (!moved || prev_t < r->at_ns || t - prev_t > JS_GPU_TIGHT_NS)
+	if (!moved || prev_t < r->at_ns || t - prev_t > JS_GPU_LOOSE_NS)
 		return;
+	if (t - prev_t > JS_GPU_TIGHT_NS) {
+		loose(r, i, mid, v);
+		return;
+	}
 	if (r->nk[i] == 0) {
 		r->nk[i] = 1;
 		r->m1[i] = mid;
@@ -125,13 +157,7 @@ static void advance(struct js_gpu_meter *m, struct req *r, size_t i, uint64_t pr
 	}
 	if (mid - r->m1[i] < JS_GPU_RATE_SPAN_NS)
 		return; /* the rate over a longer span: the placements' error shrinks */
-	back = mid > r->m1[i] ? (uint64_t)((unsigned __int128)(v - r->v1[i]) *
-					   (r->m1[i] - r->at_ns) / (mid - r->m1[i]))
-			      : 0;
-	e = r->v1[i] > back ? r->v1[i] - back : 0;
-	if (r->has_lo[i] && e < r->lo_uj[i])
-		e = r->lo_uj[i];
-	gpu_done(m, r, i, e);
+	gpu_done(m, r, i, back_date(r, i, r->m1[i], r->v1[i], mid, v));
 }
 
 /* Past JS_GPU_RESOLVE_MAX_NS: GPU i from the readings it has. A counter
@@ -141,7 +167,9 @@ static void give_up(struct js_gpu_meter *m, struct req *r, size_t i)
 {
 	uint64_t v = cum_uj(m, i);
 
-	if (r->nk[i] && r->has_lo[i])
+	if (r->nl[i] == 2)
+		v = back_date(r, i, r->lm[i][0], r->lv[i][0], r->lm[i][1], r->lv[i][1]);
+	else if (r->nk[i] && r->has_lo[i])
 		v = lerp(r->lo_t[i], r->lo_uj[i], r->m1[i], r->v1[i], r->at_ns);
 	else if (r->nk[i])
 		v = r->v1[i];

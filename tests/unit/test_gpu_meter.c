@@ -78,8 +78,9 @@ static struct js_gpus *open_gpus(void)
 }
 
 /* Each GPU's energy between consecutive boundaries, against the truth:
- * off by at most one counter update period of its power (issue: GPU i's
- * value was placed by the polling of GPUs 0..i-1). */
+ * each boundary off by at most one counter update period of its power, so
+ * an interval (the difference of two) by at most two (GPU i's value was
+ * placed by the polling of GPUs 0..i-1: 240-283 ms off at 100 ms). */
 static void boundaries_within_one_update(unsigned period_ms, unsigned gap_ms)
 {
 	char *root = fake_gpus(8, period_ms);
@@ -101,7 +102,7 @@ static void boundaries_within_one_update(unsigned period_ms, unsigned gap_ms)
 			double truth = (double)POWER_MW * (double)(at[k] - at[k - 1]) / 1e6; /* mW x ns = 1e-6 uJ */
 			double got = (double)(sn[k].energy_uj[i] - sn[k - 1].energy_uj[i]);
 			double err_ms = (got - truth) / (double)POWER_MW; /* uJ / mW = ms */
-			if (err_ms < -(double)period_ms || err_ms > (double)period_ms)
+			if (err_ms < -2.0 * period_ms || err_ms > 2.0 * period_ms)
 				fail_msg("period %u ms, boundary %d, GPU %zu: off by %.1f ms of its power",
 					 period_ms, k, i, err_ms);
 		}
