@@ -203,6 +203,7 @@ $(B)/tests/test_hooks: tests/unit/test_hooks.c spank/js_hooks.c spank/js_hooks.h
 
 # the GPU meter's tests load the NVML stand-in beside them
 $(B)/tests/test_gpu_meter: $(B)/tests/fakehw/libnvidia-ml.so.1
+$(B)/tests/test_gpu_journal: $(B)/tests/fakehw/libnvidia-ml.so.1 $(B)/tests/fakehw/libamd_smi.so
 
 $(B)/tests/%: tests/unit/%.c $(ACCT_LIB) $(HDRS)
 	@mkdir -p $(dir $@)

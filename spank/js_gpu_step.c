@@ -330,35 +330,33 @@ void js_gpu_step_clock_setup(struct js_step *s, bool slurm_gpu_freq, const char 
 	for (size_t i = 0; i < js_gpu_count(s->gpus); i++) {
 		if (js_gpu_step_unowned(s, i))
 			continue; /* not the job's alone: its clock is not ours to change */
+		if (!js_gpu_can_lock(s->gpus, i))
+			continue; /* this library cannot lock it: never asked */
 		s->gpu_eligible[i] = true;
 		s->gpu_clock_mode = "joulestep";
 	}
 }
 
 /* Journal GPU i (the entry names this slurmstepd), then lock it; a GPU
- * whose entry cannot be written is left alone. */
+ * whose entry cannot be written is left alone, and a refused lock leaves
+ * no entry (js_gpu_lock_journaled). */
 static int lower_one(struct js_step *s, size_t i, uint32_t *mhz)
 {
 	const struct js_gpu_info *in = js_gpu_info(s->gpus, i);
 	uint32_t max = s->conf.gpu_io_mhz, lo = in->min_sm_mhz;
-	int rc = js_gpu_journal_acquire(s->conf.state, in->uuid, 0);
-	if (rc < 0) {
-		js_step_error(s, "gpu: %s: %s; its clock left alone", in->uuid,
-			      rc == -EBUSY ? "another live process holds it lowered"
-					   : strerror(-rc));
-		return rc;
-	}
-	s->gpu_journaled[i] = true;
 	if (in->max_sm_mhz && max > in->max_sm_mhz)
 		max = in->max_sm_mhz;
 	if (lo && max < lo)
 		max = lo;
-	rc = js_gpu_lock_mhz(s->gpus, i, lo && lo <= max ? lo : max, max);
-	if (rc < 0) {
+	int rc = js_gpu_lock_journaled(s->conf.state, s->gpus, i, lo && lo <= max ? lo : max, max);
+	if (rc == -EBUSY)
+		js_step_error(s, "gpu: %s: another live process holds it lowered; its clock left alone",
+			      in->uuid);
+	else if (rc < 0)
 		js_step_error(s, "gpu: %s: lock its clock: %s", in->uuid, js_gpu_last_error(s->gpus));
-		js_gpu_unlock(s->gpus, i); /* a partial lock: back to the default */
+	if (rc < 0)
 		return rc;
-	}
+	s->gpu_journaled[i] = true;
 	if (!*mhz)
 		*mhz = max;
 	return 0;
@@ -368,15 +366,12 @@ static int lower_one(struct js_step *s, size_t i, uint32_t *mhz)
  * epilog and joulestep-restore retry). */
 static int raise_one(struct js_step *s, size_t i)
 {
-	const char *uuid = js_gpu_info(s->gpus, i)->uuid;
-	if (js_gpu_unlock(s->gpus, i) < 0) {
+	int rc = js_gpu_unlock_journaled(s->conf.state, s->gpus, i);
+	if (rc < 0) {
 		js_step_error(s, "gpu: %s: unlock its clock: %s (the journal keeps it for the epilog and joulestep-restore)",
-			      uuid, js_gpu_last_error(s->gpus));
+			      js_gpu_info(s->gpus, i)->uuid, js_gpu_last_error(s->gpus));
 		return -EIO;
 	}
-	int rc = js_gpu_journal_release(s->conf.state, uuid);
-	if (rc < 0)
-		js_step_error(s, "gpu: %s: journal release: %s", uuid, strerror(-rc));
 	s->gpu_journaled[i] = false;
 	return 0;
 }

@@ -14,6 +14,8 @@
 #include <joulestep/freq.h>
 #include <joulestep/gpu.h>
 
+#include "../accounting/src/fsutil.h" /* js_root_dirfd, js_write_atomicat */
+
 #include "js_parse.h"
 #include "js_phase.h"
 #include "js_share.h"
@@ -250,19 +252,4 @@ int js_record_write(struct js_step *s, int dfd);
  * job's record renames durable (cluster NULL or "": every cluster
  * directory). -ENOENT when the job has no record directory. */
 int js_record_sync_job(const char *spool, const char *cluster, uint32_t job_id);
-/* 0 when fd is a root-owned directory not group/world writable, else
- * -ENOTDIR/-EPERM/-errno. */
-int js_check_dirfd(int fd);
-/* Create dir (0755, root) when missing; refuse symlinks, non-root owners and
- * group/world-writable modes. */
-int js_root_dir(const char *path, mode_t mode);
-/* The same walk, returning the directory fd (O_CLOEXEC); with create false a
- * missing component gives -ENOENT. */
-int js_root_dirfd(const char *path, mode_t mode, bool create);
-/* Write data to dfd/name atomically: name.tmp.<pid> (O_EXCL|O_NOFOLLOW),
- * fsync, rename; never a partial file. The caller fsyncs dfd when the rename
- * must be durable now. Optionally chown root:root. 0 or -errno. */
-int js_write_atomicat(int dfd, const char *name, const char *data, size_t len, mode_t mode,
-		      bool chown_root);
-
 #endif

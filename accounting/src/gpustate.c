@@ -1,22 +1,22 @@
-/* The GPU clock journal: one root-only file per GPU whose clocks a process
- * has locked, in the same state directory and under the same lock as the CPU
- * journal (freqstate.c):
+/* The GPU clock journal: a thin user of the clock journal (journal.h), one
+ * entry per GPU whose clock a process has locked:
  *
- *   <state_dir>/gpu-<uuid>   "pid starttime\n" of the process that locked it
+ *   <state_dir>/gpu-<uuid>   "pid starttime boot_id\n" of the process that locked it
  *
- * Written before the lock, removed after the unlock, so a GPU left locked by
- * a process that died (kill -9) has an entry whose owner is gone, and
- * joulestep-restore (or the next owner) unlocks it. Unlocking returns the
- * GPU to the driver's default, which is also what a reboot or a driver
- * reload does: the entry needs no fsync. */
-#include <dirent.h>
+ * An entry exists only while a lock may be in force: written before the
+ * lock, dropped after the unlock, and dropped again at once when the lock
+ * was refused (a GPU that cannot change its clock was never changed). So a
+ * GPU left locked by a process that died (kill -9) has an entry whose
+ * owner is gone, and joulestep-restore (or the next owner) unlocks it.
+ * Unlocking returns the GPU to the driver's default, which is also what a
+ * reboot or a driver reload does: an entry of another boot is dropped. */
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "joulestep/gpu.h"
+#include "gpu_internal.h"
+#include "journal.h"
 #include "js_internal.h"
 
 #define PREFIX "gpu-"
@@ -37,63 +37,86 @@ static int entry_name(char *buf, size_t len, const char *uuid)
 	return n > strlen(PREFIX) ? 0 : -EINVAL;
 }
 
-/* 1 when the entry's owner is the same process still, 0 when it is gone. */
-static int owner_alive(int dfd, const char *name, int *pid_out)
-{
-	char buf[64];
-	int pid;
-	unsigned long long st, now;
-
-	*pid_out = 0;
-	if (js_read_fileat(dfd, name, buf, sizeof(buf)) <= 0 || sscanf(buf, "%d %llu", &pid, &st) != 2 ||
-	    pid <= 0)
-		return 0;
-	*pid_out = pid;
-	return js_proc_starttime(pid, &now) == 0 && now == st;
-}
-
 int js_gpu_journal_acquire(const char *state_dir, const char *uuid, int pid)
 {
-	char name[JS_GPU_UUID_LEN + 8], line[64];
-	unsigned long long st;
-	int dfd, lfd, fd, owner, rc = entry_name(name, sizeof(name), uuid);
+	char name[JS_GPU_UUID_LEN + 8], text[1024];
+	struct js_owner me, old;
+	struct js_journal j;
+	int rc = entry_name(name, sizeof(name), uuid);
 
-	if (rc < 0)
+	if (rc < 0 || (rc = js_owner_self(pid, &me)) < 0)
 		return rc;
-	pid = pid ? pid : (int)getpid();
-	if ((rc = js_proc_starttime(pid, &st)) < 0)
+	if ((rc = js_journal_open(state_dir, true, &j)) < 0)
 		return rc;
-	if ((rc = js_state_open_locked(state_dir, true, &dfd, &lfd)) < 0)
-		return rc;
-	if (owner_alive(dfd, name, &owner) && owner != pid) {
-		js_state_unlock(dfd, lfd);
+	if (js_read_fileat(j.dfd, name, text, sizeof(text)) > 0 && js_owner_parse(text, &old, NULL) == 0 &&
+	    old.pid != me.pid && js_owner_alive(&old, j.boot)) {
+		js_journal_close(&j);
 		return -EBUSY; /* another live process has lowered this GPU */
 	}
-	fd = openat(dfd, name, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
-	if (fd < 0) {
-		rc = -errno;
-	} else {
-		int n = snprintf(line, sizeof(line), "%d %llu\n", pid, st);
-
-		rc = write(fd, line, (size_t)n) == n ? 0 : -EIO;
-		close(fd);
+	rc = js_owner_format(&me, text, sizeof(text) - 1);
+	if (rc == 0) {
+		strcat(text, "\n");
+		rc = js_journal_put(&j, name, text, false);
 	}
-	js_state_unlock(dfd, lfd);
+	js_journal_close(&j);
 	return rc;
 }
 
 int js_gpu_journal_release(const char *state_dir, const char *uuid)
 {
 	char name[JS_GPU_UUID_LEN + 8];
-	int dfd, lfd, rc = entry_name(name, sizeof(name), uuid);
+	struct js_journal j;
+	int rc = entry_name(name, sizeof(name), uuid);
 
-	if (rc < 0)
+	if (rc < 0 || (rc = js_journal_open(state_dir, false, &j)) < 0)
 		return rc;
-	if ((rc = js_state_open_locked(state_dir, false, &dfd, &lfd)) < 0)
-		return rc;
-	rc = unlinkat(dfd, name, 0) < 0 && errno != ENOENT ? -errno : 0;
-	js_state_unlock(dfd, lfd);
+	rc = unlinkat(j.dfd, name, 0) < 0 && errno != ENOENT ? -errno : 0;
+	js_journal_close(&j);
 	return rc;
+}
+
+/* A clock call the device refused: nothing was changed by it. */
+static bool refused(int rc)
+{
+	return rc == -ENOSYS || rc == -EOPNOTSUPP || (rc == -EPERM && geteuid() == 0);
+}
+
+int js_gpu_lock_journaled(const char *state_dir, struct js_gpus *g, size_t i, uint32_t lo_mhz,
+			  uint32_t hi_mhz)
+{
+	const char *uuid = js_gpu_info(g, i) ? js_gpu_info(g, i)->uuid : NULL;
+	int rc, u;
+
+	if (!uuid)
+		return -EINVAL;
+	if (!js_gpu_can_lock(g, i)) { /* not asked: no entry, no call */
+		js_gpu_set_error(g, "lock", g->be->no_lock_why ? g->be->no_lock_why
+							  : "this GPU library cannot lock clocks", 0);
+		return -ENOSYS;
+	}
+	if ((rc = js_gpu_journal_acquire(state_dir, uuid, 0)) < 0)
+		return rc;
+	rc = js_gpu_lock_mhz(g, i, lo_mhz, hi_mhz);
+	if (rc == 0)
+		return 0;
+	/* a partial lock: back to the default; the entry goes once nothing
+	 * can be in force (the reset worked, or the device refuses both) */
+	u = js_gpu_unlock(g, i);
+	if (u == 0 || (refused(rc) && refused(u)))
+		js_gpu_journal_release(state_dir, uuid);
+	return rc;
+}
+
+int js_gpu_unlock_journaled(const char *state_dir, struct js_gpus *g, size_t i)
+{
+	const char *uuid = js_gpu_info(g, i) ? js_gpu_info(g, i)->uuid : NULL;
+	int rc;
+
+	if (!uuid)
+		return -EINVAL;
+	if ((rc = js_gpu_unlock(g, i)) < 0 && !refused(rc))
+		return rc; /* the entry stays for the epilog and joulestep-restore */
+	return js_gpu_journal_release(state_dir, uuid);
 }
 
 /* Index in g of the GPU whose entry name is name, or -1. */
@@ -107,67 +130,43 @@ static int gpu_of(struct js_gpus *g, const char *name)
 	return -1;
 }
 
+struct undo_arg {
+	struct js_gpus *g;
+	int unknown;
+};
+
+static int undo(struct js_journal *j, const char *name, const char *text, void *arg)
+{
+	struct undo_arg *a = arg;
+	int i = gpu_of(a->g, name), rc;
+
+	(void)j;
+	(void)text;
+	if (i < 0) {
+		a->unknown++; /* not a GPU this library sees: left for another */
+		return 1;
+	}
+	rc = js_gpu_unlock(a->g, (size_t)i);
+	return rc == 0 || refused(rc) ? 0 : rc; /* refused: it never was locked */
+}
+
 int js_gpu_journal_recover(const char *state_dir, struct js_gpus *g, bool force,
 			   struct js_gpu_recovery *out)
 {
-	int dfd, lfd, dup, rc;
-	DIR *d;
-	struct dirent *de;
+	struct undo_arg a = {g, 0};
+	struct js_journal_recovery r;
+	int rc = js_journal_recover(state_dir, PREFIX, force, undo, &a, &r);
 
 	memset(out, 0, sizeof(*out));
-	rc = js_state_open_locked(state_dir, false, &dfd, &lfd);
-	if (rc == -ENOENT)
-		return 0;
-	if (rc < 0)
-		return rc;
-	dup = fcntl(dfd, F_DUPFD_CLOEXEC, 0);
-	d = dup >= 0 ? fdopendir(dup) : NULL;
-	while (d && (de = readdir(d))) {
-		int pid, i;
-
-		if (strncmp(de->d_name, PREFIX, strlen(PREFIX)))
-			continue;
-		out->entries++;
-		if (!force && owner_alive(dfd, de->d_name, &pid)) {
-			out->busy++;
-			continue;
-		}
-		i = gpu_of(g, de->d_name);
-		if (i < 0) {
-			out->unknown++; /* not a GPU this library sees: left for another */
-			continue;
-		}
-		if (js_gpu_unlock(g, (size_t)i) < 0) {
-			out->failed++;
-			continue;
-		}
-		unlinkat(dfd, de->d_name, 0);
-		out->restored++;
-	}
-	if (d)
-		closedir(d);
-	else if (dup >= 0)
-		close(dup);
-	js_state_unlock(dfd, lfd);
-	return 0;
+	out->entries = r.entries;
+	out->restored = r.restored + r.dropped;
+	out->busy = r.busy;
+	out->unknown = a.unknown;
+	out->failed = r.failed;
+	return rc;
 }
 
 int js_gpu_journal_count(const char *state_dir)
 {
-	int dfd, lfd, dup, n = 0, rc = js_state_open_locked(state_dir, false, &dfd, &lfd);
-	DIR *d;
-	struct dirent *de;
-
-	if (rc < 0)
-		return rc == -ENOENT ? 0 : rc;
-	dup = fcntl(dfd, F_DUPFD_CLOEXEC, 0);
-	d = dup >= 0 ? fdopendir(dup) : NULL;
-	while (d && (de = readdir(d)))
-		n += !strncmp(de->d_name, PREFIX, strlen(PREFIX));
-	if (d)
-		closedir(d);
-	else if (dup >= 0)
-		close(dup);
-	js_state_unlock(dfd, lfd);
-	return n;
+	return js_journal_count(state_dir, PREFIX);
 }

@@ -92,13 +92,4 @@ int js_domain_write_khz(const char *sysfs_root, int key, const char *file, uint3
 int js_path(char *buf, size_t len, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
-/* ---- the state directory, shared by the CPU and GPU journals (freqstate.c) */
-/* Open (creating 0700 when asked) and verify the state directory, and take
- * its lock: 0 with *dfd and *lfd open, or -errno with nothing left open. */
-int js_state_open_locked(const char *state_dir, bool create, int *dfd, int *lfd);
-void js_state_unlock(int dfd, int lfd);
-/* pid + starttime (field 22 of /proc/PID/stat) identify a process for good;
- * -ESRCH for a process that is gone or a zombie. */
-int js_proc_starttime(int pid, unsigned long long *st);
-
 #endif

@@ -506,24 +506,17 @@ static void lower_gpus(struct phases *ph, struct phase_rec *p)
 	for (size_t i = 0; i < js_gpu_count(g); i++) {
 		const struct js_gpu_info *in = js_gpu_info(g, i);
 		uint32_t lo = in->min_sm_mhz;
-		int rc = js_gpu_journal_acquire(ph->o->state, in->uuid, 0);
+		int rc = js_gpu_lock_journaled(ph->o->state, g, i, lo && lo <= max ? lo : max, max);
 
-		if (rc < 0) {
+		if (rc < 0) { /* a refused lock leaves no entry (js_gpu_lock_journaled) */
 			if (!p->lock_error[0])
-				snprintf(p->lock_error, sizeof(p->lock_error),
-					 rc == -EBUSY ? "GPU %s: another live process holds it lowered"
-						      : "GPU %s: cannot journal its clocks in the state directory",
-					 in->uuid);
+				snprintf(p->lock_error, sizeof(p->lock_error), "GPU %s: %s", in->uuid,
+					 rc == -EBUSY ? "another live process holds it lowered"
+					 : js_gpu_last_error(g)[0] ? js_gpu_last_error(g)
+					 : "cannot journal its clocks in the state directory");
 			continue;
 		}
 		ph->journaled[i] = true;
-		rc = js_gpu_lock_mhz(g, i, lo && lo <= max ? lo : max, max);
-		if (rc < 0) {
-			js_gpu_unlock(g, i); /* a partial lock: back to the default */
-			if (!p->lock_error[0])
-				snprintf(p->lock_error, sizeof(p->lock_error), "%s", js_gpu_last_error(g));
-			continue;
-		}
 		p->lowered = true;
 		js_gpu_sm_clock_mhz(g, i, &p->sm_mhz[i]);
 	}
@@ -536,12 +529,11 @@ static void restore_gpus(struct phases *ph)
 	for (size_t i = 0; i < js_gpu_count(ph->ms->g); i++) {
 		if (!ph->journaled[i])
 			continue;
-		if (js_gpu_unlock(ph->ms->g, i) < 0) {
+		if (js_gpu_unlock_journaled(ph->o->state, ph->ms->g, i) < 0) {
 			fprintf(stderr, PROG ": GPU %zu: cannot unlock its clocks: %s (run joulestep-restore)\n",
 				i, js_gpu_last_error(ph->ms->g));
 			continue; /* the journal entry stays for joulestep-restore */
 		}
-		js_gpu_journal_release(ph->o->state, js_gpu_info(ph->ms->g, i)->uuid);
 		ph->journaled[i] = false;
 	}
 }

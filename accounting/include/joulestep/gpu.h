@@ -79,16 +79,30 @@ int js_gpu_sm_clock_mhz(struct js_gpus *g, size_t i, uint32_t *mhz);
  * it to the driver's default (NVML cannot report an earlier lock: see
  * docs/design.md, "GPU clocks"). Root only on real hardware. */
 int js_gpu_lock_mhz(struct js_gpus *g, size_t i, uint32_t min_mhz, uint32_t max_mhz);
+/* Can GPU i's clock be locked at all with this library (AMD SMI: not
+ * implemented)? A GPU that cannot is never asked, nor journaled. */
+bool js_gpu_can_lock(struct js_gpus *g, size_t i);
 int js_gpu_unlock(struct js_gpus *g, size_t i);
 
 /* ---- the GPU clock journal (crash-safe restore) ------------------------- */
 
-/* In the CPU journal's state directory (joulestep/freq.h), one root-only
- * entry per locked GPU names its owner (pid, 0 = the caller). Acquire before
+/* In the clock journal's state directory (joulestep/freq.h), one root-only
+ * entry per locked GPU names its owner (pid, 0 = the caller; its start
+ * time and boot id). Acquire before
  * locking (-EBUSY when another live process holds the GPU lowered), release
  * after unlocking. */
 int js_gpu_journal_acquire(const char *state_dir, const char *uuid, int pid);
 int js_gpu_journal_release(const char *state_dir, const char *uuid);
+
+/* Journal GPU i, then lock its clock: 0, -ENOSYS for a GPU that cannot be
+ * locked (nothing written, nothing asked), -EBUSY (another live owner), or
+ * the lock's -errno. A refused lock is reset and its entry dropped: an
+ * entry exists only while a lock may be in force. */
+int js_gpu_lock_journaled(const char *state_dir, struct js_gpus *g, size_t i, uint32_t lo_mhz,
+			  uint32_t hi_mhz);
+/* Unlock GPU i, then drop its entry (kept when the unlock fails: the epilog
+ * and joulestep-restore retry). */
+int js_gpu_unlock_journaled(const char *state_dir, struct js_gpus *g, size_t i);
 
 struct js_gpu_recovery {
 	int entries, restored, busy, unknown, failed;
