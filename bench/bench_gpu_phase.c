@@ -90,22 +90,20 @@ static void mark_of(const struct js_gpu_snapshot *sn, struct js_gpu_mark *out)
 	}
 }
 
-/* as js_gpu_step_mark / js_gpu_step_mark_result */
-static void snap_gpu(void *c, uint64_t at_ns, struct js_gpu_mark *out)
-{
-	struct ctx *x = c;
-	memset(out, 0, sizeof(*out));
-	if (js_gpu_meter_request(x->m, at_ns, &out->ticket) < 0)
-		out->ticket = 0;
-}
-
-static bool gpu_result(void *c, struct js_gpu_mark *m, bool wait)
+/* as js_gpu_step_mark / js_gpu_step_mark_result (the plugin's ph_snap_gpu) */
+static bool snap_gpu(void *c, uint64_t at_ns, struct js_gpu_mark *m, int op)
 {
 	struct ctx *x = c;
 	struct js_gpu_snapshot sn;
+	if (op == JS_GPU_ASK) {
+		memset(m, 0, sizeof(*m));
+		if (js_gpu_meter_request(x->m, at_ns, &m->ticket) < 0)
+			m->ticket = 0;
+		return true;
+	}
 	if (!m->ticket)
 		return true;
-	int rc = js_gpu_meter_result(x->m, m->ticket, wait, &sn);
+	int rc = js_gpu_meter_result(x->m, m->ticket, op == JS_GPU_WAIT, &sn);
 	if (rc == -EAGAIN)
 		return false;
 	if (rc == 0)
@@ -166,12 +164,12 @@ int main(int argc, char **argv)
 		fprintf(stderr, "bench_gpu_phase: %s\n", why);
 		return 1;
 	}
-	snap_gpu(&x, t0, &g0);
+	snap_gpu(&x, t0, &g0, JS_GPU_ASK);
 	uint64_t t1 = ns();
 	printf("start_ns %llu\nstep_start_ns %llu\n", (unsigned long long)t0,
 	       (unsigned long long)(t1 - t0));
 	struct js_phase_ops ops = {.ctx = &x, .set_ratio = set_ratio, .snap = snap, .now_ns = now_cb,
-				   .set_gpu = set_gpu, .snap_gpu = snap_gpu, .gpu_result = gpu_result};
+				   .set_gpu = set_gpu, .snap_gpu = snap_gpu};
 	struct js_phases *ps = js_phases_new(2 * nph + 2, 4, &ops, ns());
 	for (unsigned k = 0; k < nph; k++) {
 		uint32_t seq, khz;

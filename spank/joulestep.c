@@ -290,14 +290,12 @@ static void ph_snap(void *ctx, uint64_t *cpu, uint64_t *dram, bool *unc)
 			*unc = true;
 }
 
-static void ph_snap_gpu(void *ctx, uint64_t at_ns, struct js_gpu_mark *out)
+static bool ph_snap_gpu(void *ctx, uint64_t at_ns, struct js_gpu_mark *m, int op)
 {
-	js_gpu_step_mark(ctx, at_ns, out);
-}
-
-static bool ph_gpu_result(void *ctx, struct js_gpu_mark *m, bool wait)
-{
-	return js_gpu_step_mark_result(ctx, m, wait);
+	if (op != JS_GPU_ASK)
+		return js_gpu_step_mark_result(ctx, m, op == JS_GPU_WAIT);
+	js_gpu_step_mark(ctx, at_ns, m);
+	return true;
 }
 
 static uint64_t ph_now(void *ctx)
@@ -1150,7 +1148,6 @@ static int remote_init(spank_t sp)
 
 	struct js_phase_ops ops = {.ctx = s, .set_ratio = ph_set_ratio, .snap = ph_snap, .now_ns = ph_now,
 				   .snap_gpu = s->gmeter ? ph_snap_gpu : NULL,
-				   .gpu_result = ph_gpu_result,
 				   .set_gpu = s->gpu_clock_mode && !strcmp(s->gpu_clock_mode, "joulestep")
 						      ? js_gpu_step_set_clock : NULL,
 				   .set_uncore = s->nuncore ? js_uncore_step_set : NULL};

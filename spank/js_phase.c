@@ -394,7 +394,8 @@ static void gpu_collect(struct js_phases *ps, bool wait)
 	while (ps->gq_head < ps->gq_n) {
 		uint32_t q = ps->gq[ps->gq_head];
 		struct js_sphase *p = &ps->ph[q / 2];
-		if (!ps->ops.gpu_result(ps->ops.ctx, q & 1 ? &p->g1 : &p->g0, wait))
+		if (!ps->ops.snap_gpu(ps->ops.ctx, 0, q & 1 ? &p->g1 : &p->g0,
+				      wait ? JS_GPU_WAIT : JS_GPU_POLL))
 			return;
 		ps->gq_head++;
 	}
@@ -406,7 +407,7 @@ static void gpu_mark(struct js_phases *ps, struct js_sphase *p, bool end, uint64
 	struct js_gpu_mark *m = end ? &p->g1 : &p->g0;
 	if (!ps->ops.snap_gpu)
 		return;
-	ps->ops.snap_gpu(ps->ops.ctx, at_ns, m);
+	ps->ops.snap_gpu(ps->ops.ctx, at_ns, m, JS_GPU_ASK);
 	if (ps->gq_head && ps->gq_n == ps->gq_cap) { /* room from the collected head */
 		memmove(ps->gq, ps->gq + ps->gq_head, (ps->gq_n - ps->gq_head) * sizeof(*ps->gq));
 		ps->gq_n -= ps->gq_head;
@@ -415,7 +416,7 @@ static void gpu_mark(struct js_phases *ps, struct js_sphase *p, bool end, uint64
 	if (grow((void **)&ps->gq, &ps->gq_cap, ps->gq_n + 1, sizeof(*ps->gq)) == 0)
 		ps->gq[ps->gq_n++] = p->seq * 2 + end;
 	else
-		ps->ops.gpu_result(ps->ops.ctx, m, true); /* no room to queue: resolve now */
+		ps->ops.snap_gpu(ps->ops.ctx, 0, m, JS_GPU_WAIT); /* no room to queue: now */
 	gpu_collect(ps, false);
 }
 

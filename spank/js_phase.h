@@ -44,6 +44,7 @@ struct js_rank_stats {
  * js_gpu_snapshot: a phase keeps two). Only the first JS_PHASE_GPUS of a
  * step's GPUs have per-phase figures. */
 #define JS_PHASE_GPUS 8
+enum { JS_GPU_ASK, JS_GPU_POLL, JS_GPU_WAIT };
 struct js_gpu_mark {
 	uint64_t ticket;             /* the meter's request, until resolved    */
 	uint8_t n;                   /* 0: the step measures no GPU            */
@@ -103,12 +104,11 @@ struct js_phase_ops {
 	/* +gpu-io: lock (low) or unlock the step's GPUs' clock; *mhz: the
 	 * cap set. NULL: the GPUs' clocks are left alone. */
 	int (*set_gpu)(void *ctx, bool low, uint32_t *mhz);
-	/* Ask the GPU meter for its figures as of at_ns (the boundary's
-	 * now_ns), without waiting for a GPU: *out is filled later, by
-	 * gpu_result (false while not resolved; wait: until it is). NULL: no
-	 * GPUs. */
-	void (*snap_gpu)(void *ctx, uint64_t at_ns, struct js_gpu_mark *out);
-	bool (*gpu_result)(void *ctx, struct js_gpu_mark *m, bool wait);
+	/* The GPU meter, never waited for at a boundary. JS_GPU_ASK: ask for
+	 * its figures as of at_ns (the boundary's now_ns; m keeps the ticket);
+	 * JS_GPU_POLL, JS_GPU_WAIT: fill m once they are resolved (POLL: false
+	 * while not yet). NULL: no GPUs. */
+	bool (*snap_gpu)(void *ctx, uint64_t at_ns, struct js_gpu_mark *m, int op);
 	/* +uncore-io: lower (low) or restore the uncore clock of the step's
 	 * packages; *khz: the cap set. NULL: the uncore is left alone. */
 	int (*set_uncore)(void *ctx, bool low, uint32_t *khz);

@@ -261,7 +261,7 @@ int js_gpu_meter_start(struct js_gpus *g, uint64_t period_ns, bool start_thread,
 	m->cap = 64;
 	m->rq = calloc(m->cap, sizeof(*m->rq));
 	m->first_ticket = m->next_ticket = 1;
-	rc = m->rq ? js_sampler_init(&m->smp, period_ns ? period_ns : 50ULL * 1000 * 1000, tick, m)
+	rc = m->rq ? js_sampler_init(&m->smp, period_ns ? period_ns : 50ULL * 1000 * 1000, tick, NULL, m)
 		   : -ENOMEM;
 	if (rc < 0) {
 		free(m->rq);

@@ -42,7 +42,7 @@ extern const struct js_backend_ops js_backend_amd_energy;
 int js_amd_energy_label(const char *label, int *socket, int *core);
 int js_amd_energy_discover(const char *sysfs_root, struct js_zone_set *zs);
 
-/* Number of samples the background thread has taken (tests). */
+/* Readings taken, by the background thread and snapshots (tests). */
 uint64_t js_meter_nsamples(struct js_meter *m);
 
 /* ---- pure helpers used by several files --------------------------------- */

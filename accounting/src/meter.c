@@ -16,7 +16,7 @@
 struct js_meter {
 	struct js_energy *e;
 	struct js_sampler smp; /* smp.mu guards what follows */
-	uint64_t nsamples; /* by the background thread */
+	uint64_t nsamples; /* readings taken (thread, snapshots) */
 	size_t n;
 	uint64_t wrap_ns[JS_MAX_ZONES];
 	bool have_last[JS_MAX_ZONES];
@@ -118,15 +118,12 @@ static void sample_locked(struct js_meter *m)
 	}
 }
 
-static uint64_t tick(void *arg)
+static void sample(void *arg)
 {
 	struct js_meter *m = arg;
 
-	pthread_mutex_lock(&m->smp.mu);
 	sample_locked(m);
 	m->nsamples++;
-	pthread_mutex_unlock(&m->smp.mu);
-	return 0;
 }
 
 int js_meter_start(struct js_energy *e, uint64_t period_cap_ns, bool start_thread,
@@ -148,28 +145,23 @@ int js_meter_start(struct js_energy *e, uint64_t period_cap_ns, bool start_threa
 	for (i = 0; i < m->n; i++)
 		m->wrap_ns[i] = js_wrap_time_ns(e->zones.zones[i].max_energy_range_uj,
 						e->zones.zones[i].max_power_uw);
-	rc = js_sampler_init(&m->smp, js_sample_period_ns(&e->zones, period_cap_ns), tick, m);
+	rc = js_sampler_init(&m->smp, js_sample_period_ns(&e->zones, period_cap_ns), NULL, sample, m);
 	if (rc < 0) {
 		free(m);
 		return rc;
 	}
-	sample_locked(m); /* baseline (no thread yet) */
-	if (start_thread && (rc = js_sampler_start(&m->smp, "js-meter")) < 0) {
+	if ((rc = js_sampler_go(&m->smp, start_thread, "js-meter")) < 0)
 		js_meter_stop(m);
-		return rc;
-	}
-	*out = m;
-	return 0;
+	else
+		*out = m;
+	return rc;
 }
 
 int js_meter_snapshot(struct js_meter *m, struct js_snapshot *out)
 {
 	if (!m || !out)
 		return -EINVAL;
-	pthread_mutex_lock(&m->smp.mu);
-	sample_locked(m);
-	*out = m->cur;
-	pthread_mutex_unlock(&m->smp.mu);
+	js_sampler_read(&m->smp, out, &m->cur, sizeof(*out));
 	return 0;
 }
 

@@ -59,14 +59,9 @@ static void sample_locked(struct js_node_meter *m)
 	}
 }
 
-static uint64_t tick(void *arg)
+static void sample(void *arg)
 {
-	struct js_node_meter *m = arg;
-
-	pthread_mutex_lock(&m->smp.mu);
-	sample_locked(m);
-	pthread_mutex_unlock(&m->smp.mu);
-	return 0;
+	sample_locked(arg);
 }
 
 int js_node_meter_start(struct js_node *n, uint64_t period_ns, bool start_thread,
@@ -85,30 +80,25 @@ int js_node_meter_start(struct js_node *n, uint64_t period_ns, bool start_thread
 	m->n = n;
 	m->cur.n = n->n;
 	rc = js_sampler_init(&m->smp, period < NODE_MIN_PERIOD_NS ? NODE_MIN_PERIOD_NS : period,
-			     tick, m);
+			     NULL, sample, m);
 	if (rc < 0) {
 		free(m);
 		return rc;
 	}
-	sample_locked(m); /* baseline (no thread yet) */
 	/* counters need no thread; power sensors do, to be integrated */
-	if (start_thread && n->src == JS_NODE_HWMON_POWER &&
-	    (rc = js_sampler_start(&m->smp, "js-node-meter")) < 0) {
+	rc = js_sampler_go(&m->smp, start_thread && n->src == JS_NODE_HWMON_POWER, "js-node-meter");
+	if (rc < 0)
 		js_node_meter_stop(m);
-		return rc;
-	}
-	*out = m;
-	return 0;
+	else
+		*out = m;
+	return rc;
 }
 
 int js_node_meter_snapshot(struct js_node_meter *m, struct js_node_snapshot *out)
 {
 	if (!m || !out)
 		return -EINVAL;
-	pthread_mutex_lock(&m->smp.mu);
-	sample_locked(m);
-	*out = m->cur;
-	pthread_mutex_unlock(&m->smp.mu);
+	js_sampler_read(&m->smp, out, &m->cur, sizeof(*out));
 	return 0;
 }
 

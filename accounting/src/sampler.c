@@ -1,6 +1,7 @@
 /* The background sampler thread of every meter (sampler.h). */
 #include <errno.h>
 #include <signal.h>
+#include <string.h>
 #include <time.h>
 
 #include "sampler.h"
@@ -14,7 +15,7 @@ uint64_t js_mono_ns(void)
 }
 
 int js_sampler_init(struct js_sampler *s, uint64_t period_ns, uint64_t (*tick)(void *),
-		    void *arg)
+		    void (*sample)(void *), void *arg)
 {
 	pthread_condattr_t ca;
 	int rc;
@@ -22,6 +23,7 @@ int js_sampler_init(struct js_sampler *s, uint64_t period_ns, uint64_t (*tick)(v
 	s->started = s->stop = s->kicked = false;
 	s->period_ns = period_ns;
 	s->tick = tick;
+	s->sample = sample;
 	s->arg = arg;
 	if ((rc = pthread_mutex_init(&s->mu, NULL)))
 		return -rc;
@@ -52,6 +54,10 @@ static void *loop(void *arg)
 		if (s->stop)
 			break;
 		s->kicked = false;
+		if (!s->tick) {
+			s->sample(s->arg);
+			continue;
+		}
 		pthread_mutex_unlock(&s->mu);
 		wait_ns = s->tick(s->arg);
 		if (!wait_ns)
@@ -78,6 +84,25 @@ int js_sampler_start(struct js_sampler *s, const char *name)
 	pthread_setname_np(s->th, name);
 	s->started = true;
 	return 0;
+}
+
+int js_sampler_go(struct js_sampler *s, bool thread, const char *name)
+{
+	if (s->sample) {
+		pthread_mutex_lock(&s->mu);
+		s->sample(s->arg);
+		pthread_mutex_unlock(&s->mu);
+	}
+	return thread ? js_sampler_start(s, name) : 0;
+}
+
+void js_sampler_read(struct js_sampler *s, void *dst, const void *src, size_t len)
+{
+	pthread_mutex_lock(&s->mu);
+	if (s->sample)
+		s->sample(s->arg);
+	memcpy(dst, src, len);
+	pthread_mutex_unlock(&s->mu);
 }
 
 void js_sampler_kick(struct js_sampler *s)
