@@ -59,6 +59,32 @@ static void list_entry(const char *name, const char *text, void *arg)
 	       *rest ? ", saved " : "", rest);
 }
 
+/* --list: the CPU backups, then the uncore and GPU entries. */
+static int list_journal(const char *state)
+{
+	int n = 0, rc;
+
+	for (int cpu = 0; cpu < JS_MAX_CPUS; cpu++) {
+		struct js_freq_saved s;
+
+		if (js_freq_saved_read(state, cpu, &s) < 0)
+			continue;
+		printf("cpu%d governor=%s min_khz=%u max_khz=%u setspeed_khz=%u\n", cpu,
+		       s.governor, s.min_khz, s.max_khz, s.setspeed_khz);
+		n++;
+	}
+	if (!n)
+		printf("no saved CPU frequencies in %s\n", state);
+	rc = js_journal_list(state, list_entry, NULL);
+	if (rc < 0) {
+		fprintf(stderr, PROG ": %s: %s\n", state, strerror(-rc));
+		return 1;
+	}
+	if (!rc)
+		printf("no uncore or GPU clock entries in %s\n", state);
+	return 0;
+}
+
 static int restore_gpus(const char *state, const struct js_gpu_opts *o, bool force)
 {
 	struct js_gpu_recovery r;
@@ -125,27 +151,8 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
-	if (list) {
-		for (int cpu = 0; cpu < JS_MAX_CPUS; cpu++) {
-			struct js_freq_saved s;
-
-			if (js_freq_saved_read(state, cpu, &s) < 0)
-				continue;
-			printf("cpu%d governor=%s min_khz=%u max_khz=%u setspeed_khz=%u\n", cpu,
-			       s.governor, s.min_khz, s.max_khz, s.setspeed_khz);
-			n++;
-		}
-		if (!n)
-			printf("no saved CPU frequencies in %s\n", state);
-		rc = js_journal_list(state, list_entry, NULL);
-		if (rc < 0) {
-			fprintf(stderr, PROG ": %s: %s\n", state, strerror(-rc));
-			return 1;
-		}
-		if (!rc)
-			printf("no uncore or GPU clock entries in %s\n", state);
-		return 0;
-	}
+	if (list)
+		return list_journal(state);
 	/* Every kind of clock is put back even when another kind fails: a
 	 * failure is reported and makes the exit status 1, nothing more. */
 	int status = 0;

@@ -103,6 +103,70 @@ static int parse_long(const char *s, long lo, long hi, long *out)
 	return errno || *end || end == s || *out < lo || *out > hi ? -1 : 0;
 }
 
+/* One option (getopt_long's c and its argument) into o: 0, or -1 said why. */
+static int set_opt(struct opts *o, int c, char *arg)
+{
+	char *end;
+
+	switch (c) {
+	case 's': o->sysfs = arg; break;
+	case 'b': o->backend = arg; break;
+	case 'P': o->papi_components = arg; break;
+	case 'S': o->state = arg; break;
+	case 'j': o->json = true; break;
+	case 'g': o->gpus = true; o->gpu_select = arg; break;
+	case 'N': o->node = arg; break;
+	case 'L': o->gpu_lib = arg; break;
+	case 'B':
+		if (strcmp(arg, "nvml") && strcmp(arg, "amdsmi")) {
+			fprintf(stderr, PROG ": --gpu-backend must be nvml or amdsmi, not '%s'\n", arg);
+			return -1;
+		}
+		o->gpu_backend = arg;
+		break;
+	case 'M': o->phases = true; break;
+	case 'G':
+		if (parse_long(arg, 1, 10000, &o->gpu_sample_ms) < 0) {
+			fprintf(stderr, PROG ": --gpu-sample-ms must be an integer in 1..10000, not '%s'\n", arg);
+			return -1;
+		}
+		break;
+	case 'C':
+		if (parse_long(arg, 1, 100000, &o->gpu_io_mhz) < 0) {
+			fprintf(stderr, PROG ": --gpu-io-clock-mhz must be an integer in 1..100000 (MHz), not '%s'\n", arg);
+			return -1;
+		}
+		break;
+	case 'p':
+		errno = 0;
+		o->sample_ms = strtol(arg, &end, 10);
+		if (errno || *end || o->sample_ms < 1 || o->sample_ms > 3600000) {
+			fprintf(stderr, PROG ": --sample-ms must be an integer in 1..3600000, not '%s'\n", arg);
+			return -1;
+		}
+		break;
+	case 'r':
+		errno = 0;
+		o->freq_ratio = strtod(arg, &end);
+		if (errno || *end || !(o->freq_ratio > 0.0 && o->freq_ratio <= 1.0)) {
+			fprintf(stderr, PROG ": --freq-ratio must be a number in (0, 1], not '%s'\n", arg);
+			return -1;
+		}
+		break;
+	case 'k':
+		errno = 0;
+		o->freq_khz = strtol(arg, &end, 10);
+		if (errno || *end || o->freq_khz < 1 || o->freq_khz > 100000000) {
+			fprintf(stderr, PROG ": --freq-khz must be a positive integer (kHz), not '%s'\n", arg);
+			return -1;
+		}
+		break;
+	case 'h': usage(stdout); exit(0);
+	default: usage(stderr); return -1;
+	}
+	return 0;
+}
+
 static int parse_args(int argc, char **argv, struct opts *o)
 {
 	static const struct option lo[] = {
@@ -124,69 +188,13 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
-	char *end;
 	int c;
 
 	*o = (struct opts){.sysfs = "/sys", .state = "/var/lib/joulestep", .sample_ms = 1000,
 			   .gpu_sample_ms = 50};
-	while ((c = getopt_long(argc, argv, "+h", lo, NULL)) != -1) {
-		switch (c) {
-		case 's': o->sysfs = optarg; break;
-		case 'b': o->backend = optarg; break;
-		case 'P': o->papi_components = optarg; break;
-		case 'S': o->state = optarg; break;
-		case 'j': o->json = true; break;
-		case 'g': o->gpus = true; o->gpu_select = optarg; break;
-		case 'N': o->node = optarg; break;
-		case 'L': o->gpu_lib = optarg; break;
-		case 'B':
-			if (strcmp(optarg, "nvml") && strcmp(optarg, "amdsmi")) {
-				fprintf(stderr, PROG ": --gpu-backend must be nvml or amdsmi, not '%s'\n", optarg);
-				return -1;
-			}
-			o->gpu_backend = optarg;
-			break;
-		case 'M': o->phases = true; break;
-		case 'G':
-			if (parse_long(optarg, 1, 10000, &o->gpu_sample_ms) < 0) {
-				fprintf(stderr, PROG ": --gpu-sample-ms must be an integer in 1..10000, not '%s'\n", optarg);
-				return -1;
-			}
-			break;
-		case 'C':
-			if (parse_long(optarg, 1, 100000, &o->gpu_io_mhz) < 0) {
-				fprintf(stderr, PROG ": --gpu-io-clock-mhz must be an integer in 1..100000 (MHz), not '%s'\n", optarg);
-				return -1;
-			}
-			break;
-		case 'p':
-			errno = 0;
-			o->sample_ms = strtol(optarg, &end, 10);
-			if (errno || *end || o->sample_ms < 1 || o->sample_ms > 3600000) {
-				fprintf(stderr, PROG ": --sample-ms must be an integer in 1..3600000, not '%s'\n", optarg);
-				return -1;
-			}
-			break;
-		case 'r':
-			errno = 0;
-			o->freq_ratio = strtod(optarg, &end);
-			if (errno || *end || !(o->freq_ratio > 0.0 && o->freq_ratio <= 1.0)) {
-				fprintf(stderr, PROG ": --freq-ratio must be a number in (0, 1], not '%s'\n", optarg);
-				return -1;
-			}
-			break;
-		case 'k':
-			errno = 0;
-			o->freq_khz = strtol(optarg, &end, 10);
-			if (errno || *end || o->freq_khz < 1 || o->freq_khz > 100000000) {
-				fprintf(stderr, PROG ": --freq-khz must be a positive integer (kHz), not '%s'\n", optarg);
-				return -1;
-			}
-			break;
-		case 'h': usage(stdout); exit(0);
-		default: usage(stderr); return -1;
-		}
-	}
+	while ((c = getopt_long(argc, argv, "+h", lo, NULL)) != -1)
+		if (set_opt(o, c, optarg) < 0)
+			return -1;
 	if (o->freq_ratio > 0 && o->freq_khz > 0) {
 		fprintf(stderr, PROG ": give either --freq-ratio or --freq-khz, not both\n");
 		return -1;
