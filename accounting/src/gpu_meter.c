@@ -28,6 +28,9 @@
  * came by JS_GPU_RESOLVE_MAX_NS. */
 #define JS_GPU_TIGHT_NS (8ULL * 1000 * 1000)
 #define JS_GPU_LOOSE_NS (50ULL * 1000 * 1000)
+/* A reading this close after the boundary holds (nearly) the value there:
+ * a lower bound that holds when the power changed right after it. */
+#define JS_GPU_NEAR_NS (1ULL * 1000 * 1000)
 /* The rate is taken between updates at least this far apart. */
 #define JS_GPU_RATE_SPAN_NS (30ULL * 1000 * 1000)
 /* A GPU whose counter has not moved twice by then is resolved from the
@@ -37,6 +40,9 @@
  * (the step's start) can be placed below it: 2^40 uJ is ~1.1 MJ, far more
  * than a GPU draws between a boundary and the next counter updates. */
 #define JS_GPU_ORIGIN_UJ (1ULL << 40)
+/* Recent readings kept per GPU: a boundary a moment in the past (a marker's
+ * own t=) finds the reading before it. */
+#define JS_GPU_HIST 64
 
 struct req {
 	uint64_t ticket, at_ns, asked_ns;
@@ -60,6 +66,8 @@ struct js_gpu_meter {
 	int err[JS_MAX_GPUS];
 	bool have_raw[JS_MAX_GPUS];
 	uint64_t raw_uj[JS_MAX_GPUS], read_t[JS_MAX_GPUS];
+	uint64_t hist_t[JS_MAX_GPUS][JS_GPU_HIST], hist_uj[JS_MAX_GPUS][JS_GPU_HIST];
+	unsigned hist_n[JS_MAX_GPUS];       /* readings kept so far (ring)      */
 	uint64_t last_boundary_uj[JS_MAX_GPUS];
 	struct req *rq;                     /* ring of cap: nrq from rq[head]    */
 	size_t cap, head, nrq;
@@ -143,6 +151,13 @@ static void advance(struct js_gpu_meter *m, struct req *r, size_t i, uint64_t pr
 		gpu_done(m, r, i, r->has_lo[i] ? lerp(r->lo_t[i], r->lo_uj[i], t, v, r->at_ns) : v);
 		return;
 	}
+	if (t - r->at_ns <= JS_GPU_NEAR_NS && (!r->has_lo[i] || v > r->lo_uj[i])) {
+		/* the counter as it stood at the boundary: the rate after it
+		 * (a GPU idle, then busy) cannot take the value below this */
+		r->has_lo[i] = true;
+		r->lo_t[i] = r->at_ns;
+		r->lo_uj[i] = v;
+	}
 	if (!moved || prev_t < r->at_ns || t - prev_t > JS_GPU_LOOSE_NS)
 		return;
 	if (t - prev_t > JS_GPU_TIGHT_NS) {
@@ -189,6 +204,10 @@ static void fold(struct js_gpu_meter *m, size_t i, int rc, const struct js_gpu_r
 		m->raw_uj[i] = r->energy_uj;
 	}
 	m->read_t[i] = t;
+	if (!rc) {
+		m->hist_t[i][m->hist_n[i] % JS_GPU_HIST] = t;
+		m->hist_uj[i][m->hist_n[i]++ % JS_GPU_HIST] = cum_uj(m, i);
+	}
 	if (!prev_t || rc)
 		return;
 	for (size_t k = 0; k < m->nrq; k++) {
@@ -298,6 +317,23 @@ static int grow(struct js_gpu_meter *m)
 	return 0;
 }
 
+/* The last reading of GPU i at or before at, into r's lower bound. */
+static void last_before(struct js_gpu_meter *m, size_t i, uint64_t at, struct req *r)
+{
+	unsigned n = m->hist_n[i] < JS_GPU_HIST ? m->hist_n[i] : JS_GPU_HIST;
+
+	for (unsigned k = 1; k <= n; k++) {
+		unsigned j = (m->hist_n[i] - k) % JS_GPU_HIST;
+
+		if (m->hist_t[i][j] <= at) {
+			r->has_lo[i] = true;
+			r->lo_t[i] = m->hist_t[i][j];
+			r->lo_uj[i] = m->hist_uj[i][j];
+			return;
+		}
+	}
+}
+
 int js_gpu_meter_request(struct js_gpu_meter *m, uint64_t at_mono_ns, uint64_t *ticket)
 {
 	struct req *r;
@@ -316,9 +352,7 @@ int js_gpu_meter_request(struct js_gpu_meter *m, uint64_t at_mono_ns, uint64_t *
 	r->out.n = m->n;
 	for (size_t i = 0; i < m->n; i++) {
 		r->out.integrated[i] = !js_gpu_info(m->g, i)->energy_counter;
-		r->has_lo[i] = m->read_t[i] && m->read_t[i] <= at_mono_ns;
-		r->lo_t[i] = m->read_t[i];
-		r->lo_uj[i] = cum_uj(m, i);
+		last_before(m, i, at_mono_ns, r);
 	}
 	if (m->smp.started)
 		js_sampler_kick(&m->smp);
