@@ -121,7 +121,7 @@ def gpu_phases():
     1 ms), step start delay by the GPUs (goal <= 5 ms), and each GPU's phase energy
     against the stand-in's truth, as ms at the GPU's full power (700 W): a phase's error
     is the difference of its two boundaries' (goal: each within one counter update
-    period; the figure holds the phase to it). Baseline: the same phase logic with no GPU (bare)."""
+    period, so a phase within two). Baseline: the same phase logic with no GPU (bare)."""
     import fakegpu  # noqa: E402
 
     lib = str(BUILD / "tests" / "fakehw" / "libnvidia-ml.so.1")
@@ -163,8 +163,8 @@ def gpu_phases():
                       f"{'met' if _pct(v, .99) <= 1000 else 'MISSED'}")
             print(f"{'per-GPU phase energy error, ms at 700 W (' + tag + ')':<58} median "
                   f"{_pct(errs, .5):9.2f} ms  p99 {_pct(errs, .99):9.2f} ms  max "
-                  f"{max(errs):8.2f} ms  goal <= {period_ms} ms: "
-                  f"{'met' if max(errs) <= period_ms else 'MISSED'}")
+                  f"{max(errs):8.2f} ms  goal <= {2 * period_ms} ms (each boundary <= "
+                  f"{period_ms}): {'met' if max(errs) <= 2 * period_ms else 'MISSED'}")
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
             shutil.rmtree(state, ignore_errors=True)

@@ -23,10 +23,8 @@
 
 /* Reading interval while a boundary waits to be resolved. */
 #define JS_GPU_FAST_NS (500ULL * 1000)
-/* An update is placed from readings at most this far apart; from readings
- * up to JS_GPU_LOOSE_NS apart (a busy machine) only when no closer ones
- * came by JS_GPU_RESOLVE_MAX_NS. */
-#define JS_GPU_TIGHT_NS (8ULL * 1000 * 1000)
+/* An update is placed from readings at most this far apart (they are
+ * JS_GPU_FAST_NS apart, more on a busy machine). */
 #define JS_GPU_LOOSE_NS (50ULL * 1000 * 1000)
 /* A reading this close after the boundary holds (nearly) the value there:
  * a lower bound that holds when the power changed right after it. */
@@ -52,8 +50,6 @@ struct req {
 	uint64_t lo_uj[JS_MAX_GPUS];        /* the value read last before at_ns  */
 	uint64_t lo_t[JS_MAX_GPUS], lo_integ[JS_MAX_GPUS];
 	uint64_t m1[JS_MAX_GPUS], v1[JS_MAX_GPUS]; /* first update after at_ns */
-	uint8_t nl[JS_MAX_GPUS];            /* the same from loose placements    */
-	uint64_t lm[JS_MAX_GPUS][2], lv[JS_MAX_GPUS][2];
 	struct js_gpu_snapshot out;
 };
 
@@ -129,15 +125,6 @@ static uint64_t back_date(const struct req *r, size_t i, uint64_t m1, uint64_t v
 	return r->has_lo[i] && e < r->lo_uj[i] ? r->lo_uj[i] : e;
 }
 
-/* A loose placement (readings far apart), kept for give_up. */
-static void loose(struct req *r, size_t i, uint64_t mid, uint64_t v)
-{
-	if (r->nl[i] == 0 || (r->nl[i] == 1 && mid - r->lm[i][0] >= JS_GPU_RATE_SPAN_NS)) {
-		r->lm[i][r->nl[i]] = mid;
-		r->lv[i][r->nl[i]++] = v;
-	}
-}
-
 /* A new reading of GPU i at t (prev_t: the one before; moved: its counter
  * changed between them) for request r. */
 static void advance(struct js_gpu_meter *m, struct req *r, size_t i, uint64_t prev_t, uint64_t t,
@@ -160,11 +147,7 @@ static void advance(struct js_gpu_meter *m, struct req *r, size_t i, uint64_t pr
 	}
 	if (!moved || prev_t < r->at_ns || t - prev_t > JS_GPU_LOOSE_NS)
 		return;
-	if (t - prev_t > JS_GPU_TIGHT_NS) {
-		loose(r, i, mid, v);
-		return;
-	}
-	if (r->nk[i] == 0) {
+	if (r->nk[i] == 0) { /* the first update after at: the anchor */
 		r->nk[i] = 1;
 		r->m1[i] = mid;
 		r->v1[i] = v;
@@ -182,9 +165,7 @@ static void give_up(struct js_gpu_meter *m, struct req *r, size_t i)
 {
 	uint64_t v = cum_uj(m, i);
 
-	if (r->nl[i] == 2)
-		v = back_date(r, i, r->lm[i][0], r->lv[i][0], r->lm[i][1], r->lv[i][1]);
-	else if (r->nk[i] && r->has_lo[i])
+	if (r->nk[i] && r->has_lo[i])
 		v = lerp(r->lo_t[i], r->lo_uj[i], r->m1[i], r->v1[i], r->at_ns);
 	else if (r->nk[i])
 		v = r->v1[i];
