@@ -62,18 +62,21 @@ static uint64_t now_cb(void *c)
 	return ns();
 }
 
+/* as js_gpu_step_set_clock: every GPU in one pass of the journal */
 static int set_gpu(void *c, bool low, uint32_t *mhz)
 {
 	struct ctx *x = c;
+	bool want[JS_MAX_GPUS];
+	uint32_t lo[JS_MAX_GPUS], hi[JS_MAX_GPUS];
+	int rc[JS_MAX_GPUS];
 	for (size_t i = 0; i < js_gpu_count(x->g); i++) {
-		const char *uuid = js_gpu_info(x->g, i)->uuid;
-		if (low) {
-			if (js_gpu_journal_acquire(x->state, uuid, 0) == 0)
-				js_gpu_lock_mhz(x->g, i, x->lock_mhz, x->lock_mhz);
-		} else if (js_gpu_unlock(x->g, i) == 0) {
-			js_gpu_journal_release(x->state, uuid);
-		}
+		want[i] = true;
+		lo[i] = hi[i] = x->lock_mhz;
 	}
+	if (low)
+		js_gpu_lock_journaled_n(x->state, x->g, want, lo, hi, rc);
+	else
+		js_gpu_unlock_journaled_n(x->state, x->g, want, rc);
 	x->gpu_ns = ns();
 	*mhz = low ? x->lock_mhz : 0;
 	return 0;

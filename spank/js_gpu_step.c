@@ -337,67 +337,73 @@ void js_gpu_step_clock_setup(struct js_step *s, bool slurm_gpu_freq, const char 
 	}
 }
 
-/* Journal GPU i (the entry names this slurmstepd), then lock it; a GPU
- * whose entry cannot be written is left alone, and a refused lock leaves
- * no entry (js_gpu_lock_journaled). */
-static int lower_one(struct js_step *s, size_t i, uint32_t *mhz)
+/* GPU i's lock range for +gpu-io: [lowest supported, gpu_io_mhz]. */
+static void io_range(const struct js_step *s, size_t i, uint32_t *lo, uint32_t *hi)
 {
 	const struct js_gpu_info *in = js_gpu_info(s->gpus, i);
-	uint32_t max = s->conf.gpu_io_mhz, lo = in->min_sm_mhz;
+	uint32_t max = s->conf.gpu_io_mhz, min = in->min_sm_mhz;
 	if (in->max_sm_mhz && max > in->max_sm_mhz)
 		max = in->max_sm_mhz;
-	if (lo && max < lo)
-		max = lo;
-	int rc = js_gpu_lock_journaled(s->conf.state, s->gpus, i, lo && lo <= max ? lo : max, max);
+	if (min && max < min)
+		max = min;
+	*lo = min && min <= max ? min : max;
+	*hi = max;
+}
+
+/* What one GPU's lock (low) or unlock gave; 0 or its -errno. */
+static int clock_result(struct js_step *s, size_t i, bool low, int rc)
+{
+	const char *uuid = js_gpu_info(s->gpus, i)->uuid;
 	if (rc == -EBUSY)
 		js_step_error(s, "gpu: %s: another live process holds it lowered; its clock left alone",
-			      in->uuid);
+			      uuid);
+	else if (rc < 0 && low)
+		js_step_error(s, "gpu: %s: lock its clock: %s", uuid, js_gpu_last_error(s->gpus));
 	else if (rc < 0)
-		js_step_error(s, "gpu: %s: lock its clock: %s", in->uuid, js_gpu_last_error(s->gpus));
-	if (rc < 0)
-		return rc;
-	s->gpu_journaled[i] = true;
-	if (!*mhz)
-		*mhz = max;
-	return 0;
-}
-
-/* Unlock GPU i, then drop its entry (kept when the unlock failed: the
- * epilog and joulestep-restore retry). */
-static int raise_one(struct js_step *s, size_t i)
-{
-	int rc = js_gpu_unlock_journaled(s->conf.state, s->gpus, i);
-	if (rc < 0) {
 		js_step_error(s, "gpu: %s: unlock its clock: %s (the journal keeps it for the epilog and joulestep-restore)",
-			      js_gpu_info(s->gpus, i)->uuid, js_gpu_last_error(s->gpus));
-		return -EIO;
-	}
-	s->gpu_journaled[i] = false;
-	return 0;
+			      uuid, js_gpu_last_error(s->gpus));
+	if (rc == 0)
+		s->gpu_journaled[i] = low;
+	return rc;
 }
 
+/* Lock (low) the eligible GPUs, journaled first, or unlock the locked ones,
+ * the journal's entry dropped after: all of them in one pass of the
+ * journal (js_gpu_lock_journaled_n); a refused lock leaves no entry, a
+ * failed unlock keeps it for the epilog and joulestep-restore. */
 int js_gpu_step_set_clock(void *ctx, bool low, uint32_t *mhz)
 {
 	struct js_step *s = ctx;
-	int first = 0;
+	size_t n = js_gpu_count(s->gpus);
+	bool want[JS_MAX_GPUS] = {false};
+	uint32_t lo[JS_MAX_GPUS] = {0}, hi[JS_MAX_GPUS] = {0};
+	int rc[JS_MAX_GPUS] = {0}, first = 0;
 	*mhz = 0;
-	for (size_t i = 0; i < js_gpu_count(s->gpus); i++) {
-		int rc = 0;
-		if (low && s->gpu_eligible[i] && !s->gpu_journaled[i])
-			rc = lower_one(s, i, mhz);
-		else if (!low && s->gpu_journaled[i])
-			rc = raise_one(s, i);
-		if (rc < 0 && !first)
-			first = rc;
+	for (size_t i = 0; i < n; i++) {
+		want[i] = low ? s->gpu_eligible[i] && !s->gpu_journaled[i] : s->gpu_journaled[i];
+		if (want[i] && low)
+			io_range(s, i, &lo[i], &hi[i]);
+	}
+	if (low)
+		js_gpu_lock_journaled_n(s->conf.state, s->gpus, want, lo, hi, rc);
+	else
+		js_gpu_unlock_journaled_n(s->conf.state, s->gpus, want, rc);
+	for (size_t i = 0; i < n; i++) {
+		if (!want[i])
+			continue;
+		if (clock_result(s, i, low, rc[i]) < 0 && !first)
+			first = low ? rc[i] : -EIO;
+		else if (low && !*mhz)
+			*mhz = hi[i];
 	}
 	return first;
 }
 
 void js_gpu_step_clock_restore(struct js_step *s)
 {
-	for (size_t i = 0; s->gpus && i < js_gpu_count(s->gpus); i++)
-		if (s->gpu_journaled[i])
-			(void)raise_one(s, i);
+	uint32_t mhz;
+	if (s->gpus)
+		(void)js_gpu_step_set_clock(s, false, &mhz);
 }
 
 void js_gpu_recover_node(const struct js_conf *c, uint32_t jobid, const char *when)

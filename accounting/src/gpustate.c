@@ -37,10 +37,26 @@ static int entry_name(char *buf, size_t len, const char *uuid)
 	return n > strlen(PREFIX) ? 0 : -EINVAL;
 }
 
+/* Under j's lock: name's entry for me, or -EBUSY for another live owner. */
+static int acquire_in(struct js_journal *j, const char *name, const struct js_owner *me)
+{
+	char text[1024];
+	struct js_owner old;
+	int rc;
+
+	if (js_read_fileat(j->dfd, name, text, sizeof(text)) > 0 && js_owner_parse(text, &old, NULL) == 0 &&
+	    old.pid != me->pid && js_owner_alive(&old, j->boot))
+		return -EBUSY; /* another live process has lowered this GPU */
+	if ((rc = js_owner_format(me, text, sizeof(text) - 1)) < 0)
+		return rc;
+	strcat(text, "\n");
+	return js_journal_put(j, name, text, false);
+}
+
 int js_gpu_journal_acquire(const char *state_dir, const char *uuid, int pid)
 {
-	char name[JS_GPU_UUID_LEN + 8], text[1024];
-	struct js_owner me, old;
+	char name[JS_GPU_UUID_LEN + 8];
+	struct js_owner me;
 	struct js_journal j;
 	int rc = entry_name(name, sizeof(name), uuid);
 
@@ -48,16 +64,7 @@ int js_gpu_journal_acquire(const char *state_dir, const char *uuid, int pid)
 		return rc;
 	if ((rc = js_journal_open(state_dir, true, &j)) < 0)
 		return rc;
-	if (js_read_fileat(j.dfd, name, text, sizeof(text)) > 0 && js_owner_parse(text, &old, NULL) == 0 &&
-	    old.pid != me.pid && js_owner_alive(&old, j.boot)) {
-		js_journal_close(&j);
-		return -EBUSY; /* another live process has lowered this GPU */
-	}
-	rc = js_owner_format(&me, text, sizeof(text) - 1);
-	if (rc == 0) {
-		strcat(text, "\n");
-		rc = js_journal_put(&j, name, text, false);
-	}
+	rc = acquire_in(&j, name, &me);
 	js_journal_close(&j);
 	return rc;
 }
@@ -81,42 +88,105 @@ static bool refused(int rc)
 	return rc == -ENOSYS || rc == -EOPNOTSUPP || (rc == -EPERM && geteuid() == 0);
 }
 
+/* Journal every GPU of want in one pass of the journal (one lock, not one
+ * per GPU: a boundary locks all of a step's GPUs at once); rc[i] set. */
+static void acquire_n(const char *state_dir, struct js_gpus *g, const bool *want, int *rc)
+{
+	char name[JS_GPU_UUID_LEN + 8];
+	struct js_owner me;
+	struct js_journal j;
+	size_t n = js_gpu_count(g);
+	int first = js_owner_self(0, &me);
+
+	if (first == 0)
+		first = js_journal_open(state_dir, true, &j);
+	for (size_t i = 0; i < n; i++) {
+		if (!want[i] || rc[i])
+			continue;
+		rc[i] = first < 0 ? first : entry_name(name, sizeof(name), js_gpu_info(g, i)->uuid);
+		if (rc[i] == 0)
+			rc[i] = acquire_in(&j, name, &me);
+	}
+	if (first == 0)
+		js_journal_close(&j);
+}
+
+void js_gpu_lock_journaled_n(const char *state_dir, struct js_gpus *g, const bool *want,
+			     const uint32_t *lo_mhz, const uint32_t *hi_mhz, int *rc)
+{
+	size_t n = js_gpu_count(g);
+
+	for (size_t i = 0; i < n; i++) {
+		rc[i] = 0;
+		if (want[i] && !js_gpu_can_lock(g, i)) { /* not asked: no entry, no call */
+			js_gpu_set_error(g, "lock", g->be->no_lock_why ? g->be->no_lock_why
+								  : "this GPU library cannot lock clocks", 0);
+			rc[i] = -ENOSYS;
+		}
+	}
+	acquire_n(state_dir, g, want, rc);
+	for (size_t i = 0; i < n; i++) {
+		int u;
+
+		if (!want[i] || rc[i] || (rc[i] = js_gpu_lock_mhz(g, i, lo_mhz[i], hi_mhz[i])) == 0)
+			continue;
+		/* a partial lock: back to the default; the entry goes once nothing
+		 * can be in force (the reset worked, or the device refuses both) */
+		u = js_gpu_unlock(g, i);
+		if (u == 0 || (refused(rc[i]) && refused(u)))
+			js_gpu_journal_release(state_dir, js_gpu_info(g, i)->uuid);
+	}
+}
+
 int js_gpu_lock_journaled(const char *state_dir, struct js_gpus *g, size_t i, uint32_t lo_mhz,
 			  uint32_t hi_mhz)
 {
-	const char *uuid = js_gpu_info(g, i) ? js_gpu_info(g, i)->uuid : NULL;
-	int rc, u;
+	bool want[JS_MAX_GPUS] = {false};
+	uint32_t lo[JS_MAX_GPUS] = {0}, hi[JS_MAX_GPUS] = {0};
+	int rc[JS_MAX_GPUS];
 
-	if (!uuid)
+	if (i >= js_gpu_count(g))
 		return -EINVAL;
-	if (!js_gpu_can_lock(g, i)) { /* not asked: no entry, no call */
-		js_gpu_set_error(g, "lock", g->be->no_lock_why ? g->be->no_lock_why
-							  : "this GPU library cannot lock clocks", 0);
-		return -ENOSYS;
+	want[i] = true;
+	lo[i] = lo_mhz;
+	hi[i] = hi_mhz;
+	js_gpu_lock_journaled_n(state_dir, g, want, lo, hi, rc);
+	return rc[i];
+}
+
+void js_gpu_unlock_journaled_n(const char *state_dir, struct js_gpus *g, const bool *want, int *rc)
+{
+	char name[JS_GPU_UUID_LEN + 8];
+	struct js_journal j;
+	size_t n = js_gpu_count(g);
+	int jr;
+
+	for (size_t i = 0; i < n; i++)
+		if (want[i] && (rc[i] = js_gpu_unlock(g, i)) < 0 && refused(rc[i]))
+			rc[i] = 0; /* refused: it never was locked */
+	if ((jr = js_journal_open(state_dir, false, &j)) < 0) {
+		for (size_t i = 0; i < n; i++)
+			if (want[i] && rc[i] == 0)
+				rc[i] = jr;
+		return;
 	}
-	if ((rc = js_gpu_journal_acquire(state_dir, uuid, 0)) < 0)
-		return rc;
-	rc = js_gpu_lock_mhz(g, i, lo_mhz, hi_mhz);
-	if (rc == 0)
-		return 0;
-	/* a partial lock: back to the default; the entry goes once nothing
-	 * can be in force (the reset worked, or the device refuses both) */
-	u = js_gpu_unlock(g, i);
-	if (u == 0 || (refused(rc) && refused(u)))
-		js_gpu_journal_release(state_dir, uuid);
-	return rc;
+	for (size_t i = 0; i < n; i++) /* an entry stays when its unlock failed */
+		if (want[i] && rc[i] == 0 && entry_name(name, sizeof(name), js_gpu_info(g, i)->uuid) == 0 &&
+		    unlinkat(j.dfd, name, 0) < 0 && errno != ENOENT)
+			rc[i] = -errno;
+	js_journal_close(&j);
 }
 
 int js_gpu_unlock_journaled(const char *state_dir, struct js_gpus *g, size_t i)
 {
-	const char *uuid = js_gpu_info(g, i) ? js_gpu_info(g, i)->uuid : NULL;
-	int rc;
+	bool want[JS_MAX_GPUS] = {false};
+	int rc[JS_MAX_GPUS];
 
-	if (!uuid)
+	if (i >= js_gpu_count(g))
 		return -EINVAL;
-	if ((rc = js_gpu_unlock(g, i)) < 0 && !refused(rc))
-		return rc; /* the entry stays for the epilog and joulestep-restore */
-	return js_gpu_journal_release(state_dir, uuid);
+	want[i] = true;
+	js_gpu_unlock_journaled_n(state_dir, g, want, rc);
+	return rc[i];
 }
 
 /* Index in g of the GPU whose entry name is name, or -1. */

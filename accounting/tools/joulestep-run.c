@@ -509,17 +509,25 @@ static bool valid_word(const char *s, size_t max, bool label)
 static void lower_gpus(struct phases *ph, struct phase_rec *p)
 {
 	struct js_gpus *g = ph->ms->g;
-	uint32_t max = (uint32_t)ph->o->gpu_io_mhz;
+	uint32_t max = (uint32_t)ph->o->gpu_io_mhz, lo[JS_MAX_GPUS], hi[JS_MAX_GPUS];
+	bool want[JS_MAX_GPUS];
+	int rc[JS_MAX_GPUS];
 
 	for (size_t i = 0; i < js_gpu_count(g); i++) {
-		const struct js_gpu_info *in = js_gpu_info(g, i);
-		uint32_t lo = in->min_sm_mhz;
-		int rc = js_gpu_lock_journaled(ph->o->state, g, i, lo && lo <= max ? lo : max, max);
+		uint32_t min = js_gpu_info(g, i)->min_sm_mhz;
 
-		if (rc < 0) { /* a refused lock leaves no entry (js_gpu_lock_journaled) */
+		want[i] = true;
+		lo[i] = min && min <= max ? min : max;
+		hi[i] = max;
+	}
+	/* every GPU in one pass of the journal; a refused lock leaves no entry */
+	js_gpu_lock_journaled_n(ph->o->state, g, want, lo, hi, rc);
+	for (size_t i = 0; i < js_gpu_count(g); i++) {
+		if (rc[i] < 0) {
 			if (!p->lock_error[0])
-				snprintf(p->lock_error, sizeof(p->lock_error), "GPU %s: %s", in->uuid,
-					 rc == -EBUSY ? "another live process holds it lowered"
+				snprintf(p->lock_error, sizeof(p->lock_error), "GPU %s: %s",
+					 js_gpu_info(g, i)->uuid,
+					 rc[i] == -EBUSY ? "another live process holds it lowered"
 					 : js_gpu_last_error(g)[0] ? js_gpu_last_error(g)
 					 : "cannot journal its clocks in the state directory");
 			continue;
@@ -534,13 +542,16 @@ static void lower_gpus(struct phases *ph, struct phase_rec *p)
 
 static void restore_gpus(struct phases *ph)
 {
+	int rc[JS_MAX_GPUS];
+
+	js_gpu_unlock_journaled_n(ph->o->state, ph->ms->g, ph->journaled, rc);
 	for (size_t i = 0; i < js_gpu_count(ph->ms->g); i++) {
 		if (!ph->journaled[i])
 			continue;
-		if (js_gpu_unlock_journaled(ph->o->state, ph->ms->g, i) < 0) {
+		if (rc[i] < 0) { /* the journal entry stays for joulestep-restore */
 			fprintf(stderr, PROG ": GPU %zu: cannot unlock its clocks: %s (run joulestep-restore)\n",
 				i, js_gpu_last_error(ph->ms->g));
-			continue; /* the journal entry stays for joulestep-restore */
+			continue;
 		}
 		ph->journaled[i] = false;
 	}

@@ -103,6 +103,12 @@ int js_gpu_lock_journaled(const char *state_dir, struct js_gpus *g, size_t i, ui
 /* Unlock GPU i, then drop its entry (kept when the unlock fails: the epilog
  * and joulestep-restore retry). */
 int js_gpu_unlock_journaled(const char *state_dir, struct js_gpus *g, size_t i);
+/* The same for every GPU i with want[i], in one pass of the journal (a
+ * boundary changes all of a step's GPUs at once); rc[i]: each GPU's result
+ * (arrays of js_gpu_count(g)). */
+void js_gpu_lock_journaled_n(const char *state_dir, struct js_gpus *g, const bool *want,
+			     const uint32_t *lo_mhz, const uint32_t *hi_mhz, int *rc);
+void js_gpu_unlock_journaled_n(const char *state_dir, struct js_gpus *g, const bool *want, int *rc);
 
 struct js_gpu_recovery {
 	int entries, restored, busy, unknown, failed;
