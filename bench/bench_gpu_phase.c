@@ -5,6 +5,7 @@
  * give (bench/run.py compares them with the stand-in's truth).
  *
  *   bench_gpu_phase --nvml LIB --state DIR [--phases N] [--gap-ms G] [--lock-mhz M]
+ *   bench_gpu_phase --bare [--phases N] [--gap-ms G]   (the baseline: no GPU)
  *
  * One rank alternates "write" (an I/O kind: the GPUs are locked at M MHz)
  * and "compute" phases of G ms. The callbacks do what the plugin's do
@@ -137,10 +138,13 @@ int main(int argc, char **argv)
 {
 	const char *lib = NULL, *state = NULL;
 	unsigned nph = 20, gap = 250, lock = 900;
+	bool bare = false;
 	int c;
 	while ((c = getopt_long(argc, argv, "", (struct option[]){{"nvml", 1, 0, 'l'},
 		{"state", 1, 0, 's'}, {"phases", 1, 0, 'p'}, {"gap-ms", 1, 0, 'g'},
-		{"lock-mhz", 1, 0, 'm'}, {0, 0, 0, 0}}, NULL)) != -1) {
+		{"lock-mhz", 1, 0, 'm'}, {"bare", 0, 0, 'B'}, {0, 0, 0, 0}}, NULL)) != -1) {
+		if (c == 'B')
+			bare = true;
 		if (c == 'l')
 			lib = optarg;
 		else if (c == 's')
@@ -155,24 +159,25 @@ int main(int argc, char **argv)
 	struct ctx x = {.state = state, .lock_mhz = lock};
 	struct js_gpu_opts o = {.backend = "nvml", .lib = lib};
 	char why[256] = "";
-	if (!lib || !state) {
+	if (!bare && (!lib || !state)) {
 		fprintf(stderr, "bench_gpu_phase: --nvml LIB --state DIR [--phases N] [--gap-ms G] [--lock-mhz M]\n");
 		return 2;
 	}
 	/* step start: what js_gpu_step_open does on slurmstepd's main thread */
 	uint64_t t0 = ns();
 	struct js_gpu_mark g0;
-	if (js_gpu_open(&o, &x.g, why, sizeof(why)) < 0 ||
-	    js_gpu_meter_start(x.g, 50ULL * 1000 * 1000, true, &x.m) < 0) {
+	if (!bare && (js_gpu_open(&o, &x.g, why, sizeof(why)) < 0 ||
+	    js_gpu_meter_start(x.g, 50ULL * 1000 * 1000, true, &x.m) < 0)) {
 		fprintf(stderr, "bench_gpu_phase: %s\n", why);
 		return 1;
 	}
-	snap_gpu(&x, t0, &g0, JS_GPU_ASK);
+	if (!bare)
+		snap_gpu(&x, t0, &g0, JS_GPU_ASK);
 	uint64_t t1 = ns();
 	printf("start_ns %llu\nstep_start_ns %llu\n", (unsigned long long)t0,
 	       (unsigned long long)(t1 - t0));
 	struct js_phase_ops ops = {.ctx = &x, .set_ratio = set_ratio, .snap = snap, .now_ns = now_cb,
-				   .set_gpu = set_gpu, .snap_gpu = snap_gpu};
+				   .set_gpu = bare ? NULL : set_gpu, .snap_gpu = bare ? NULL : snap_gpu};
 	struct js_phases *ps = js_phases_new(2 * nph + 2, 4, &ops, ns());
 	for (unsigned k = 0; k < nph; k++) {
 		uint32_t seq, khz;
@@ -180,22 +185,24 @@ int main(int argc, char **argv)
 		x.marker_ns = ns();
 		x.cpu_ns = x.gpu_ns = 0;
 		js_phases_begin(ps, 0, kind, NULL, k % 2 ? JS_RATIO_BASE : 0.5, x.marker_ns, &seq, &khz);
-		if (x.cpu_ns && x.gpu_ns)
+		if (x.cpu_ns)
 			printf("lat begin %llu %llu\n", (unsigned long long)(x.cpu_ns - x.marker_ns),
-			       (unsigned long long)(x.gpu_ns - x.marker_ns));
+			       (unsigned long long)(x.gpu_ns ? x.gpu_ns - x.marker_ns : 0));
 		sleep_ms(gap);
 		x.marker_ns = ns();
 		x.cpu_ns = x.gpu_ns = 0;
 		js_phases_end(ps, 0, -1, x.marker_ns, &seq);
-		if (x.cpu_ns && x.gpu_ns)
+		if (x.cpu_ns)
 			printf("lat end %llu %llu\n", (unsigned long long)(x.cpu_ns - x.marker_ns),
-			       (unsigned long long)(x.gpu_ns - x.marker_ns));
+			       (unsigned long long)(x.gpu_ns ? x.gpu_ns - x.marker_ns : 0));
 	}
 	js_phases_close_all(ps, ns());
 	for (size_t i = 0; i < js_phases_count(ps); i++)
 		print_phase(js_phases_get(ps, i));
 	js_phases_free(ps);
-	js_gpu_meter_stop(x.m);
-	js_gpu_close(x.g);
+	if (!bare) {
+		js_gpu_meter_stop(x.m);
+		js_gpu_close(x.g);
+	}
 	return 0;
 }

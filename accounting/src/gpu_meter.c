@@ -23,9 +23,6 @@
 
 /* Reading interval while a boundary waits to be resolved. */
 #define JS_GPU_FAST_NS (500ULL * 1000)
-/* An update is placed from readings at most this far apart (they are
- * JS_GPU_FAST_NS apart, more on a busy machine). */
-#define JS_GPU_LOOSE_NS (50ULL * 1000 * 1000)
 /* A reading this close after the boundary holds (nearly) the value there:
  * a lower bound that holds when the power changed right after it. */
 #define JS_GPU_NEAR_NS (1ULL * 1000 * 1000)
@@ -145,7 +142,9 @@ static void advance(struct js_gpu_meter *m, struct req *r, size_t i, uint64_t pr
 		r->lo_t[i] = r->at_ns;
 		r->lo_uj[i] = v;
 	}
-	if (!moved || prev_t < r->at_ns || t - prev_t > JS_GPU_LOOSE_NS)
+	/* readings are JS_GPU_FAST_NS apart, more on a busy machine: the
+	 * first update after at is the anchor however far apart they are */
+	if (!moved || prev_t < r->at_ns)
 		return;
 	if (r->nk[i] == 0) { /* the first update after at: the anchor */
 		r->nk[i] = 1;
