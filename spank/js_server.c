@@ -40,6 +40,7 @@
 
 #include "js_sidechan.h"
 #include "js_step.h"
+#include "../accounting/src/sampler.h" /* js_mono_ns */
 
 #define MSGS_PER_WAKEUP 64
 #define ACCEPTS_PER_WAKEUP 64
@@ -61,12 +62,6 @@ struct srv {
 	unsigned long msg_errors;  /* malformed or rejected messages, all conns */
 };
 
-static uint64_t mono_now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
 
 static bool stopping(struct js_step *s)
 {
@@ -209,7 +204,7 @@ static void handle(struct js_step *s, struct srv *v, struct js_conn *c, const ch
 		/* Only BEGINs are rate-limited: each may change the clock; an END
 		 * only undoes what a BEGIN that passed did, and dropping one would
 		 * leave a phase open with the clock lowered. */
-		enum js_cap cap = js_markcap_take(&v->cap, mono_now());
+		enum js_cap cap = js_markcap_take(&v->cap, js_mono_ns());
 		if (cap == JS_CAP_RATE) {
 			s->dropped_rate++;
 			if (!v->rate_logged) {
@@ -434,7 +429,7 @@ static void sample(struct js_step *s)
  * the clock is held (the caller restores it through the journal). */
 static void drain(struct js_step *s, struct srv *v)
 {
-	uint64_t deadline = mono_now() + DRAIN_MAX_NS;
+	uint64_t deadline = js_mono_ns() + DRAIN_MAX_NS;
 	bool done = false;
 	if (s->phases)
 		js_phases_hold_clock(s->phases);
@@ -442,7 +437,7 @@ static void drain(struct js_step *s, struct srv *v)
 		char buf[JS_MSG_MAX + 64];
 		int fd = s->conns[i].fd;
 		while (!done) {
-			if (s->drained >= DRAIN_MAX_MSGS || mono_now() >= deadline) {
+			if (s->drained >= DRAIN_MAX_MSGS || js_mono_ns() >= deadline) {
 				done = true;
 				break;
 			}
@@ -474,16 +469,16 @@ static void *server_main(void *arg)
 	/* The meter has no thread of its own: sample it at its period (half the
 	 * shortest wrap time, capped by sample_ms), whatever the markers do. */
 	uint64_t period = s->meter ? js_meter_period_ns(s->meter) : 0;
-	uint64_t due = mono_now() + period;
-	js_markcap_init(&v.cap, s->conf.rate, s->conf.max_markers_per_step, mono_now());
+	uint64_t due = js_mono_ns() + period;
+	js_markcap_init(&v.cap, s->conf.rate, s->conf.max_markers_per_step, js_mono_ns());
 	bool stop = false;
 	while (!stop && !stopping(s)) {
 		struct timespec ts, *tmo = NULL;
 		if (period) {
-			uint64_t now = mono_now();
+			uint64_t now = js_mono_ns();
 			if (now >= due) {
 				sample(s);
-				now = mono_now();
+				now = js_mono_ns();
 				due = now + period;
 			}
 			uint64_t left = due - now;

@@ -29,6 +29,7 @@
 #include "fsutil.h"
 #include "journal.h"
 #include "js_internal.h"
+#include "sampler.h"
 
 /* ---- pure: backup record ------------------------------------------------------ */
 
@@ -431,7 +432,6 @@ int js_freq_acquire_entry(const char *state_dir, const char *sysfs_root, int cpu
 	struct js_freq_saved s;
 	unsigned long long st;
 	char buf[256], obuf[320], name[32];
-	struct timespec ts;
 	struct js_journal j;
 	int dfd, odfd, rc;
 
@@ -491,9 +491,7 @@ int js_freq_acquire_entry(const char *state_dir, const char *sysfs_root, int cpu
 		rc = odfd;
 		goto out;
 	}
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	js_fmt(obuf, sizeof(obuf), "%d %llu %llu\n%s", pid, st,
-	       (unsigned long long)ts.tv_sec * 1000000000ULL + (unsigned long long)ts.tv_nsec, buf);
+	js_fmt(obuf, sizeof(obuf), "%d %llu %llu\n%s", pid, st, (unsigned long long)js_mono_ns(), buf);
 	rc = js_write_atomic(odfd, owner, obuf, strlen(obuf), 0600, (uid_t)-1, (gid_t)-1,
 			     JS_ATOMIC_HIDDEN_TMP);
 	close(odfd);

@@ -43,6 +43,7 @@
 #include "joulestep/node.h"
 #include "joulestep/freq.h"
 #include "joulestep/gpu.h"
+#include "../src/sampler.h" /* js_mono_ns */
 
 #define PROG "joulestep-run"
 #define EXIT_USAGE 125 /* as env(1)/nice(1): our own failure, not the command's */
@@ -330,14 +331,6 @@ struct span { /* what two readings give */
 	struct js_node_interval node;
 };
 
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
-
 /* A reading as of at (a CLOCK_MONOTONIC time, 0 = now). The GPUs' part is
  * only asked for (a marker never waits for a GPU): gpu_settle fills it. */
 static void take_at(struct meters *ms, struct reading *r, uint64_t at)
@@ -345,7 +338,7 @@ static void take_at(struct meters *ms, struct reading *r, uint64_t at)
 	memset(r, 0, sizeof(*r));
 	if (ms->m)
 		js_meter_snapshot(ms->m, &r->cpu);
-	if (ms->gm && js_gpu_meter_request(ms->gm, at ? at : mono_ns(), &r->gpu_ticket) < 0)
+	if (ms->gm && js_gpu_meter_request(ms->gm, at ? at : js_mono_ns(), &r->gpu_ticket) < 0)
 		r->gpu_ticket = 0;
 	if (ms->nm)
 		js_node_meter_snapshot(ms->nm, &r->node);
@@ -657,7 +650,7 @@ static void *phase_reader(void *arg)
 			break; /* every writer closed it */
 		have += r > 0 ? (size_t)r : 0;
 		buf[have] = '\0';
-		arrival = mono_ns();
+		arrival = js_mono_ns();
 		while ((nl = strchr(buf, '\n'))) {
 			*nl = '\0';
 			phase_line(ph, buf, arrival);
