@@ -366,10 +366,8 @@ static void reuncore(struct js_phases *ps, struct js_sphase *trigger)
 	}
 }
 
-static void relevel(struct js_phases *ps, struct js_sphase *trigger, uint64_t t_ns)
+static void relevel_cpu(struct js_phases *ps, struct js_sphase *trigger, uint64_t t_ns)
 {
-	regpu(ps, trigger);
-	reuncore(ps, trigger);
 	double want = ps->nopen ? ps->ph[ps->open_tail].eff_ratio : JS_RATIO_BASE;
 	if (want == ps->level || ps->closing)
 		return;
@@ -384,6 +382,16 @@ static void relevel(struct js_phases *ps, struct js_sphase *trigger, uint64_t t_
 		trigger->freq_lag_ns = now > t_ns ? now - t_ns : 0;
 		trigger->freq_err = rc;
 	}
+}
+
+/* The CPU clock first (pwrites on descriptors already open: microseconds),
+ * then the GPUs and the uncore (a journal pass and a library call each): a
+ * boundary's CPU clock never waits for the others. */
+static void relevel(struct js_phases *ps, struct js_sphase *trigger, uint64_t t_ns)
+{
+	relevel_cpu(ps, trigger, t_ns);
+	regpu(ps, trigger);
+	reuncore(ps, trigger);
 }
 
 /* Move resolved GPU marks from the meter into their phases, oldest first
