@@ -219,7 +219,7 @@ $(B)/tests/test_share: tests/unit/test_share.c spank/js_share.c spank/js_share.h
 
 # the record module's JSON from a step's state (spank/js_record.c), with
 # the plugin modules it calls
-REC_SRC := spank/js_record.c spank/js_fs.c spank/js_gpu_step.c spank/js_step.c spank/js_pending.c \
+REC_SRC := spank/js_record.c spank/js_gpu_step.c spank/js_step.c spank/js_pending.c \
            spank/js_parse.c spank/js_phase.c spank/js_hooks.c spank/js_sidechan.c \
            spank/js_jobcache.c spank/js_jobcache_logic.c spank/js_cgroup_step.c \
            spank/js_auto_step.c spank/js_auto.c spank/js_tuned.c
@@ -229,7 +229,7 @@ $(B)/tests/test_record: tests/unit/test_record.c $(REC_SRC) $(ACCT_LIB) $(HDRS)
 
 # the job prolog's and epilog's clock recovery (spank/js_cpu_step.c,
 # spank/js_uncore_step.c)
-RECOVER_SRC := spank/js_cpu_step.c spank/js_uncore_step.c spank/js_step.c spank/js_fs.c spank/js_parse.c \
+RECOVER_SRC := spank/js_cpu_step.c spank/js_uncore_step.c spank/js_step.c spank/js_parse.c \
                spank/js_cgroup_step.c
 $(B)/tests/test_recover: tests/unit/test_recover.c $(RECOVER_SRC) $(ACCT_LIB) $(HDRS)
 	@mkdir -p $(dir $@)
@@ -240,6 +240,10 @@ $(B)/tests/test_hooks: tests/unit/test_hooks.c spank/js_hooks.c spank/js_hooks.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Ispank $< spank/js_hooks.c -o $@ -lcmocka
 
+# the GPU meter's tests load the NVML stand-in beside them
+$(B)/tests/test_gpu_meter: $(B)/tests/fakehw/libnvidia-ml.so.1
+$(B)/tests/test_gpu_journal: $(B)/tests/fakehw/libnvidia-ml.so.1 $(B)/tests/fakehw/libamd_smi.so
+
 $(B)/tests/%: tests/unit/%.c $(ACCT_LIB) $(HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Iaccounting/src $< -o $@ $(ACCT_LIB) $(LDLIBS_ACCT) -lcmocka -ljansson
@@ -248,6 +252,11 @@ $(B)/tests/%: tests/unit/%.c $(ACCT_LIB) $(HDRS)
 $(B)/bench/bench_phase: bench/bench_phase.c spank/js_phase.c spank/js_phase.h spank/js_parse.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Ispank $< spank/js_phase.c -o $@
+
+# the phase logic with the GPU meter and clock locks on the NVML stand-in
+$(B)/bench/bench_gpu_phase: bench/bench_gpu_phase.c spank/js_phase.c spank/js_phase.h spank/js_parse.h $(ACCT_LIB) $(HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Ispank -Iaccounting/src $< spank/js_phase.c -o $@ $(ACCT_LIB) $(LDLIBS_ACCT)
 
 $(B)/bench/%: bench/%.c $(ACCT_LIB) $(HDRS)
 	@mkdir -p $(dir $@)

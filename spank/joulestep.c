@@ -532,7 +532,7 @@ static void step_phases(spank_t sp, struct js_step *s)
 {
 	struct js_phase_ops ops = {.ctx = s, .set_ratio = js_cpu_step_set_ratio,
 				   .snap = js_meter_step_snap, .now_ns = js_meter_step_now,
-				   .snap_gpu = s->gmeter ? js_gpu_step_mark : NULL,
+				   .snap_gpu = s->gmeter ? js_gpu_step_snap : NULL,
 				   .set_gpu = s->gpu_clock_mode && !strcmp(s->gpu_clock_mode, "joulestep")
 						      ? js_gpu_step_set_clock : NULL,
 				   .set_uncore = s->nuncore ? js_uncore_step_set : NULL};

@@ -14,7 +14,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <jansson.h>
 #include <slurm/spank.h>
@@ -111,15 +110,23 @@ void js_gpu_step_open(struct js_step *s)
 			js_step_error(s, "gpu: recover GPU clocks: %d GPU(s) could not be unlocked",
 				      r.failed);
 	}
-	/* as of the step's start: the counter read back with its own rate */
-	s->have_g0 = js_gpu_meter_snapshot_at(s->gmeter, s->start_mono_ns, &s->g0) == 0;
+	/* as of the step's start: asked now, resolved by the meter's thread
+	 * from its readings after (the step's start never waits for a GPU) */
+	s->have_g0 = js_gpu_meter_request(s->gmeter, s->start_mono_ns, &s->g0_ticket) == 0;
 }
 
+/* Main thread, at the step's end: its final figures, as of end_mono_ns.
+ * Markers the step thread handles meanwhile ask the meter for their own
+ * times (js_gpu_step_mark): nothing here is shared with them. */
 void js_gpu_step_end(struct js_step *s)
 {
-	if (s->gmeter && s->have_g0)
-		s->have_g1 = js_gpu_meter_snapshot_at(s->gmeter, s->end_mono_ns, &s->g1) == 0;
-	if (s->have_g0 && !s->have_g1)
+	uint64_t t1;
+	if (!s->gmeter || !s->have_g0)
+		return;
+	s->have_g0 = js_gpu_meter_result(s->gmeter, s->g0_ticket, true, &s->g0) == 0;
+	s->have_g1 = s->have_g0 && js_gpu_meter_request(s->gmeter, s->end_mono_ns, &t1) == 0 &&
+		     js_gpu_meter_result(s->gmeter, t1, true, &s->g1) == 0;
+	if (!s->have_g1)
 		js_step_error(s, "gpu: final reading failed");
 }
 
@@ -135,23 +142,40 @@ static void mark_of(const struct js_gpu_snapshot *sn, struct js_gpu_mark *m)
 	}
 }
 
+/* Step thread (and main thread at step end): a boundary at at_ns (the
+ * phase logic's now_ns: end_mono_ns once the step ended) asks the meter and
+ * returns; js_gpu_step_mark_result fills the mark once it is resolved. */
 void js_gpu_step_mark(void *ctx, uint64_t at_ns, struct js_gpu_mark *out)
 {
 	struct js_step *s = ctx;
-	struct js_gpu_snapshot sn;
 	memset(out, 0, sizeof(*out));
-	if (!s->gmeter || !s->have_g0)
-		return;
-	if (__atomic_load_n(&s->ended, __ATOMIC_ACQUIRE)) {
-		if (s->have_g1)
-			mark_of(&s->g1, out); /* after the step's final reading: end there */
-		else
-			out->n = 0;
-		return;
-	}
-	if (js_gpu_meter_snapshot_at(s->gmeter, at_ns ? at_ns : js_now_ns(CLOCK_MONOTONIC), &sn) < 0)
-		return;
-	mark_of(&sn, out);
+	if (s->gmeter && js_gpu_meter_request(s->gmeter, at_ns, &out->ticket) < 0)
+		out->ticket = 0; /* no figure: n stays 0 */
+}
+
+bool js_gpu_step_mark_result(void *ctx, struct js_gpu_mark *m, bool wait)
+{
+	struct js_step *s = ctx;
+	struct js_gpu_snapshot sn;
+	if (!m->ticket || !s->gmeter)
+		return true;
+	int rc = js_gpu_meter_result(s->gmeter, m->ticket, wait, &sn);
+	if (rc == -EAGAIN)
+		return false;
+	if (rc == 0)
+		mark_of(&sn, m);
+	m->ticket = 0;
+	return true;
+}
+
+/* The phase logic's snap_gpu: ask (JS_GPU_ASK) at a boundary, then poll or
+ * wait for the result. */
+bool js_gpu_step_snap(void *ctx, uint64_t at_ns, struct js_gpu_mark *m, int op)
+{
+	if (op != JS_GPU_ASK)
+		return js_gpu_step_mark_result(ctx, m, op == JS_GPU_WAIT);
+	js_gpu_step_mark(ctx, at_ns, m);
+	return true;
 }
 
 void js_gpu_step_close(struct js_step *s)
@@ -187,79 +211,80 @@ void js_gpu_step_clock_setup(struct js_step *s, bool slurm_gpu_freq, const char 
 	for (size_t i = 0; i < js_gpu_count(s->gpus); i++) {
 		if (js_gpu_step_unowned(s, i))
 			continue; /* not the job's alone: its clock is not ours to change */
+		if (!js_gpu_can_lock(s->gpus, i))
+			continue; /* this library cannot lock it: never asked */
 		s->gpu_eligible[i] = true;
 		s->gpu_clock_mode = "joulestep";
 	}
 }
 
-/* Journal GPU i (the entry names this slurmstepd), then lock it; a GPU
- * whose entry cannot be written is left alone. */
-static int lower_one(struct js_step *s, size_t i, uint32_t *mhz)
+/* GPU i's lock range for +gpu-io: [lowest supported, gpu_io_mhz]. */
+static void io_range(const struct js_step *s, size_t i, uint32_t *lo, uint32_t *hi)
 {
 	const struct js_gpu_info *in = js_gpu_info(s->gpus, i);
-	uint32_t max = s->conf.gpu_io_mhz, lo = in->min_sm_mhz;
-	int rc = js_gpu_journal_acquire(s->conf.state, in->uuid, 0);
-	if (rc < 0) {
-		js_step_error(s, "gpu: %s: %s; its clock left alone", in->uuid,
-			      rc == -EBUSY ? "another live process holds it lowered"
-					   : strerror(-rc));
-		return rc;
-	}
-	s->gpu_journaled[i] = true;
+	uint32_t max = s->conf.gpu_io_mhz, min = in->min_sm_mhz;
 	if (in->max_sm_mhz && max > in->max_sm_mhz)
 		max = in->max_sm_mhz;
-	if (lo && max < lo)
-		max = lo;
-	rc = js_gpu_lock_mhz(s->gpus, i, lo && lo <= max ? lo : max, max);
-	if (rc < 0) {
-		js_step_error(s, "gpu: %s: lock its clock: %s", in->uuid, js_gpu_last_error(s->gpus));
-		js_gpu_unlock(s->gpus, i); /* a partial lock: back to the default */
-		return rc;
-	}
-	if (!*mhz)
-		*mhz = max;
-	return 0;
+	if (min && max < min)
+		max = min;
+	*lo = min && min <= max ? min : max;
+	*hi = max;
 }
 
-/* Unlock GPU i, then drop its entry (kept when the unlock failed: the
- * epilog and joulestep-restore retry). */
-static int raise_one(struct js_step *s, size_t i)
+/* What one GPU's lock (low) or unlock gave; 0 or its -errno. */
+static int clock_result(struct js_step *s, size_t i, bool low, int rc)
 {
 	const char *uuid = js_gpu_info(s->gpus, i)->uuid;
-	if (js_gpu_unlock(s->gpus, i) < 0) {
+	if (rc == -EBUSY)
+		js_step_error(s, "gpu: %s: another live process holds it lowered; its clock left alone",
+			      uuid);
+	else if (rc < 0 && low)
+		js_step_error(s, "gpu: %s: lock its clock: %s", uuid, js_gpu_last_error(s->gpus));
+	else if (rc < 0)
 		js_step_error(s, "gpu: %s: unlock its clock: %s (the journal keeps it for the epilog and joulestep-restore)",
 			      uuid, js_gpu_last_error(s->gpus));
-		return -EIO;
-	}
-	int rc = js_gpu_journal_release(s->conf.state, uuid);
-	if (rc < 0)
-		js_step_error(s, "gpu: %s: journal release: %s", uuid, strerror(-rc));
-	s->gpu_journaled[i] = false;
-	return 0;
+	if (rc == 0)
+		s->gpu_journaled[i] = low;
+	return rc;
 }
 
+/* Lock (low) the eligible GPUs, journaled first, or unlock the locked ones,
+ * the journal's entry dropped after: all of them in one pass of the
+ * journal (js_gpu_lock_journaled_n); a refused lock leaves no entry, a
+ * failed unlock keeps it for the epilog and joulestep-restore. */
 int js_gpu_step_set_clock(void *ctx, bool low, uint32_t *mhz)
 {
 	struct js_step *s = ctx;
-	int first = 0;
+	size_t n = js_gpu_count(s->gpus);
+	bool want[JS_MAX_GPUS] = {false};
+	uint32_t lo[JS_MAX_GPUS] = {0}, hi[JS_MAX_GPUS] = {0};
+	int rc[JS_MAX_GPUS] = {0}, first = 0;
 	*mhz = 0;
-	for (size_t i = 0; i < js_gpu_count(s->gpus); i++) {
-		int rc = 0;
-		if (low && s->gpu_eligible[i] && !s->gpu_journaled[i])
-			rc = lower_one(s, i, mhz);
-		else if (!low && s->gpu_journaled[i])
-			rc = raise_one(s, i);
-		if (rc < 0 && !first)
-			first = rc;
+	for (size_t i = 0; i < n; i++) {
+		want[i] = low ? s->gpu_eligible[i] && !s->gpu_journaled[i] : s->gpu_journaled[i];
+		if (want[i] && low)
+			io_range(s, i, &lo[i], &hi[i]);
+	}
+	if (low)
+		js_gpu_lock_journaled_n(s->conf.state, s->gpus, want, lo, hi, rc);
+	else
+		js_gpu_unlock_journaled_n(s->conf.state, s->gpus, want, rc);
+	for (size_t i = 0; i < n; i++) {
+		if (!want[i])
+			continue;
+		if (clock_result(s, i, low, rc[i]) < 0 && !first)
+			first = low ? rc[i] : -EIO;
+		else if (low && !*mhz)
+			*mhz = hi[i];
 	}
 	return first;
 }
 
 void js_gpu_step_clock_restore(struct js_step *s)
 {
-	for (size_t i = 0; s->gpus && i < js_gpu_count(s->gpus); i++)
-		if (s->gpu_journaled[i])
-			(void)raise_one(s, i);
+	uint32_t mhz;
+	if (s->gpus)
+		(void)js_gpu_step_set_clock(s, false, &mhz);
 }
 
 void js_gpu_recover_node(const struct js_conf *c, uint32_t jobid, const char *when)

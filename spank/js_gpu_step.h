@@ -18,9 +18,13 @@ struct js_step;
 void js_gpu_step_open(struct js_step *s);
 /* The final reading (step end). */
 void js_gpu_step_end(struct js_step *s);
-/* A phase boundary's reading (the step thread; the phase logic's snap_gpu,
- * ctx is the step). */
+/* A phase boundary at at_ns: the meter is asked and the call returns (the
+ * step thread; ctx is the step); js_gpu_step_mark_result fills the mark
+ * once the meter resolved it (wait: until it has; false: not yet). */
 void js_gpu_step_mark(void *ctx, uint64_t at_ns, struct js_gpu_mark *out);
+bool js_gpu_step_mark_result(void *ctx, struct js_gpu_mark *m, bool wait);
+/* The phase logic's snap_gpu (js_phase.h): ask, poll or wait. */
+bool js_gpu_step_snap(void *ctx, uint64_t at_ns, struct js_gpu_mark *m, int op);
 void js_gpu_step_close(struct js_step *s);
 /* +gpu-io (main thread, after js_gpu_step_open): the GPUs whose clock the
  * step may change (whole GPUs; none when Slurm's --gpu-freq was asked

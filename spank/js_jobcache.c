@@ -99,81 +99,77 @@ int js_jobcache_store(const char *state, const struct js_jobcache *e)
 	return rc;
 }
 
+struct sweep {
+	uint32_t job_id;
+	uint64_t max_age_ns, now_ns;
+	unsigned n;
+	int rc;
+	const char *state;
+	char *out;
+	size_t len, used;
+};
+
+static int remove_one(int dfd, const char *name, void *arg)
+{
+	struct sweep *w = arg;
+	struct stat st;
+	if (name[0] == '.')
+		return 0;
+	if (!js_jobcache_is_job_file(name, w->job_id) &&
+	    (!w->max_age_ns || fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+	     w->now_ns <= mtime_ns(&st) || w->now_ns - mtime_ns(&st) <= w->max_age_ns))
+		return 0;
+	if (unlinkat(dfd, name, 0) == 0)
+		w->n++;
+	else if (errno != ENOENT && !w->rc)
+		w->rc = -errno;
+	return 0;
+}
+
 int js_jobcache_remove(const char *state, uint32_t job_id, uint64_t max_age_ns, uint64_t now_ns,
 		       unsigned *nremoved)
 {
+	struct sweep w = {.job_id = job_id, .max_age_ns = max_age_ns, .now_ns = now_ns};
 	*nremoved = 0;
 	int dfd = open_jobs_dir(state, false);
 	if (dfd < 0)
 		return dfd;
-	int rfd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	DIR *d = rfd >= 0 ? fdopendir(rfd) : NULL;
-	if (!d) {
-		int e = -errno;
-		if (rfd >= 0)
-			close(rfd);
-		close(dfd);
-		return e;
-	}
-	int rc = 0;
-	struct dirent *de;
-	while ((de = readdir(d))) {
-		if (de->d_name[0] == '.')
-			continue;
-		bool mine = js_jobcache_is_job_file(de->d_name, job_id);
-		struct stat st;
-		if (!mine) {
-			if (!max_age_ns || fstatat(dfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
-			    now_ns <= mtime_ns(&st) || now_ns - mtime_ns(&st) <= max_age_ns)
-				continue;
-		}
-		if (unlinkat(dfd, de->d_name, 0) == 0)
-			(*nremoved)++;
-		else if (errno != ENOENT && !rc)
-			rc = -errno;
-	}
-	closedir(d);
+	int rc = js_dir_foreach(dfd, remove_one, &w);
 	close(dfd);
-	return rc;
+	*nremoved = w.n;
+	return rc < 0 ? rc : w.rc;
+}
+
+static int gpus_of_one(int dfd, const char *name, void *arg)
+{
+	struct sweep *w = arg;
+	char *end;
+	(void)dfd;
+	unsigned long id = strtoul(name, &end, 10);
+	if (name[0] < '0' || name[0] > '9' || *end || id == w->job_id)
+		return 0; /* temporaries, dot files, this job */
+	struct js_jobcache e;
+	uint64_t mt;
+	if (js_jobcache_load(w->state, (uint32_t)id, &e, &mt) < 0 || !e.gpus[0] ||
+	    (w->max_age_ns && w->now_ns > mt && w->now_ns - mt > w->max_age_ns))
+		return 0;
+	int n = snprintf(w->out + w->used, w->len - w->used, "%s%s", w->used ? "," : "", e.gpus);
+	if (n < 0 || (size_t)n >= w->len - w->used)
+		return -ENOSPC; /* cannot tell which: the caller shares them all */
+	w->used += (size_t)n;
+	return 0;
 }
 
 int js_jobcache_other_gpus(const char *state, uint32_t job_id, uint64_t max_age_ns,
 			   uint64_t now_ns, char *out, size_t len)
 {
-	size_t n = 0;
+	struct sweep w = {.job_id = job_id, .max_age_ns = max_age_ns, .now_ns = now_ns,
+			  .state = state, .out = out, .len = len};
 	out[0] = 0;
 	int dfd = open_jobs_dir(state, false);
 	if (dfd < 0)
 		return dfd;
-	int rfd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	DIR *d = rfd >= 0 ? fdopendir(rfd) : NULL;
-	if (!d) {
-		int e = -errno;
-		if (rfd >= 0)
-			close(rfd);
-		close(dfd);
-		return e;
-	}
-	struct dirent *de;
-	while ((de = readdir(d))) {
-		char *end;
-		unsigned long id = strtoul(de->d_name, &end, 10);
-		if (de->d_name[0] < '0' || de->d_name[0] > '9' || *end || id == job_id)
-			continue; /* temporaries, dot files, this job */
-		struct js_jobcache e;
-		uint64_t mt;
-		if (js_jobcache_load(state, (uint32_t)id, &e, &mt) < 0 || !e.gpus[0] ||
-		    (max_age_ns && now_ns > mt && now_ns - mt > max_age_ns))
-			continue;
-		int w = snprintf(out + n, len - n, "%s%s", n ? "," : "", e.gpus);
-		if (w < 0 || (size_t)w >= len - n) {
-			closedir(d);
-			close(dfd);
-			return -ENOSPC; /* cannot tell which: the caller shares them all */
-		}
-		n += (size_t)w;
-	}
-	closedir(d);
+	int rc = js_dir_foreach(dfd, gpus_of_one, &w);
 	close(dfd);
-	return 0;
+	return rc;
 }

@@ -74,6 +74,10 @@ struct js_phases {
 	bool closing;
 	bool gpu_low;                       /* the GPUs' clock is lowered now  */
 	bool uncore_low;                    /* the uncore clock is lowered now */
+	/* GPU marks asked of the meter and not yet resolved, in the order
+	 * asked (their times' order): seq * 2 + (0: g0, 1: g1) */
+	uint32_t *gq;
+	size_t gq_head, gq_n, gq_cap;
 };
 
 static int grow(void **p, size_t *cap, size_t need, size_t elem)
@@ -183,6 +187,7 @@ void js_phases_free(struct js_phases *ps)
 	free(ps->rs_ix.slot);
 	free(ps->kc);
 	free(ps->kc_ix.slot);
+	free(ps->gq);
 	free(ps);
 }
 
@@ -366,10 +371,8 @@ static void reuncore(struct js_phases *ps, struct js_sphase *trigger)
 	}
 }
 
-static void relevel(struct js_phases *ps, struct js_sphase *trigger, uint64_t t_ns)
+static void relevel_cpu(struct js_phases *ps, struct js_sphase *trigger, uint64_t t_ns)
 {
-	regpu(ps, trigger);
-	reuncore(ps, trigger);
 	double want = ps->nopen ? ps->ph[ps->open_tail].eff_ratio : JS_RATIO_BASE;
 	if (want == ps->level || ps->closing)
 		return;
@@ -384,6 +387,56 @@ static void relevel(struct js_phases *ps, struct js_sphase *trigger, uint64_t t_
 		trigger->freq_lag_ns = now > t_ns ? now - t_ns : 0;
 		trigger->freq_err = rc;
 	}
+}
+
+/* The CPU clock first (pwrites on descriptors already open: microseconds),
+ * then the GPUs and the uncore (a journal pass and a library call each): a
+ * boundary's CPU clock never waits for the others. */
+static void relevel(struct js_phases *ps, struct js_sphase *trigger, uint64_t t_ns)
+{
+	relevel_cpu(ps, trigger, t_ns);
+	regpu(ps, trigger);
+	reuncore(ps, trigger);
+}
+
+/* Move resolved GPU marks from the meter into their phases, oldest first
+ * (wait: until every one is). A boundary only asks the meter (snap_gpu)
+ * and never waits for a GPU; marks are resolved by the meter's thread. */
+static void gpu_collect(struct js_phases *ps, bool wait)
+{
+	while (ps->gq_head < ps->gq_n) {
+		uint32_t q = ps->gq[ps->gq_head];
+		struct js_sphase *p = &ps->ph[q / 2];
+		if (!ps->ops.snap_gpu(ps->ops.ctx, 0, q & 1 ? &p->g1 : &p->g0,
+				      wait ? JS_GPU_WAIT : JS_GPU_POLL))
+			return;
+		ps->gq_head++;
+	}
+	ps->gq_head = ps->gq_n = 0;
+}
+
+static void gpu_mark(struct js_phases *ps, struct js_sphase *p, bool end, uint64_t at_ns)
+{
+	struct js_gpu_mark *m = end ? &p->g1 : &p->g0;
+	if (!ps->ops.snap_gpu)
+		return;
+	ps->ops.snap_gpu(ps->ops.ctx, at_ns, m, JS_GPU_ASK);
+	if (ps->gq_head && ps->gq_n == ps->gq_cap) { /* room from the collected head */
+		memmove(ps->gq, ps->gq + ps->gq_head, (ps->gq_n - ps->gq_head) * sizeof(*ps->gq));
+		ps->gq_n -= ps->gq_head;
+		ps->gq_head = 0;
+	}
+	if (grow((void **)&ps->gq, &ps->gq_cap, ps->gq_n + 1, sizeof(*ps->gq)) == 0)
+		ps->gq[ps->gq_n++] = p->seq * 2 + end;
+	else
+		ps->ops.snap_gpu(ps->ops.ctx, 0, m, JS_GPU_WAIT); /* no room to queue: now */
+	gpu_collect(ps, false);
+}
+
+void js_phases_gpu_settle(struct js_phases *ps)
+{
+	if (ps->ops.snap_gpu)
+		gpu_collect(ps, true);
 }
 
 /* A new step-level phase, its meter read now; NULL (nothing recorded) when
@@ -423,11 +476,10 @@ static struct js_sphase *phase_new(struct js_phases *ps, const char *kind, const
 	/* the energy interval starts when the meter is read */
 	p->start_ns = ps->ops.now_ns(ps->ops.ctx);
 	ps->ops.snap(ps->ops.ctx, &p->e_cpu0_uj, &p->e_dram0_uj, &p->uncertain);
-	if (ps->ops.snap_gpu)
-		ps->ops.snap_gpu(ps->ops.ctx, p->start_ns, &p->g0);
 	ps->link[p->seq].prev = ps->link[p->seq].next = NO_LINK;
 	itab_put(&ps->ph_ix, ph_hash(kind, d, nth, parent), p->seq);
 	ps->n++;
+	gpu_mark(ps, p, false, p->start_ns);
 	return p;
 }
 
@@ -525,8 +577,7 @@ static void end_one(struct js_phases *ps, struct rank_state *r, long long bytes,
 		/* the energy interval ends when the meter is read */
 		p->end_ns = ps->ops.now_ns(ps->ops.ctx);
 		ps->ops.snap(ps->ops.ctx, &p->e_cpu1_uj, &p->e_dram1_uj, &unc);
-		if (ps->ops.snap_gpu)
-			ps->ops.snap_gpu(ps->ops.ctx, p->end_ns, &p->g1);
+		gpu_mark(ps, p, true, p->end_ns);
 		p->uncertain = p->uncertain || unc;
 		open_unlink(ps, p->seq);
 		relevel(ps, NULL, t);
@@ -578,4 +629,5 @@ void js_phases_close_all(struct js_phases *ps, uint64_t t_ns)
 		}
 	}
 	ps->level = JS_RATIO_BASE;
+	js_phases_gpu_settle(ps);
 }

@@ -44,7 +44,9 @@ struct js_rank_stats {
  * js_gpu_snapshot: a phase keeps two). Only the first JS_PHASE_GPUS of a
  * step's GPUs have per-phase figures. */
 #define JS_PHASE_GPUS 8
+enum { JS_GPU_ASK, JS_GPU_POLL, JS_GPU_WAIT };
 struct js_gpu_mark {
+	uint64_t ticket;             /* the meter's request, until resolved    */
 	uint8_t n;                   /* 0: the step measures no GPU            */
 	uint8_t err;                 /* bit i: GPU i's reading failed          */
 	uint8_t integrated;          /* bit i: energy is the power integral    */
@@ -102,8 +104,11 @@ struct js_phase_ops {
 	/* +gpu-io: lock (low) or unlock the step's GPUs' clock; *mhz: the
 	 * cap set. NULL: the GPUs' clocks are left alone. */
 	int (*set_gpu)(void *ctx, bool low, uint32_t *mhz);
-	/* The GPU meter as of at_ns (the boundary's now_ns); NULL: no GPUs. */
-	void (*snap_gpu)(void *ctx, uint64_t at_ns, struct js_gpu_mark *out);
+	/* The GPU meter, never waited for at a boundary. JS_GPU_ASK: ask for
+	 * its figures as of at_ns (the boundary's now_ns; m keeps the ticket);
+	 * JS_GPU_POLL, JS_GPU_WAIT: fill m once they are resolved (POLL: false
+	 * while not yet). NULL: no GPUs. */
+	bool (*snap_gpu)(void *ctx, uint64_t at_ns, struct js_gpu_mark *m, int op);
 	/* +uncore-io: lower (low) or restore the uncore clock of the step's
 	 * packages; *khz: the cap set. NULL: the uncore is left alone. */
 	int (*set_uncore)(void *ctx, bool low, uint32_t *khz);
@@ -149,8 +154,11 @@ int js_phases_end(struct js_phases *ps, int rank, long long bytes, uint64_t t_ns
 		  uint32_t *seq);
 /* From now on never change the clock (step end: the caller restores it). */
 void js_phases_hold_clock(struct js_phases *ps);
-/* End of step: close every open phase at t_ns (flagged), back to base. */
+/* End of step: close every open phase at t_ns (flagged), back to base,
+ * and wait for every GPU mark to be resolved (js_phases_gpu_settle). */
 void js_phases_close_all(struct js_phases *ps, uint64_t t_ns);
+/* Wait until every GPU mark asked so far is resolved into its phase. */
+void js_phases_gpu_settle(struct js_phases *ps);
 
 size_t js_phases_count(const struct js_phases *ps);
 const struct js_sphase *js_phases_get(const struct js_phases *ps, size_t i);

@@ -655,7 +655,7 @@ static void write_user_summary(struct js_step *s, int dfd, const char *dir)
 	js_record_name(s, name, sizeof(name)); /* <record name without .json>.summary */
 	size_t nl = strlen(name);
 	snprintf(name + nl - 5, sizeof(name) - (nl - 5), ".summary");
-	int urc = text ? js_write_atomic_owned(dfd, name, text, strlen(text), 0400, s->uid, s->gid)
+	int urc = text ? js_write_atomic(dfd, name, text, strlen(text), 0400, s->uid, s->gid, JS_ATOMIC_FSYNC)
 		       : -ENOMEM;
 	if (urc)
 		slurm_error("joulestep: job %u step %s: writing the user's summary %s/%s: %s",
@@ -728,44 +728,57 @@ int js_record_write(struct js_step *s, int dfd)
 	return rc;
 }
 
+/* fsync a directory given relative to dfd (no symlinks). */
+static int fsync_dirat(int dfd, const char *name)
+{
+	int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	int rc = fsync(fd) < 0 ? -errno : 0;
+	close(fd);
+	return rc;
+}
+
+struct sync_job {
+	const char *cluster;
+	char job[16];
+	int rc, n;
+};
+
+/* One cluster directory of the spool: its job directory's renames, then it. */
+static int sync_one(int sfd, const char *name, void *arg)
+{
+	struct sync_job *j = arg;
+	if (name[0] == '.' || (j->cluster && j->cluster[0] && strcmp(name, j->cluster)))
+		return 0;
+	int cfd = openat(sfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (cfd < 0)
+		return 0;
+	if (js_check_dirfd(cfd) == 0) {
+		int e = fsync_dirat(cfd, j->job);     /* the renames */
+		if (e == 0 && fsync(cfd) < 0)         /* the job directory */
+			e = -errno;
+		if (e != -ENOENT) {
+			j->n++;
+			if (j->rc == -ENOENT || (j->rc == 0 && e < 0))
+				j->rc = e;
+		}
+	}
+	close(cfd);
+	return 0;
+}
+
 int js_record_sync_job(const char *spool, const char *cluster, uint32_t job_id)
 {
-	char job[16];
-	snprintf(job, sizeof(job), "%u", job_id);
+	struct sync_job j = {.cluster = cluster, .rc = -ENOENT};
+	snprintf(j.job, sizeof(j.job), "%u", job_id);
 	int sfd = js_root_dirfd(spool, 0755, false);
 	if (sfd < 0)
 		return sfd;
-	int rc = -ENOENT, n = 0;
-	int fd = fcntl(sfd, F_DUPFD_CLOEXEC, 0);
-	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
-	if (!d) {
-		rc = -errno;
-		if (fd >= 0)
-			close(fd);
-		close(sfd);
-		return rc;
-	}
-	struct dirent *de;
-	while ((de = readdir(d))) {
-		if (de->d_name[0] == '.' || (cluster && cluster[0] && strcmp(de->d_name, cluster)))
-			continue;
-		int cfd = openat(sfd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		if (cfd < 0)
-			continue;
-		if (js_check_dirfd(cfd) == 0) {
-			int e = js_fsync_dirat(cfd, job);        /* the renames */
-			if (e == 0 && fsync(cfd) < 0)         /* the job directory */
-				e = -errno;
-			if (e != -ENOENT) {
-				n++;
-				if (rc == -ENOENT || (rc == 0 && e < 0))
-					rc = e;
-			}
-		}
-		close(cfd);
-	}
-	closedir(d);
-	if (n && fsync(sfd) < 0 && rc == 0) /* a cluster directory made by this job */
+	int rc = js_dir_foreach(sfd, sync_one, &j);
+	if (rc == 0)
+		rc = j.rc;
+	if (j.n && fsync(sfd) < 0 && rc == 0) /* a cluster directory made by this job */
 		rc = -errno;
 	close(sfd);
 	return rc;

@@ -42,6 +42,7 @@
 #include "js_fs.h"
 #include "js_server.h"
 #include "js_step.h"
+#include "../accounting/src/sampler.h" /* js_mono_ns */
 
 #define MSGS_PER_WAKEUP 64
 #define ACCEPTS_PER_WAKEUP 64
@@ -181,7 +182,7 @@ static int parse_msg(const char *buf, size_t len, bool truncated, struct js_msg 
 static bool begin_capped(struct js_step *s, struct srv *v, struct js_conn *c,
 			 const struct js_msg *m, int rank, const char *id)
 {
-	enum js_cap cap = js_markcap_take(&v->cap, js_now_ns(CLOCK_MONOTONIC));
+	enum js_cap cap = js_markcap_take(&v->cap, js_mono_ns());
 	if (cap == JS_CAP_RATE) {
 		s->dropped_rate++;
 		if (!v->rate_logged) {
@@ -462,7 +463,7 @@ static void sample(struct js_step *s)
  * the clock is held (the caller restores it through the journal). */
 static void drain(struct js_step *s, struct srv *v)
 {
-	uint64_t deadline = js_now_ns(CLOCK_MONOTONIC) + DRAIN_MAX_NS;
+	uint64_t deadline = js_mono_ns() + DRAIN_MAX_NS;
 	bool done = false;
 	if (s->phases)
 		js_phases_hold_clock(s->phases);
@@ -470,7 +471,7 @@ static void drain(struct js_step *s, struct srv *v)
 		char buf[JS_MSG_MAX + 64];
 		int fd = s->conns[i].fd;
 		while (!done) {
-			if (s->drained >= DRAIN_MAX_MSGS || js_now_ns(CLOCK_MONOTONIC) >= deadline) {
+			if (s->drained >= DRAIN_MAX_MSGS || js_mono_ns() >= deadline) {
 				done = true;
 				break;
 			}
@@ -544,10 +545,10 @@ static struct timespec *sample_due(struct js_step *s, uint64_t period, uint64_t 
 {
 	if (!period)
 		return NULL;
-	uint64_t now = js_now_ns(CLOCK_MONOTONIC);
+	uint64_t now = js_mono_ns();
 	if (now >= *due) {
 		sample(s);
-		now = js_now_ns(CLOCK_MONOTONIC);
+		now = js_mono_ns();
 		*due = now + period;
 	}
 	uint64_t left = *due - now;
@@ -564,8 +565,8 @@ static void *server_main(void *arg)
 
 	(void)pthread_setname_np(pthread_self(), "js-step");
 	uint64_t period = s->meter ? js_meter_period_ns(s->meter) : 0;
-	uint64_t due = js_now_ns(CLOCK_MONOTONIC) + period;
-	js_markcap_init(&v.cap, s->conf.rate, s->conf.max_markers_per_step, js_now_ns(CLOCK_MONOTONIC));
+	uint64_t due = js_mono_ns() + period;
+	js_markcap_init(&v.cap, s->conf.rate, s->conf.max_markers_per_step, js_mono_ns());
 	bool stop = false;
 	while (!stop && !stopping(s)) {
 		struct timespec ts, *tmo = sample_due(s, period, &due, &ts);

@@ -145,6 +145,7 @@ struct js_step {
 	struct js_gpus *gpus;       /* opened on the main thread at step start  */
 	struct js_gpu_meter *gmeter;
 	struct js_gpu_snapshot g0, g1;
+	uint64_t g0_ticket;         /* the meter's request for g0 (step start)  */
 	bool have_g0, have_g1;
 	/* +gpu-io: the step's whole GPUs (eligible, main thread at step
 	 * start); the step thread journals one before locking it and releases

@@ -26,7 +26,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "fsutil.h"
+#include "journal.h"
 #include "js_internal.h"
+#include "sampler.h"
 
 /* ---- pure: backup record ------------------------------------------------------ */
 
@@ -151,131 +154,10 @@ static bool owner_ok(const char *o)
 	return true;
 }
 
-/* Owned by root or us, and nobody else can write into it. */
-static bool safe_dir(const struct stat *st)
-{
-	return S_ISDIR(st->st_mode) && (st->st_uid == 0 || st->st_uid == geteuid()) &&
-	       !(st->st_mode & (S_IWGRP | S_IWOTH));
-}
-
-/* Open (creating 0700 when asked) and verify the state directory. */
-static int open_state_dir(const char *state_dir, bool create, int *dfd)
-{
-	struct stat st;
-	int fd;
-
-	if (!state_dir || state_dir[0] != '/' || strlen(state_dir) >= JS_PATH_LEN)
-		return -EINVAL;
-	if (lstat(state_dir, &st) < 0) {
-		char parent[JS_PATH_LEN];
-
-		if (errno != ENOENT || !create)
-			return -errno;
-		js_fmt(parent, sizeof(parent), "%s", state_dir);
-		if (stat(dirname(parent), &st) < 0)
-			return -errno;
-		if (!safe_dir(&st))
-			return -EPERM; /* never write into a path someone else controls */
-		if (mkdir(state_dir, 0700) < 0 && errno != EEXIST)
-			return -errno;
-	} else if (!S_ISDIR(st.st_mode)) {
-		return -EPERM; /* a symlink or file where our directory should be */
-	}
-	fd = open(state_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0)
-		return errno == ELOOP || errno == ENOTDIR ? -EPERM : -errno;
-	if (fstat(fd, &st) < 0 || !safe_dir(&st)) {
-		close(fd);
-		return -EPERM;
-	}
-	*dfd = fd;
-	return 0;
-}
-
-static int lock_dir(int dfd)
-{
-	int fd = openat(dfd, "lock", O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
-
-	if (fd < 0)
-		return -errno;
-	while (flock(fd, LOCK_EX) < 0) {
-		if (errno != EINTR) {
-			int rc = -errno;
-
-			close(fd);
-			return rc;
-		}
-	}
-	return fd;
-}
-
-/* Open the state directory and take its lock: 0 with *dfd and *lfd open,
- * or -errno with nothing left open. */
-static int open_locked(const char *state_dir, bool create, int *dfd, int *lfd)
-{
-	int rc = open_state_dir(state_dir, create, dfd);
-
-	if (rc < 0)
-		return rc;
-	*lfd = lock_dir(*dfd);
-	if (*lfd < 0) {
-		close(*dfd);
-		return *lfd;
-	}
-	return 0;
-}
-
-/* Unlock explicitly before closing: a process that forked meanwhile (the
- * library may run in a thread of slurmstepd while it forks tasks) holds a
- * copy of lfd until its exec, and closing ours alone would keep the lock. */
-static void unlock_dir(int dfd, int lfd)
-{
-	if (lfd >= 0) {
-		(void)flock(lfd, LOCK_UN);
-		close(lfd);
-	}
-	if (dfd >= 0)
-		close(dfd);
-}
-
-static int write_atomic(int dfd, const char *name, const char *content, bool no_overwrite)
-{
-	char tmp[128];
-	size_t len = strlen(content);
-	ssize_t n;
-	int fd, rc = 0;
-
-	js_fmt(tmp, sizeof(tmp), ".%s.tmp.%d", name, (int)getpid());
-	unlinkat(dfd, tmp, 0);
-	fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-	if (fd < 0)
-		return -errno;
-	n = write(fd, content, len);
-	if (n < 0)
-		rc = -errno;
-	else if ((size_t)n != len)
-		rc = -EIO;
-	if (close(fd) < 0 && rc == 0)
-		rc = -errno;
-	if (rc == 0) {
-		if (no_overwrite) {
-			if (linkat(dfd, tmp, dfd, name, 0) < 0)
-				rc = -errno; /* -EEXIST: a backup already exists */
-			unlinkat(dfd, tmp, 0);
-		} else if (renameat(dfd, tmp, dfd, name) < 0) {
-			rc = -errno;
-		}
-	} else {
-		unlinkat(dfd, tmp, 0);
-	}
-	return rc;
-}
-
 /* Open cpuN.owners (creating it when asked) as a verified directory fd. */
 static int open_owners(int dfd, int cpu, bool create)
 {
 	char name[32];
-	struct stat st;
 	int fd;
 
 	js_fmt(name, sizeof(name), "cpu%d.owners", cpu);
@@ -284,89 +166,49 @@ static int open_owners(int dfd, int cpu, bool create)
 	fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
 		return errno == ELOOP || errno == ENOTDIR ? -EPERM : -errno;
-	if (fstat(fd, &st) < 0 || !safe_dir(&st)) {
+	if (js_check_dirfd(fd) < 0) {
 		close(fd);
 		return -EPERM;
 	}
 	return fd;
 }
 
-/* pid + starttime (field 22 of /proc/PID/stat) identify a process for good. */
-static int proc_starttime(int pid, unsigned long long *st)
-{
-	char path[64], buf[1024], *p;
-	ssize_t n;
-	int field;
-
-	js_fmt(path, sizeof(path), "/proc/%d/stat", pid);
-	n = js_read_file(path, buf, sizeof(buf));
-	if (n < 0)
-		return n == -ENOENT ? -ESRCH : (int)n;
-	p = strrchr(buf, ')'); /* comm may contain spaces and parens */
-	if (!p)
-		return -EINVAL;
-	/* after ')' comes field 3 (state); walk to field 22 */
-	for (field = 3, p++; p && field <= 22; field++) {
-		char *end;
-
-		while (*p == ' ')
-			p++;
-		/* a zombie (its parent never reaped it, as happens to a killed
-		 * slurmstepd under an init that does not reap) owns nothing */
-		if (field == 3 && (*p == 'Z' || *p == 'X' || *p == 'x'))
-			return -ESRCH;
-		if (field == 22) {
-			errno = 0;
-			*st = strtoull(p, &end, 10);
-			return (end == p || errno) ? -EINVAL : 0;
-		}
-		p = strchr(p, ' ');
-	}
-	return -EINVAL;
-}
-
-/* Process still the one that registered? */
+/* Process still the one that registered ("pid starttime ...")? */
 static bool owner_alive(int odfd, const char *name)
 {
 	char buf[64];
-	int pid;
-	unsigned long long st, now;
+	struct js_owner o = {0};
 
-	if (js_read_fileat(odfd, name, buf, sizeof(buf)) <= 0 ||
-	    sscanf(buf, "%d %llu", &pid, &st) != 2 || pid <= 0)
-		return false;
-	if (proc_starttime(pid, &now) < 0)
-		return false;
-	return now == st;
+	return js_read_fileat(odfd, name, buf, sizeof(buf)) > 0 &&
+	       sscanf(buf, "%d %llu", &o.pid, &o.start) == 2 && o.pid > 0 &&
+	       js_owner_alive(&o, NULL);
+}
+
+struct prune {
+	bool prune, force;
+	int n;
+};
+
+static int count_one(int odfd, const char *name, void *arg)
+{
+	struct prune *p = arg;
+
+	if (name[0] == '.')
+		return 0;
+	if (p->prune && (p->force || !owner_alive(odfd, name)) && unlinkat(odfd, name, 0) == 0)
+		return 0;
+	p->n++;
+	return 0;
 }
 
 /* Count owners (entries without a leading dot), optionally dropping dead
  * ones (or all with force). */
 static int count_owners(int odfd, bool prune, bool force)
 {
-	int fd = fcntl(odfd, F_DUPFD_CLOEXEC, 0);
-	DIR *d;
-	struct dirent *de;
-	int n = 0;
+	struct prune p = {prune, force, 0};
+	int rc = js_dir_foreach(odfd, count_one, &p);
 
-	if (fd < 0)
-		return -errno;
-	d = fdopendir(fd);
-	if (!d) {
-		close(fd);
-		return -errno;
-	}
-	while ((de = readdir(d))) {
-		if (de->d_name[0] == '.')
-			continue;
-		if (prune && (force || !owner_alive(odfd, de->d_name))) {
-			if (unlinkat(odfd, de->d_name, 0) == 0)
-				continue;
-		}
-		n++;
-	}
-	closedir(d);
-	return n;
+	return rc < 0 ? rc : p.n;
 }
 
 static int restore_cpu(const char *sysfs_root, const struct js_freq_saved *s);
@@ -428,6 +270,20 @@ static bool undo_for_dead(const struct owner_info *o, int n, struct js_freq_save
 	return true;
 }
 
+struct owners {
+	struct owner_info *o;
+	int n;
+};
+
+static int read_one(int odfd, const char *name, void *arg)
+{
+	struct owners *a = arg;
+
+	if (name[0] != '.' && a->n < JS_MAX_OWNERS)
+		owner_read(odfd, name, &a->o[a->n++]);
+	return 0;
+}
+
 /* Drop cpu's dead owners, first undoing their changes back to what the live
  * owners expect (undo_for_dead). Returns the live owners' count (or
  * -errno); *ndead the dead ones dropped. */
@@ -435,26 +291,17 @@ static int settle_owners(int odfd, const char *sysfs_root, int cpu, const char *
 {
 	struct owner_info *o = calloc(JS_MAX_OWNERS, sizeof(*o));
 	struct js_freq_saved undo;
-	int fd, n = 0, nlive = 0, rc = 0;
-	DIR *d;
-	struct dirent *de;
+	struct owners all = {o, 0};
+	int n, nlive = 0, rc = 0;
 
 	*ndead = 0;
 	if (!o)
 		return -ENOMEM;
-	fd = fcntl(odfd, F_DUPFD_CLOEXEC, 0);
-	d = fd >= 0 ? fdopendir(fd) : NULL;
-	if (!d) {
-		rc = -errno;
-		if (fd >= 0)
-			close(fd);
+	if ((rc = js_dir_foreach(odfd, read_one, &all)) < 0) {
 		free(o);
 		return rc;
 	}
-	while ((de = readdir(d)))
-		if (de->d_name[0] != '.' && n < JS_MAX_OWNERS)
-			owner_read(odfd, de->d_name, &o[n++]);
-	closedir(d);
+	n = all.n;
 	if (undo_for_dead(o, n, &undo) && undo.cpu == cpu &&
 	    (!undo.boot_id[0] || !boot[0] || !strcmp(undo.boot_id, boot)))
 		rc = restore_cpu(sysfs_root, &undo);
@@ -585,20 +432,21 @@ int js_freq_acquire_entry(const char *state_dir, const char *sysfs_root, int cpu
 	struct js_freq_saved s;
 	unsigned long long st;
 	char buf[256], obuf[320], name[32];
-	struct timespec ts;
-	int dfd, lfd, odfd, rc;
+	struct js_journal j;
+	int dfd, odfd, rc;
 
 	if (cpu < 0 || cpu >= JS_MAX_CPUS || !owner_ok(owner) || pid < 0)
 		return -EINVAL;
 	if (pid == 0)
 		pid = (int)getpid();
-	rc = proc_starttime(pid, &st);
+	rc = js_proc_starttime(pid, &st);
 	if (rc < 0)
 		return rc;
 	memset(&s, 0, sizeof(s));
 	if (js_boot_id(s.boot_id, sizeof(s.boot_id)) < 0)
 		s.boot_id[0] = '\0'; /* no /proc boot_id: backups stay boot-less */
-	rc = open_locked(state_dir, true, &dfd, &lfd);
+	rc = js_journal_open(state_dir, true, &j);
+	dfd = j.dfd;
 	if (rc < 0)
 		return rc;
 	if (backup_stale(dfd, cpu, s.boot_id))
@@ -627,7 +475,8 @@ int js_freq_acquire_entry(const char *state_dir, const char *sysfs_root, int cpu
 	if (entry)
 		*entry = s; /* what is in force now, read under the lock */
 	js_fmt(name, sizeof(name), "cpu%d.orig", cpu);
-	rc = write_atomic(dfd, name, buf, true);
+	rc = js_write_atomic(dfd, name, buf, strlen(buf), 0600, (uid_t)-1, (gid_t)-1,
+			     JS_ATOMIC_HIDDEN_TMP | JS_ATOMIC_NO_REPLACE);
 	if (rc == -EEXIST)
 		rc = 0; /* keep the existing (older, truly original) backup */
 	if (rc < 0)
@@ -642,13 +491,12 @@ int js_freq_acquire_entry(const char *state_dir, const char *sysfs_root, int cpu
 		rc = odfd;
 		goto out;
 	}
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	js_fmt(obuf, sizeof(obuf), "%d %llu %llu\n%s", pid, st,
-	       (unsigned long long)ts.tv_sec * 1000000000ULL + (unsigned long long)ts.tv_nsec, buf);
-	rc = write_atomic(odfd, owner, obuf, false);
+	js_fmt(obuf, sizeof(obuf), "%d %llu %llu\n%s", pid, st, (unsigned long long)js_mono_ns(), buf);
+	rc = js_write_atomic(odfd, owner, obuf, strlen(obuf), 0600, (uid_t)-1, (gid_t)-1,
+			     JS_ATOMIC_HIDDEN_TMP);
 	close(odfd);
 out:
-	unlock_dir(dfd, lfd);
+	js_journal_close(&j);
 	return rc;
 }
 
@@ -656,13 +504,15 @@ int js_freq_release(const char *state_dir, const char *sysfs_root, int cpu,
 		    const char *owner, bool *restored)
 {
 	char boot[JS_BOOT_ID_LEN];
-	int dfd, lfd, odfd, rc, n, ndead;
+	struct js_journal j;
+	int dfd, odfd, rc, n, ndead;
 
 	if (restored)
 		*restored = false;
 	if (cpu < 0 || cpu >= JS_MAX_CPUS || !owner_ok(owner))
 		return -EINVAL;
-	rc = open_locked(state_dir, false, &dfd, &lfd);
+	rc = js_journal_open(state_dir, false, &j);
+	dfd = j.dfd;
 	if (rc < 0)
 		return rc;
 	odfd = open_owners(dfd, cpu, false);
@@ -692,59 +542,58 @@ int js_freq_release(const char *state_dir, const char *sysfs_root, int cpu,
 			*restored = true;
 	}
 out:
-	unlock_dir(dfd, lfd);
+	js_journal_close(&j);
 	return rc;
+}
+
+/* cpuN.orig into sets[0], cpuN.owners into sets[1]. */
+static int scan_one(int dfd, const char *name, void *arg)
+{
+	struct js_cpuset *sets = arg;
+	char rest[16];
+	int cpu;
+
+	(void)dfd;
+	if (sscanf(name, "cpu%d.%15s", &cpu, rest) != 2 || cpu < 0 || cpu >= JS_MAX_CPUS)
+		return 0;
+	if (!strcmp(rest, "owners"))
+		js_cpuset_set(&sets[1], cpu);
+	else if (!strcmp(rest, "orig"))
+		js_cpuset_set(&sets[0], cpu);
+	return 0;
 }
 
 int js_freq_recover(const char *state_dir, const char *sysfs_root, bool force,
 		    int *nrestored)
 {
-	struct js_cpuset backups, owned;
-	DIR *d;
-	struct dirent *de;
+	struct js_cpuset sets[2]; /* backups, owned */
+	struct js_journal j;
 	char boot[JS_BOOT_ID_LEN];
-	int dfd, lfd, fd, rc, first = 0, cpu, count = 0;
+	int dfd, rc, first = 0, cpu, count = 0;
 
 	if (nrestored)
 		*nrestored = 0;
-	rc = open_locked(state_dir, false, &dfd, &lfd);
+	rc = js_journal_open(state_dir, false, &j);
+	dfd = j.dfd;
 	if (rc == -ENOENT)
 		return 0; /* nothing was ever saved */
 	if (rc < 0)
 		return rc;
-	js_cpuset_zero(&backups);
-	js_cpuset_zero(&owned);
-	fd = fcntl(dfd, F_DUPFD_CLOEXEC, 0);
-	d = fd >= 0 ? fdopendir(fd) : NULL;
-	if (!d) {
-		rc = -errno;
-		if (fd >= 0)
-			close(fd);
+	js_cpuset_zero(&sets[0]);
+	js_cpuset_zero(&sets[1]);
+	if ((rc = js_dir_foreach(dfd, scan_one, sets)) < 0)
 		goto out;
-	}
-	while ((de = readdir(d))) {
-		char rest[16];
-
-		if (sscanf(de->d_name, "cpu%d.%15s", &cpu, rest) != 2 || cpu < 0 ||
-		    cpu >= JS_MAX_CPUS)
-			continue;
-		if (!strcmp(rest, "owners"))
-			js_cpuset_set(&owned, cpu);
-		else if (!strcmp(rest, "orig"))
-			js_cpuset_set(&backups, cpu);
-	}
-	closedir(d);
 	if (js_boot_id(boot, sizeof(boot)) < 0)
 		boot[0] = '\0';
 	for (cpu = 0; cpu < JS_MAX_CPUS; cpu++) {
-		bool backup = js_cpuset_isset(&backups, cpu);
+		bool backup = js_cpuset_isset(&sets[0], cpu);
 		int odfd, n = 0, ndead;
 
 		if (backup && backup_stale(dfd, cpu, boot)) {
 			drop_stale(dfd, cpu);
 			continue;
 		}
-		if (js_cpuset_isset(&owned, cpu) && (odfd = open_owners(dfd, cpu, false)) >= 0) {
+		if (js_cpuset_isset(&sets[1], cpu) && (odfd = open_owners(dfd, cpu, false)) >= 0) {
 			/* dead owners: undone for the live ones (or all dropped with force) */
 			n = force ? count_owners(odfd, true, true)
 				  : settle_owners(odfd, sysfs_root, cpu, boot, &ndead);
@@ -762,7 +611,7 @@ int js_freq_recover(const char *state_dir, const char *sysfs_root, bool force,
 out:
 	if (nrestored)
 		*nrestored = count;
-	unlock_dir(dfd, lfd);
+	js_journal_close(&j);
 	return rc;
 }
 
@@ -772,21 +621,10 @@ int js_freq_saved_read(const char *state_dir, int cpu, struct js_freq_saved *out
 
 	if (!out || cpu < 0 || cpu >= JS_MAX_CPUS)
 		return -EINVAL;
-	rc = open_state_dir(state_dir, false, &dfd);
-	if (rc < 0)
-		return rc;
+	dfd = js_root_dirfd(state_dir, 0700, false);
+	if (dfd < 0)
+		return dfd;
 	rc = saved_read_at(dfd, cpu, out);
 	close(dfd);
 	return rc;
 }
-
-/* ---- shared with the GPU journal (gpustate.c) ----------------------------- */
-
-int js_state_open_locked(const char *state_dir, bool create, int *dfd, int *lfd)
-{
-	return open_locked(state_dir, create, dfd, lfd);
-}
-
-void js_state_unlock(int dfd, int lfd) { unlock_dir(dfd, lfd); }
-
-int js_proc_starttime(int pid, unsigned long long *st) { return proc_starttime(pid, st); }

@@ -129,6 +129,11 @@ int js_gpu_sm_clock_mhz(struct js_gpus *g, size_t i, uint32_t *mhz)
 	return i < g->n ? g->be->sm_clock(g, i, mhz) : -EINVAL;
 }
 
+bool js_gpu_can_lock(struct js_gpus *g, size_t i)
+{
+	return i < g->n && g->be->can_lock && g->be->can_lock(g, i);
+}
+
 int js_gpu_lock_mhz(struct js_gpus *g, size_t i, uint32_t min_mhz, uint32_t max_mhz)
 {
 	if (i >= g->n || min_mhz > max_mhz)

@@ -196,5 +196,6 @@ static int am_unlock(struct js_gpus *g, size_t i)
 
 const struct js_gpu_backend js_gpu_amdsmi = {
 	.name = "amdsmi", .default_lib = "libamd_smi.so", .open = am_open, .close = am_close,
-	.read = am_read, .sm_clock = am_sm_clock, .lock = am_lock, .unlock = am_unlock,
+	.read = am_read, .sm_clock = am_sm_clock, .lock = am_lock,
+	.no_lock_why = "GPU clock changes are not implemented for AMD GPUs", .unlock = am_unlock,
 };

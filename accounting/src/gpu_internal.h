@@ -18,6 +18,9 @@ struct js_gpu_backend {
 	void (*close)(struct js_gpus *g);
 	int (*read)(struct js_gpus *g, size_t i, struct js_gpu_raw *out);
 	int (*sm_clock)(struct js_gpus *g, size_t i, uint32_t *mhz);
+	/* Can GPU i's clock be locked at all (NULL: never, for no_lock_why)? */
+	bool (*can_lock)(struct js_gpus *g, size_t i);
+	const char *no_lock_why;
 	int (*lock)(struct js_gpus *g, size_t i, uint32_t lo_mhz, uint32_t hi_mhz);
 	int (*unlock)(struct js_gpus *g, size_t i);
 };

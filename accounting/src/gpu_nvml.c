@@ -225,6 +225,12 @@ static int nv_sm_clock(struct js_gpus *g, size_t i, uint32_t *mhz)
 	return rc;
 }
 
+static bool nv_can_lock(struct js_gpus *g, size_t i)
+{
+	(void)i;
+	return API(g)->lock && API(g)->unlock;
+}
+
 static int nv_lock(struct js_gpus *g, size_t i, uint32_t lo, uint32_t hi)
 {
 	if (!API(g)->lock)
@@ -241,5 +247,5 @@ static int nv_unlock(struct js_gpus *g, size_t i)
 
 const struct js_gpu_backend js_gpu_nvml = {
 	.name = "nvml", .default_lib = "libnvidia-ml.so.1", .open = nv_open, .close = nv_close,
-	.read = nv_read, .sm_clock = nv_sm_clock, .lock = nv_lock, .unlock = nv_unlock,
+	.read = nv_read, .sm_clock = nv_sm_clock, .can_lock = nv_can_lock, .lock = nv_lock, .unlock = nv_unlock,
 };

@@ -42,7 +42,7 @@ extern const struct js_backend_ops js_backend_amd_energy;
 int js_amd_energy_label(const char *label, int *socket, int *core);
 int js_amd_energy_discover(const char *sysfs_root, struct js_zone_set *zs);
 
-/* Number of samples the background thread has taken (tests). */
+/* Readings taken, by the background thread and snapshots (tests). */
 uint64_t js_meter_nsamples(struct js_meter *m);
 
 /* ---- pure helpers used by several files --------------------------------- */
@@ -91,14 +91,5 @@ int js_domain_write(const char *sysfs_root, int key, const char *file, const cha
 int js_domain_write_khz(const char *sysfs_root, int key, const char *file, uint32_t khz);
 int js_path(char *buf, size_t len, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
-
-/* ---- the state directory, shared by the CPU and GPU journals (freqstate.c) */
-/* Open (creating 0700 when asked) and verify the state directory, and take
- * its lock: 0 with *dfd and *lfd open, or -errno with nothing left open. */
-int js_state_open_locked(const char *state_dir, bool create, int *dfd, int *lfd);
-void js_state_unlock(int dfd, int lfd);
-/* pid + starttime (field 22 of /proc/PID/stat) identify a process for good;
- * -ESRCH for a process that is gone or a zombie. */
-int js_proc_starttime(int pid, unsigned long long *st);
 
 #endif

@@ -6,22 +6,17 @@
  * once, so the zone's `uncertain` count is raised (the delta is then a lower
  * bound). A failed or garbled reading changes nothing but err[]. */
 #include <errno.h>
-#include <pthread.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "js_internal.h"
+#include "sampler.h"
 
 struct js_meter {
 	struct js_energy *e;
-	pthread_mutex_t mu;
-	pthread_cond_t cv;
-	pthread_t th;
-	bool thread_started, stop;
-	uint64_t period_ns;
-	uint64_t nsamples; /* by the background thread */
+	struct js_sampler smp; /* smp.mu guards what follows */
+	uint64_t nsamples; /* readings taken (thread, snapshots) */
 	size_t n;
 	uint64_t wrap_ns[JS_MAX_ZONES];
 	bool have_last[JS_MAX_ZONES];
@@ -30,14 +25,6 @@ struct js_meter {
 	uint32_t back[JS_MAX_ZONES]; /* consecutive readings below the last good one */
 	struct js_snapshot cur; /* cumulative state, guarded by mu */
 };
-
-static uint64_t now_ns(clockid_t c)
-{
-	struct timespec ts;
-
-	clock_gettime(c, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
 
 /* A counter that went down is taken as one wrap when the delta is at most
  * half the range (what sampling at half the wrap time produces; also true of
@@ -64,14 +51,16 @@ static void sample_locked(struct js_meter *m)
 	const struct js_zone_set *zs = &m->e->zones;
 	uint64_t raw[JS_MAX_ZONES];
 	int err[JS_MAX_ZONES];
+	struct timespec rt;
 	uint64_t mono;
 	size_t i;
 
 	memset(err, 0, sizeof(err));
 	js_energy_read_uj(m->e, raw, err);
-	mono = now_ns(CLOCK_MONOTONIC);
+	mono = js_mono_ns();
 	m->cur.mono_ns = mono;
-	m->cur.t_ns = now_ns(CLOCK_REALTIME);
+	clock_gettime(CLOCK_REALTIME, &rt);
+	m->cur.t_ns = (uint64_t)rt.tv_sec * 1000000000ULL + (uint64_t)rt.tv_nsec;
 	for (i = 0; i < m->n; i++) {
 		uint64_t delta;
 		bool wrapped;
@@ -129,34 +118,18 @@ static void sample_locked(struct js_meter *m)
 	}
 }
 
-static void *sampler(void *arg)
+static void sample(void *arg)
 {
 	struct js_meter *m = arg;
 
-	pthread_mutex_lock(&m->mu);
-	while (!m->stop) {
-		struct timespec ts;
-		uint64_t due = now_ns(CLOCK_MONOTONIC) + m->period_ns;
-
-		ts.tv_sec = (time_t)(due / 1000000000ULL);
-		ts.tv_nsec = (long)(due % 1000000000ULL);
-		while (!m->stop && pthread_cond_timedwait(&m->cv, &m->mu, &ts) != ETIMEDOUT)
-			;
-		if (!m->stop) {
-			sample_locked(m);
-			m->nsamples++;
-		}
-	}
-	pthread_mutex_unlock(&m->mu);
-	return NULL;
+	sample_locked(m);
+	m->nsamples++;
 }
 
 int js_meter_start(struct js_energy *e, uint64_t period_cap_ns, bool start_thread,
 		   struct js_meter **out)
 {
 	struct js_meter *m;
-	pthread_condattr_t ca;
-	sigset_t all, old;
 	size_t i;
 	int rc;
 
@@ -169,46 +142,26 @@ int js_meter_start(struct js_energy *e, uint64_t period_cap_ns, bool start_threa
 	m->e = e;
 	m->n = e->zones.nzones;
 	m->cur.nzones = m->n;
-	m->period_ns = js_sample_period_ns(&e->zones, period_cap_ns);
 	for (i = 0; i < m->n; i++)
 		m->wrap_ns[i] = js_wrap_time_ns(e->zones.zones[i].max_energy_range_uj,
 						e->zones.zones[i].max_power_uw);
-	pthread_mutex_init(&m->mu, NULL);
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&m->cv, &ca);
-	pthread_condattr_destroy(&ca);
-	pthread_mutex_lock(&m->mu);
-	sample_locked(m); /* baseline */
-	pthread_mutex_unlock(&m->mu);
-	if (start_thread) {
-		/* The thread inherits this mask: it never takes a signal meant
-		 * for the host process (slurmstepd). */
-		sigfillset(&all);
-		pthread_sigmask(SIG_SETMASK, &all, &old);
-		rc = pthread_create(&m->th, NULL, sampler, m);
-		pthread_sigmask(SIG_SETMASK, &old, NULL);
-		if (rc) {
-			pthread_cond_destroy(&m->cv);
-			pthread_mutex_destroy(&m->mu);
-			free(m);
-			return -rc;
-		}
-		pthread_setname_np(m->th, "js-meter"); /* visible in ps -L */
-		m->thread_started = true;
+	rc = js_sampler_init(&m->smp, js_sample_period_ns(&e->zones, period_cap_ns), NULL, sample, m);
+	if (rc < 0) {
+		free(m);
+		return rc;
 	}
-	*out = m;
-	return 0;
+	if ((rc = js_sampler_go(&m->smp, start_thread, "js-meter")) < 0)
+		js_meter_stop(m);
+	else
+		*out = m;
+	return rc;
 }
 
 int js_meter_snapshot(struct js_meter *m, struct js_snapshot *out)
 {
 	if (!m || !out)
 		return -EINVAL;
-	pthread_mutex_lock(&m->mu);
-	sample_locked(m);
-	*out = m->cur;
-	pthread_mutex_unlock(&m->mu);
+	js_sampler_read(&m->smp, out, &m->cur, sizeof(*out));
 	return 0;
 }
 
@@ -216,30 +169,22 @@ uint64_t js_meter_nsamples(struct js_meter *m)
 {
 	uint64_t n;
 
-	pthread_mutex_lock(&m->mu);
+	pthread_mutex_lock(&m->smp.mu);
 	n = m->nsamples;
-	pthread_mutex_unlock(&m->mu);
+	pthread_mutex_unlock(&m->smp.mu);
 	return n;
 }
 
 uint64_t js_meter_period_ns(const struct js_meter *m)
 {
-	return m ? m->period_ns : 0;
+	return m ? m->smp.period_ns : 0;
 }
 
 void js_meter_stop(struct js_meter *m)
 {
 	if (!m)
 		return;
-	if (m->thread_started) {
-		pthread_mutex_lock(&m->mu);
-		m->stop = true;
-		pthread_cond_signal(&m->cv);
-		pthread_mutex_unlock(&m->mu);
-		pthread_join(m->th, NULL);
-	}
-	pthread_cond_destroy(&m->cv);
-	pthread_mutex_destroy(&m->mu);
+	js_sampler_destroy(&m->smp);
 	free(m);
 }
 

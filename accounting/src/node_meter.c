@@ -8,37 +8,23 @@
  * channels: pm_counters `energy` alone, or the sum of one Grace Module
  * sensor per socket. */
 #include <errno.h>
-#include <pthread.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "js_internal.h"
 #include "node_internal.h"
+#include "sampler.h"
 
 #define NODE_DEFAULT_PERIOD_NS 100000000ULL /* 100 ms */
 #define NODE_MIN_PERIOD_NS 1000000ULL
 
 struct js_node_meter {
 	struct js_node *n;
-	pthread_mutex_t mu;
-	pthread_cond_t cv;
-	pthread_t th;
-	bool thread_started, stop;
-	uint64_t period_ns;
+	struct js_sampler smp; /* smp.mu guards what follows */
 	bool have_last[JS_NODE_MAX_CH];
 	uint64_t last_uw[JS_NODE_MAX_CH], last_mono[JS_NODE_MAX_CH];
 	struct js_node_snapshot cur; /* guarded by mu */
 };
-
-static uint64_t mono_now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
 
 static void sample_locked(struct js_node_meter *m)
 {
@@ -48,7 +34,7 @@ static void sample_locked(struct js_node_meter *m)
 	uint64_t now;
 
 	js_node_read(m->n, val, err, &gen, &gk);
-	now = mono_now();
+	now = js_mono_ns();
 	m->cur.mono_ns = now;
 	if (gk) {
 		m->cur.generation = gen;
@@ -73,31 +59,16 @@ static void sample_locked(struct js_node_meter *m)
 	}
 }
 
-static void *sampler(void *arg)
+static void sample(void *arg)
 {
-	struct js_node_meter *m = arg;
-
-	pthread_mutex_lock(&m->mu);
-	while (!m->stop) {
-		uint64_t due = mono_now() + m->period_ns;
-		struct timespec ts = {.tv_sec = (time_t)(due / 1000000000ULL),
-				      .tv_nsec = (long)(due % 1000000000ULL)};
-
-		while (!m->stop && pthread_cond_timedwait(&m->cv, &m->mu, &ts) != ETIMEDOUT)
-			;
-		if (!m->stop)
-			sample_locked(m);
-	}
-	pthread_mutex_unlock(&m->mu);
-	return NULL;
+	sample_locked(arg);
 }
 
 int js_node_meter_start(struct js_node *n, uint64_t period_ns, bool start_thread,
 			struct js_node_meter **out)
 {
 	struct js_node_meter *m;
-	pthread_condattr_t ca;
-	sigset_t all, old;
+	uint64_t period = period_ns ? period_ns : NODE_DEFAULT_PERIOD_NS;
 	int rc;
 
 	if (!n || !out)
@@ -108,44 +79,26 @@ int js_node_meter_start(struct js_node *n, uint64_t period_ns, bool start_thread
 		return -ENOMEM;
 	m->n = n;
 	m->cur.n = n->n;
-	m->period_ns = period_ns ? period_ns : NODE_DEFAULT_PERIOD_NS;
-	if (m->period_ns < NODE_MIN_PERIOD_NS)
-		m->period_ns = NODE_MIN_PERIOD_NS;
-	pthread_mutex_init(&m->mu, NULL);
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&m->cv, &ca);
-	pthread_condattr_destroy(&ca);
-	pthread_mutex_lock(&m->mu);
-	sample_locked(m); /* baseline */
-	pthread_mutex_unlock(&m->mu);
-	/* counters need no thread; power sensors do, to be integrated */
-	if (start_thread && n->src == JS_NODE_HWMON_POWER) {
-		sigfillset(&all);
-		pthread_sigmask(SIG_SETMASK, &all, &old);
-		rc = pthread_create(&m->th, NULL, sampler, m);
-		pthread_sigmask(SIG_SETMASK, &old, NULL);
-		if (rc) {
-			pthread_cond_destroy(&m->cv);
-			pthread_mutex_destroy(&m->mu);
-			free(m);
-			return -rc;
-		}
-		pthread_setname_np(m->th, "js-node-meter");
-		m->thread_started = true;
+	rc = js_sampler_init(&m->smp, period < NODE_MIN_PERIOD_NS ? NODE_MIN_PERIOD_NS : period,
+			     NULL, sample, m);
+	if (rc < 0) {
+		free(m);
+		return rc;
 	}
-	*out = m;
-	return 0;
+	/* counters need no thread; power sensors do, to be integrated */
+	rc = js_sampler_go(&m->smp, start_thread && n->src == JS_NODE_HWMON_POWER, "js-node-meter");
+	if (rc < 0)
+		js_node_meter_stop(m);
+	else
+		*out = m;
+	return rc;
 }
 
 int js_node_meter_snapshot(struct js_node_meter *m, struct js_node_snapshot *out)
 {
 	if (!m || !out)
 		return -EINVAL;
-	pthread_mutex_lock(&m->mu);
-	sample_locked(m);
-	*out = m->cur;
-	pthread_mutex_unlock(&m->mu);
+	js_sampler_read(&m->smp, out, &m->cur, sizeof(*out));
 	return 0;
 }
 
@@ -153,15 +106,7 @@ void js_node_meter_stop(struct js_node_meter *m)
 {
 	if (!m)
 		return;
-	if (m->thread_started) {
-		pthread_mutex_lock(&m->mu);
-		m->stop = true;
-		pthread_cond_signal(&m->cv);
-		pthread_mutex_unlock(&m->mu);
-		pthread_join(m->th, NULL);
-	}
-	pthread_cond_destroy(&m->cv);
-	pthread_mutex_destroy(&m->mu);
+	js_sampler_destroy(&m->smp);
 	free(m);
 }
 

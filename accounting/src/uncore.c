@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "joulestep/uncore.h"
+#include "journal.h"
 #include "js_internal.h"
 
 #define DIR_REL "devices/system/cpu/intel_uncore_frequency"
@@ -122,11 +123,9 @@ int js_uncore_set_max(const char *sysfs_root, const struct js_uncore_dom *d, uin
 	return write_khz(sysfs_root ? sysfs_root : JS_SYSFS_DEFAULT, d->name, "max_freq_khz", khz);
 }
 
-/* ---- journal ------------------------------------------------------------ */
+/* ---- journal (journal.h): <state>/uncore-<name> = "pid start boot min max" */
 struct entry {
-	int pid;
-	unsigned long long start;
-	char boot[40];
+	struct js_owner o;
 	uint32_t min_khz, max_khz;
 };
 
@@ -138,23 +137,21 @@ static int entry_name(char *buf, size_t len, const char *dom)
 	return snprintf(buf, len, PREFIX "%s", dom) < (int)len && *dom ? 0 : -EINVAL;
 }
 
-/* 0 with e filled, -ENOENT, or -EINVAL (torn: dropped by the caller) */
-static int entry_read(int dfd, const char *name, struct entry *e)
+/* 0 with e filled, -EINVAL (torn: dropped by the caller) */
+static int entry_parse(const char *text, struct entry *e)
 {
-	char buf[160];
-	ssize_t n = js_read_fileat(dfd, name, buf, sizeof(buf));
-	if (n < 0)
-		return (int)n;
-	if (sscanf(buf, "%d %llu %39s %u %u", &e->pid, &e->start, e->boot, &e->min_khz,
-		   &e->max_khz) != 5 || e->pid <= 0 || !e->max_khz)
+	const char *rest;
+	if (js_owner_parse(text, &e->o, &rest) < 0 || !e->o.boot[0] ||
+	    sscanf(rest, "%u %u", &e->min_khz, &e->max_khz) != 2 || !e->max_khz)
 		return -EINVAL;
 	return 0;
 }
 
-static bool entry_alive(const struct entry *e)
+static int entry_read(int dfd, const char *name, struct entry *e)
 {
-	unsigned long long now;
-	return js_proc_starttime(e->pid, &now) == 0 && now == e->start;
+	char buf[160];
+	ssize_t n = js_read_fileat(dfd, name, buf, sizeof(buf));
+	return n < 0 ? (int)n : entry_parse(buf, e);
 }
 
 /* Put the saved values back: max first when it goes up (the kernel refuses
@@ -174,17 +171,33 @@ static int restore(const char *root, const char *dom, const struct entry *e)
 	return rc < 0 ? rc : rc2;
 }
 
-static int entry_write(int dfd, const char *name, const struct entry *e)
+static int entry_write(struct js_journal *j, const char *name, const struct entry *e)
 {
-	char line[160];
-	int n = snprintf(line, sizeof(line), "%d %llu %s %u %u\n", e->pid, e->start, e->boot,
-			 e->min_khz, e->max_khz);
-	int fd = openat(dfd, name, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
-	if (fd < 0)
-		return -errno;
-	int rc = write(fd, line, (size_t)n) == n ? 0 : -EIO;
-	close(fd);
-	return rc;
+	char own[96], line[160];
+	int rc = js_owner_format(&e->o, own, sizeof(own));
+	if (rc == 0)
+		snprintf(line, sizeof(line), "%s %u %u\n", own, e->min_khz, e->max_khz);
+	return rc < 0 ? rc : js_journal_put(j, name, line, false);
+}
+
+/* What to save for d: a dead owner's saved values of this boot (its change
+ * undone first), else what is in force now. -EBUSY for a live owner. */
+static int entry_for(struct js_journal *j, const char *root, const char *name,
+		     const struct js_uncore_dom *d, struct entry *e)
+{
+	struct entry old;
+	if (entry_read(j->dfd, name, &old) == 0 && !strcmp(old.o.boot, j->boot)) {
+		if (old.o.pid != e->o.pid && js_owner_alive(&old.o, j->boot))
+			return -EBUSY;
+		restore(root, d->name, &old); /* a dead owner's change undone */
+		e->min_khz = old.min_khz;
+		e->max_khz = old.max_khz;
+		return 0;
+	}
+	if (read_khz(root, d->name, "min_freq_khz", &e->min_khz) < 0 ||
+	    read_khz(root, d->name, "max_freq_khz", &e->max_khz) < 0)
+		return -EIO;
+	return 0;
 }
 
 int js_uncore_journal_acquire(const char *state_dir, const char *sysfs_root,
@@ -192,38 +205,21 @@ int js_uncore_journal_acquire(const char *state_dir, const char *sysfs_root,
 {
 	const char *root = sysfs_root ? sysfs_root : JS_SYSFS_DEFAULT;
 	char name[64];
-	struct entry e = {0}, old;
-	int dfd, lfd, rc = d ? entry_name(name, sizeof(name), d->name) : -EINVAL;
-	if (rc < 0)
+	struct entry e = {0};
+	struct js_journal j;
+	int rc = d ? entry_name(name, sizeof(name), d->name) : -EINVAL;
+	if (rc < 0 || (rc = js_owner_self(pid, &e.o)) < 0)
 		return rc;
-	e.pid = pid ? pid : (int)getpid();
-	if ((rc = js_proc_starttime(e.pid, &e.start)) < 0 || (rc = js_boot_id(e.boot, sizeof(e.boot))) < 0)
+	if (!e.o.boot[0])
+		return -EIO; /* an uncore entry always names its boot */
+	if ((rc = js_journal_open(state_dir, true, &j)) < 0)
 		return rc;
-	if ((rc = js_state_open_locked(state_dir, true, &dfd, &lfd)) < 0)
-		return rc;
-	rc = entry_read(dfd, name, &old);
-	if (rc == 0 && !strcmp(old.boot, e.boot)) {
-		if (entry_alive(&old) && old.pid != e.pid) {
-			js_state_unlock(dfd, lfd);
-			return -EBUSY;
-		}
-		restore(root, d->name, &old); /* a dead owner's change undone */
-		e.min_khz = old.min_khz;
-		e.max_khz = old.max_khz;
-	} else {
-		struct js_uncore_dom now;
-		rc = 0;
-		if (read_khz(root, d->name, "min_freq_khz", &now.min_khz) < 0 ||
-		    read_khz(root, d->name, "max_freq_khz", &now.max_khz) < 0)
-			rc = -EIO;
-		e.min_khz = now.min_khz;
-		e.max_khz = now.max_khz;
-	}
+	rc = entry_for(&j, root, name, d, &e);
 	if (rc == 0)
-		rc = entry_write(dfd, name, &e);
+		rc = entry_write(&j, name, &e);
 	if (rc == 0 && orig_max_khz)
 		*orig_max_khz = e.max_khz;
-	js_state_unlock(dfd, lfd);
+	js_journal_close(&j);
 	return rc;
 }
 
@@ -231,65 +227,44 @@ int js_uncore_journal_release(const char *state_dir, const char *sysfs_root,
 			      const struct js_uncore_dom *d)
 {
 	const char *root = sysfs_root ? sysfs_root : JS_SYSFS_DEFAULT;
-	char name[64], boot[40];
+	char name[64];
 	struct entry e;
-	int dfd, lfd, rc = d ? entry_name(name, sizeof(name), d->name) : -EINVAL;
+	struct js_journal j;
+	int rc = d ? entry_name(name, sizeof(name), d->name) : -EINVAL;
 	if (rc < 0)
 		return rc;
-	if ((rc = js_state_open_locked(state_dir, false, &dfd, &lfd)) < 0)
+	if ((rc = js_journal_open(state_dir, false, &j)) < 0)
 		return rc == -ENOENT ? 0 : rc;
-	rc = entry_read(dfd, name, &e);
-	if (rc == 0 && js_boot_id(boot, sizeof(boot)) == 0 && !strcmp(boot, e.boot))
+	rc = entry_read(j.dfd, name, &e);
+	if (rc == 0 && !strcmp(j.boot, e.o.boot))
 		rc = restore(root, d->name, &e);
 	else
 		rc = rc == -ENOENT ? 0 : rc;
 	if (rc == 0 || rc == -EINVAL)
-		unlinkat(dfd, name, 0);
-	js_state_unlock(dfd, lfd);
+		unlinkat(j.dfd, name, 0);
+	js_journal_close(&j);
 	return rc == -EINVAL ? 0 : rc;
+}
+
+static int undo(struct js_journal *j, const char *name, const char *text, void *arg)
+{
+	struct entry e;
+	(void)j;
+	if (entry_parse(text, &e) < 0)
+		return 0; /* torn: nothing to put back */
+	return restore(arg, name + strlen(PREFIX), &e);
 }
 
 int js_uncore_journal_recover(const char *state_dir, const char *sysfs_root, bool force,
 			      struct js_uncore_recovery *out)
 {
-	const char *root = sysfs_root ? sysfs_root : JS_SYSFS_DEFAULT;
-	char boot[40] = "";
-	int dfd, lfd, dup;
+	struct js_journal_recovery r;
+	int rc = js_journal_recover(state_dir, PREFIX, force, undo,
+				    (void *)(sysfs_root ? sysfs_root : JS_SYSFS_DEFAULT), &r);
 	memset(out, 0, sizeof(*out));
-	int rc = js_state_open_locked(state_dir, false, &dfd, &lfd);
-	if (rc == -ENOENT)
-		return 0;
-	if (rc < 0)
-		return rc;
-	js_boot_id(boot, sizeof(boot));
-	dup = fcntl(dfd, F_DUPFD_CLOEXEC, 0);
-	DIR *dir = dup >= 0 ? fdopendir(dup) : NULL;
-	struct dirent *de;
-	while (dir && (de = readdir(dir))) {
-		struct entry e;
-		const char *dom = de->d_name + strlen(PREFIX);
-		if (strncmp(de->d_name, PREFIX, strlen(PREFIX)))
-			continue;
-		out->entries++;
-		if (entry_read(dfd, de->d_name, &e) < 0 || strcmp(e.boot, boot)) {
-			unlinkat(dfd, de->d_name, 0); /* torn, or of another boot */
-			continue;
-		}
-		if (!force && entry_alive(&e)) {
-			out->busy++;
-			continue;
-		}
-		if (restore(root, dom, &e) < 0) {
-			out->failed++;
-			continue;
-		}
-		unlinkat(dfd, de->d_name, 0);
-		out->restored++;
-	}
-	if (dir)
-		closedir(dir);
-	else if (dup >= 0)
-		close(dup);
-	js_state_unlock(dfd, lfd);
-	return 0;
+	out->entries = r.entries;
+	out->restored = r.restored;
+	out->busy = r.busy;
+	out->failed = r.failed;
+	return rc;
 }

@@ -156,6 +156,36 @@ int js_parse_energy_uj(const char *buf, size_t len, uint64_t max_uj, uint64_t *o
 	return 0;
 }
 
+/* The counter readers (every backend's read) beside the strict parse they
+ * use, so that util.c's file helpers and this file do not call each other. */
+int js_read_counter_fd(int fd, uint64_t max_uj, uint64_t *out_uj)
+{
+	char buf[32];
+	ssize_t n;
+
+	*out_uj = 0;
+	do {
+		n = pread(fd, buf, sizeof(buf), 0);
+	} while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return -errno;
+	if ((size_t)n == sizeof(buf))
+		return -ERANGE; /* longer than any 64-bit number */
+	return js_parse_energy_uj(buf, (size_t)n, max_uj, out_uj);
+}
+
+int js_read_counters(const struct js_energy *e, const int *fds, uint64_t *raw_uj, int *err)
+{
+	int first = 0;
+
+	for (size_t i = 0; i < e->zones.nzones; i++) {
+		err[i] = js_read_counter_fd(fds[i], e->zones.zones[i].max_energy_range_uj, &raw_uj[i]);
+		if (err[i] && !first)
+			first = err[i];
+	}
+	return first;
+}
+
 int js_zones_dram_why(const struct js_zone_set *zs, char *why, size_t whylen)
 {
 	const struct js_zone_info *bare = NULL;

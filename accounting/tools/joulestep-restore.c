@@ -4,7 +4,8 @@
  *
  * Without --force only CPUs whose owners (plugin steps, joulestep-run) are
  * all gone are restored, so a running step keeps its clock. --force restores
- * every saved CPU (for an admin on a drained node). --list shows the journal.
+ * every saved CPU (for an admin on a drained node). --list shows the journal:
+ * the CPU backups, then the uncore and GPU entries with their owners.
  * GPUs whose clocks a process locked (joulestep-run --gpu-io-clock-mhz) and
  * that it did not unlock are unlocked the same way, through the GPU library
  * (--gpu-backend, --gpu-lib: as joulestep-run). Uncore clocks a plugin step
@@ -34,6 +35,56 @@ static void usage(FILE *f)
 }
 
 /* GPUs left locked: only when the journal has entries is the library loaded. */
+/* "uncore-<dom>: owner pid P (start S, boot B), saved ..." / "gpu-<uuid>: ..." */
+static void list_entry(const char *name, const char *text, void *arg)
+{
+	int pid = 0, off = 0, off2 = 0;
+	unsigned long long start = 0;
+	char boot[40] = "-";
+	const char *rest;
+
+	(void)arg;
+	if (sscanf(text, "%d %llu%n", &pid, &start, &off) < 2) {
+		printf("%s: unreadable entry\n", name);
+		return;
+	}
+	rest = text + off;
+	if (sscanf(rest, " %39s%n", boot, &off2) == 1 && strlen(boot) == 36)
+		rest += off2; /* the owner's boot id (entries of older versions have none) */
+	else
+		snprintf(boot, sizeof(boot), "-");
+	while (*rest == ' ')
+		rest++;
+	printf("%s: owner pid %d (start %llu, boot %s)%s%s\n", name, pid, start, boot,
+	       *rest ? ", saved " : "", rest);
+}
+
+/* --list: the CPU backups, then the uncore and GPU entries. */
+static int list_journal(const char *state)
+{
+	int n = 0, rc;
+
+	for (int cpu = 0; cpu < JS_MAX_CPUS; cpu++) {
+		struct js_freq_saved s;
+
+		if (js_freq_saved_read(state, cpu, &s) < 0)
+			continue;
+		printf("cpu%d governor=%s min_khz=%u max_khz=%u setspeed_khz=%u\n", cpu,
+		       s.governor, s.min_khz, s.max_khz, s.setspeed_khz);
+		n++;
+	}
+	if (!n)
+		printf("no saved CPU frequencies in %s\n", state);
+	rc = js_journal_list(state, list_entry, NULL);
+	if (rc < 0) {
+		fprintf(stderr, PROG ": %s: %s\n", state, strerror(-rc));
+		return 1;
+	}
+	if (!rc)
+		printf("no uncore or GPU clock entries in %s\n", state);
+	return 0;
+}
+
 static int restore_gpus(const char *state, const struct js_gpu_opts *o, bool force)
 {
 	struct js_gpu_recovery r;
@@ -100,20 +151,8 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
-	if (list) {
-		for (int cpu = 0; cpu < JS_MAX_CPUS; cpu++) {
-			struct js_freq_saved s;
-
-			if (js_freq_saved_read(state, cpu, &s) < 0)
-				continue;
-			printf("cpu%d governor=%s min_khz=%u max_khz=%u setspeed_khz=%u\n", cpu,
-			       s.governor, s.min_khz, s.max_khz, s.setspeed_khz);
-			n++;
-		}
-		if (!n)
-			printf("no saved CPU frequencies in %s\n", state);
-		return 0;
-	}
+	if (list)
+		return list_journal(state);
 	/* Every kind of clock is put back even when another kind fails: a
 	 * failure is reported and makes the exit status 1, nothing more. */
 	int status = 0;

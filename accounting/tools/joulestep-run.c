@@ -43,6 +43,7 @@
 #include "joulestep/node.h"
 #include "joulestep/freq.h"
 #include "joulestep/gpu.h"
+#include "../src/sampler.h" /* js_mono_ns */
 
 #define PROG "joulestep-run"
 #define EXIT_USAGE 125 /* as env(1)/nice(1): our own failure, not the command's */
@@ -103,6 +104,70 @@ static int parse_long(const char *s, long lo, long hi, long *out)
 	return errno || *end || end == s || *out < lo || *out > hi ? -1 : 0;
 }
 
+/* One option (getopt_long's c and its argument) into o: 0, or -1 said why. */
+static int set_opt(struct opts *o, int c, char *arg)
+{
+	char *end;
+
+	switch (c) {
+	case 's': o->sysfs = arg; break;
+	case 'b': o->backend = arg; break;
+	case 'P': o->papi_components = arg; break;
+	case 'S': o->state = arg; break;
+	case 'j': o->json = true; break;
+	case 'g': o->gpus = true; o->gpu_select = arg; break;
+	case 'N': o->node = arg; break;
+	case 'L': o->gpu_lib = arg; break;
+	case 'B':
+		if (strcmp(arg, "nvml") && strcmp(arg, "amdsmi")) {
+			fprintf(stderr, PROG ": --gpu-backend must be nvml or amdsmi, not '%s'\n", arg);
+			return -1;
+		}
+		o->gpu_backend = arg;
+		break;
+	case 'M': o->phases = true; break;
+	case 'G':
+		if (parse_long(arg, 1, 10000, &o->gpu_sample_ms) < 0) {
+			fprintf(stderr, PROG ": --gpu-sample-ms must be an integer in 1..10000, not '%s'\n", arg);
+			return -1;
+		}
+		break;
+	case 'C':
+		if (parse_long(arg, 1, 100000, &o->gpu_io_mhz) < 0) {
+			fprintf(stderr, PROG ": --gpu-io-clock-mhz must be an integer in 1..100000 (MHz), not '%s'\n", arg);
+			return -1;
+		}
+		break;
+	case 'p':
+		errno = 0;
+		o->sample_ms = strtol(arg, &end, 10);
+		if (errno || *end || o->sample_ms < 1 || o->sample_ms > 3600000) {
+			fprintf(stderr, PROG ": --sample-ms must be an integer in 1..3600000, not '%s'\n", arg);
+			return -1;
+		}
+		break;
+	case 'r':
+		errno = 0;
+		o->freq_ratio = strtod(arg, &end);
+		if (errno || *end || !(o->freq_ratio > 0.0 && o->freq_ratio <= 1.0)) {
+			fprintf(stderr, PROG ": --freq-ratio must be a number in (0, 1], not '%s'\n", arg);
+			return -1;
+		}
+		break;
+	case 'k':
+		errno = 0;
+		o->freq_khz = strtol(arg, &end, 10);
+		if (errno || *end || o->freq_khz < 1 || o->freq_khz > 100000000) {
+			fprintf(stderr, PROG ": --freq-khz must be a positive integer (kHz), not '%s'\n", arg);
+			return -1;
+		}
+		break;
+	case 'h': usage(stdout); exit(0);
+	default: usage(stderr); return -1;
+	}
+	return 0;
+}
+
 static int parse_args(int argc, char **argv, struct opts *o)
 {
 	static const struct option lo[] = {
@@ -124,69 +189,13 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
-	char *end;
 	int c;
 
 	*o = (struct opts){.sysfs = "/sys", .state = "/var/lib/joulestep", .sample_ms = 1000,
 			   .gpu_sample_ms = 50};
-	while ((c = getopt_long(argc, argv, "+h", lo, NULL)) != -1) {
-		switch (c) {
-		case 's': o->sysfs = optarg; break;
-		case 'b': o->backend = optarg; break;
-		case 'P': o->papi_components = optarg; break;
-		case 'S': o->state = optarg; break;
-		case 'j': o->json = true; break;
-		case 'g': o->gpus = true; o->gpu_select = optarg; break;
-		case 'N': o->node = optarg; break;
-		case 'L': o->gpu_lib = optarg; break;
-		case 'B':
-			if (strcmp(optarg, "nvml") && strcmp(optarg, "amdsmi")) {
-				fprintf(stderr, PROG ": --gpu-backend must be nvml or amdsmi, not '%s'\n", optarg);
-				return -1;
-			}
-			o->gpu_backend = optarg;
-			break;
-		case 'M': o->phases = true; break;
-		case 'G':
-			if (parse_long(optarg, 1, 10000, &o->gpu_sample_ms) < 0) {
-				fprintf(stderr, PROG ": --gpu-sample-ms must be an integer in 1..10000, not '%s'\n", optarg);
-				return -1;
-			}
-			break;
-		case 'C':
-			if (parse_long(optarg, 1, 100000, &o->gpu_io_mhz) < 0) {
-				fprintf(stderr, PROG ": --gpu-io-clock-mhz must be an integer in 1..100000 (MHz), not '%s'\n", optarg);
-				return -1;
-			}
-			break;
-		case 'p':
-			errno = 0;
-			o->sample_ms = strtol(optarg, &end, 10);
-			if (errno || *end || o->sample_ms < 1 || o->sample_ms > 3600000) {
-				fprintf(stderr, PROG ": --sample-ms must be an integer in 1..3600000, not '%s'\n", optarg);
-				return -1;
-			}
-			break;
-		case 'r':
-			errno = 0;
-			o->freq_ratio = strtod(optarg, &end);
-			if (errno || *end || !(o->freq_ratio > 0.0 && o->freq_ratio <= 1.0)) {
-				fprintf(stderr, PROG ": --freq-ratio must be a number in (0, 1], not '%s'\n", optarg);
-				return -1;
-			}
-			break;
-		case 'k':
-			errno = 0;
-			o->freq_khz = strtol(optarg, &end, 10);
-			if (errno || *end || o->freq_khz < 1 || o->freq_khz > 100000000) {
-				fprintf(stderr, PROG ": --freq-khz must be a positive integer (kHz), not '%s'\n", optarg);
-				return -1;
-			}
-			break;
-		case 'h': usage(stdout); exit(0);
-		default: usage(stderr); return -1;
-		}
-	}
+	while ((c = getopt_long(argc, argv, "+h", lo, NULL)) != -1)
+		if (set_opt(o, c, optarg) < 0)
+			return -1;
 	if (o->freq_ratio > 0 && o->freq_khz > 0) {
 		fprintf(stderr, PROG ": give either --freq-ratio or --freq-khz, not both\n");
 		return -1;
@@ -312,6 +321,7 @@ struct meters {
 struct reading {
 	struct js_snapshot cpu;
 	struct js_gpu_snapshot gpu;
+	uint64_t gpu_ticket;            /* asked of the GPU meter, not yet in gpu */
 	struct js_node_snapshot node;
 };
 
@@ -321,29 +331,37 @@ struct span { /* what two readings give */
 	struct js_node_interval node;
 };
 
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
-
-/* A reading as of at (a CLOCK_MONOTONIC time, 0 = now). */
+/* A reading as of at (a CLOCK_MONOTONIC time, 0 = now). The GPUs' part is
+ * only asked for (a marker never waits for a GPU): gpu_settle fills it. */
 static void take_at(struct meters *ms, struct reading *r, uint64_t at)
 {
 	memset(r, 0, sizeof(*r));
 	if (ms->m)
 		js_meter_snapshot(ms->m, &r->cpu);
-	if (ms->gm)
-		js_gpu_meter_snapshot_at(ms->gm, at ? at : mono_ns(), &r->gpu);
+	if (ms->gm && js_gpu_meter_request(ms->gm, at ? at : js_mono_ns(), &r->gpu_ticket) < 0)
+		r->gpu_ticket = 0;
 	if (ms->nm)
 		js_node_meter_snapshot(ms->nm, &r->node);
+}
+
+/* Fill r's GPU figures once resolved (wait: until they are); false while not. */
+static bool gpu_settle(struct meters *ms, struct reading *r, bool wait)
+{
+	int rc;
+
+	if (!r->gpu_ticket)
+		return true;
+	rc = js_gpu_meter_result(ms->gm, r->gpu_ticket, wait, &r->gpu);
+	if (rc == -EAGAIN)
+		return false;
+	r->gpu_ticket = 0;
+	return true;
 }
 
 static void take(struct meters *ms, struct reading *r)
 {
 	take_at(ms, r, 0);
+	gpu_settle(ms, r, true);
 }
 
 static void span_of(const struct meters *ms, const struct reading *a, const struct reading *b,
@@ -450,6 +468,7 @@ struct phases {
 	pthread_t th;
 	struct phase_rec *v;
 	size_t n;
+	size_t settled;                 /* readings 0..settled-1 have their GPUs */
 	bool open;
 	unsigned bad_lines, lock_warned;
 	bool journaled[JS_MAX_GPUS];    /* a journal entry is ours              */
@@ -483,29 +502,30 @@ static bool valid_word(const char *s, size_t max, bool label)
 static void lower_gpus(struct phases *ph, struct phase_rec *p)
 {
 	struct js_gpus *g = ph->ms->g;
-	uint32_t max = (uint32_t)ph->o->gpu_io_mhz;
+	uint32_t max = (uint32_t)ph->o->gpu_io_mhz, lo[JS_MAX_GPUS], hi[JS_MAX_GPUS];
+	bool want[JS_MAX_GPUS];
+	int rc[JS_MAX_GPUS];
 
 	for (size_t i = 0; i < js_gpu_count(g); i++) {
-		const struct js_gpu_info *in = js_gpu_info(g, i);
-		uint32_t lo = in->min_sm_mhz;
-		int rc = js_gpu_journal_acquire(ph->o->state, in->uuid, 0);
+		uint32_t min = js_gpu_info(g, i)->min_sm_mhz;
 
-		if (rc < 0) {
+		want[i] = true;
+		lo[i] = min && min <= max ? min : max;
+		hi[i] = max;
+	}
+	/* every GPU in one pass of the journal; a refused lock leaves no entry */
+	js_gpu_lock_journaled_n(ph->o->state, g, want, lo, hi, rc);
+	for (size_t i = 0; i < js_gpu_count(g); i++) {
+		if (rc[i] < 0) {
 			if (!p->lock_error[0])
-				snprintf(p->lock_error, sizeof(p->lock_error),
-					 rc == -EBUSY ? "GPU %s: another live process holds it lowered"
-						      : "GPU %s: cannot journal its clocks in the state directory",
-					 in->uuid);
+				snprintf(p->lock_error, sizeof(p->lock_error), "GPU %s: %s",
+					 js_gpu_info(g, i)->uuid,
+					 rc[i] == -EBUSY ? "another live process holds it lowered"
+					 : js_gpu_last_error(g)[0] ? js_gpu_last_error(g)
+					 : "cannot journal its clocks in the state directory");
 			continue;
 		}
 		ph->journaled[i] = true;
-		rc = js_gpu_lock_mhz(g, i, lo && lo <= max ? lo : max, max);
-		if (rc < 0) {
-			js_gpu_unlock(g, i); /* a partial lock: back to the default */
-			if (!p->lock_error[0])
-				snprintf(p->lock_error, sizeof(p->lock_error), "%s", js_gpu_last_error(g));
-			continue;
-		}
 		p->lowered = true;
 		js_gpu_sm_clock_mhz(g, i, &p->sm_mhz[i]);
 	}
@@ -515,16 +535,34 @@ static void lower_gpus(struct phases *ph, struct phase_rec *p)
 
 static void restore_gpus(struct phases *ph)
 {
+	int rc[JS_MAX_GPUS];
+
+	js_gpu_unlock_journaled_n(ph->o->state, ph->ms->g, ph->journaled, rc);
 	for (size_t i = 0; i < js_gpu_count(ph->ms->g); i++) {
 		if (!ph->journaled[i])
 			continue;
-		if (js_gpu_unlock(ph->ms->g, i) < 0) {
+		if (rc[i] < 0) { /* the journal entry stays for joulestep-restore */
 			fprintf(stderr, PROG ": GPU %zu: cannot unlock its clocks: %s (run joulestep-restore)\n",
 				i, js_gpu_last_error(ph->ms->g));
-			continue; /* the journal entry stays for joulestep-restore */
+			continue;
 		}
-		js_gpu_journal_release(ph->o->state, js_gpu_info(ph->ms->g, i)->uuid);
 		ph->journaled[i] = false;
+	}
+}
+
+/* The phases' GPU figures resolved so far, in the order asked (reading
+ * 2k: phase k's start, 2k + 1: its end). */
+static void phases_settle(struct phases *ph, bool wait)
+{
+	while (ph->settled < 2 * ph->n) {
+		struct phase_rec *p = &ph->v[ph->settled / 2];
+		struct reading *r = ph->settled % 2 ? &p->b : &p->a;
+
+		if (ph->settled % 2 && ph->open && ph->settled / 2 == ph->n - 1)
+			return; /* the open phase's end is not asked yet */
+		if (!gpu_settle(ph->ms, r, wait))
+			return;
+		ph->settled++;
 	}
 }
 
@@ -535,6 +573,7 @@ static void phase_end(struct phases *ph, uint64_t arrival)
 	restore_gpus(ph);
 	take_at(ph->ms, &p->b, arrival);
 	ph->open = false;
+	phases_settle(ph, false);
 }
 
 /* "t=<CLOCK_MONOTONIC ns>" as the last word: the command's own time of the
@@ -586,6 +625,7 @@ static void phase_line(struct phases *ph, char *line, uint64_t arrival)
 	if (ph->o->gpu_io_mhz && io_kind(w[1]))
 		lower_gpus(ph, p);
 	take_at(ph->ms, &p->a, at);
+	phases_settle(ph, false);
 }
 
 static void *phase_reader(void *arg)
@@ -610,7 +650,7 @@ static void *phase_reader(void *arg)
 			break; /* every writer closed it */
 		have += r > 0 ? (size_t)r : 0;
 		buf[have] = '\0';
-		arrival = mono_ns();
+		arrival = js_mono_ns();
 		while ((nl = strchr(buf, '\n'))) {
 			*nl = '\0';
 			phase_line(ph, buf, arrival);
@@ -662,6 +702,7 @@ static void phases_finish(struct phases *ph)
 		ph->v[ph->n - 1].unterminated = true;
 		phase_end(ph, 0);
 	}
+	phases_settle(ph, true);
 }
 
 /* ---- report ------------------------------------------------------------------ */

@@ -605,3 +605,36 @@ def test_energy_report_shows_the_steps_gpus(gpu):
     m = re.search(rf"joulestep:   GPU {uuid0}: ([\d.]+) J\n", err)
     assert m and close(float(m.group(1)), truth_j), err
     assert re.search(rf"joulestep:   GPU {uuid1}: energy not shown \(split by MIG[^)]*\)", err), err
+
+
+def test_phases_handled_while_the_step_ends_get_their_gpu_energy(gpu):
+    """Markers queued at step end: the task sends 40 asynchronous write phases and exits
+    at once, so the step thread handles them while slurmstepd takes the step's final
+    readings. Every phase recorded has its GPU energy (those handled between the CPU's
+    final reading and the GPU's got none, with a wrong reason: the end flag and the GPU
+    reading were shared between the threads), and together they are within the step's."""
+    flood = gpu.root / "flood.py"
+    flood.write_text("import ctypes, sys\n"
+                     "lib = ctypes.CDLL(sys.argv[1])\n"
+                     "for _ in range(40):\n"
+                     "    lib.js_phase_begin(b'write', None)\n"
+                     "    lib.js_phase_end(ctypes.c_longlong(-1))\n")
+    flood.chmod(0o644)
+    client = gpu.c.public_path(REPO / "build" / "lib" / "libjoulestep-client.so")
+    script = f"""#!/bin/sh
+#SBATCH -n1 --gres=gpu:1
+srun -n1 --gres=gpu:1 sh -c '{gpu.gpu_cmd("load", 0, 0.5)}
+sleep 0.3
+python3 {flood} {client}'
+"""
+    job, _ = gpu.c.run_job(script, user=USER)
+    rec = spool.wait_records(gpu.spool, job, ["batch", "0"], gpu.c.logs)["0"]
+    phases = rec["phases"]
+    assert phases, rec["provenance"]
+    for p in phases:
+        g = p["gpus"][0]
+        assert g["energy_uj"] is not None and g["reason"] is None, (p["seq"], p)
+        assert p["energy_gpu_uj"] == g["energy_uj"]
+    step_uj = rec["gpus"][0]["energy_uj"]
+    assert step_uj is not None
+    assert sum(p["energy_gpu_uj"] for p in phases) <= step_uj

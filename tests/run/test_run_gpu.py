@@ -8,6 +8,7 @@ I/O phases it was asked to.
 """
 import json
 import os
+import pathlib
 import signal
 import subprocess
 import sys
@@ -312,3 +313,25 @@ def test_restore_unlocks_gpus_even_when_an_uncore_clock_cannot_be_put_back(tmp_p
     assert fakegpu.locks(root, 0)[-1][1:] == (0, 0)
     assert not (state / f"gpu-{uuid}").exists()
     assert (state / "uncore-package_00_die_00").exists()   # kept for the next try
+
+
+def test_restore_list_shows_every_kind_of_clock_entry(tmp_path, build_dir):
+    """--list shows the whole clock journal: CPU backups, uncore and GPU entries with
+    their owners (it showed the CPU backups alone)."""
+    state = tmp_path / "state"
+    state.mkdir(mode=0o700)
+    boot = pathlib.Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    (state / "cpu3.orig").write_text("cpu=3\ngovernor=performance\nmin_khz=800000\n"
+                                     f"max_khz=3000000\nsetspeed_khz=0\nboot_id={boot}\n")
+    (state / "uncore-package_00_die_00").write_text(f"4242 77 {boot} 800000 2400000\n")
+    (state / "gpu-GPU-abc").write_text(f"4343 88 {boot}\n")
+    r = subprocess.run([str(build_dir / "bin" / "joulestep-restore"), "--state", str(state),
+                        "--list"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert "cpu3 governor=performance min_khz=800000 max_khz=3000000" in r.stdout
+    assert f"uncore-package_00_die_00: owner pid 4242 (start 77, boot {boot}), saved 800000 2400000" \
+        in r.stdout
+    assert f"gpu-GPU-abc: owner pid 4343 (start 88, boot {boot})" in r.stdout
+    # listing changes nothing
+    assert sorted(p.name for p in state.iterdir()) == [
+        "cpu3.orig", "gpu-GPU-abc", "lock", "uncore-package_00_die_00"]

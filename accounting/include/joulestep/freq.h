@@ -234,6 +234,13 @@ int js_freq_saved_read(const char *state_dir, int cpu, struct js_freq_saved *out
 int js_freq_saved_format(const struct js_freq_saved *s, char *buf, size_t len);
 int js_freq_saved_parse(const char *buf, struct js_freq_saved *out);
 
+/* The uncore and GPU entries of the clock journal in state_dir (the CPU
+ * backups: js_freq_saved_read): fn(name, text) for each, name "uncore-<dom>"
+ * or "gpu-<uuid>", text its owner ("pid starttime boot_id") and the values
+ * it saved. Returns how many (0 when there is no journal) or -errno. */
+int js_journal_list(const char *state_dir, void (*fn)(const char *name, const char *text, void *arg),
+		    void *arg);
+
 #ifdef __cplusplus
 }
 #endif

@@ -79,16 +79,36 @@ int js_gpu_sm_clock_mhz(struct js_gpus *g, size_t i, uint32_t *mhz);
  * it to the driver's default (NVML cannot report an earlier lock: see
  * docs/design.md, "GPU clocks"). Root only on real hardware. */
 int js_gpu_lock_mhz(struct js_gpus *g, size_t i, uint32_t min_mhz, uint32_t max_mhz);
+/* Can GPU i's clock be locked at all with this library (AMD SMI: not
+ * implemented)? A GPU that cannot is never asked, nor journaled. */
+bool js_gpu_can_lock(struct js_gpus *g, size_t i);
 int js_gpu_unlock(struct js_gpus *g, size_t i);
 
 /* ---- the GPU clock journal (crash-safe restore) ------------------------- */
 
-/* In the CPU journal's state directory (joulestep/freq.h), one root-only
- * entry per locked GPU names its owner (pid, 0 = the caller). Acquire before
+/* In the clock journal's state directory (joulestep/freq.h), one root-only
+ * entry per locked GPU names its owner (pid, 0 = the caller; its start
+ * time and boot id). Acquire before
  * locking (-EBUSY when another live process holds the GPU lowered), release
  * after unlocking. */
 int js_gpu_journal_acquire(const char *state_dir, const char *uuid, int pid);
 int js_gpu_journal_release(const char *state_dir, const char *uuid);
+
+/* Journal GPU i, then lock its clock: 0, -ENOSYS for a GPU that cannot be
+ * locked (nothing written, nothing asked), -EBUSY (another live owner), or
+ * the lock's -errno. A refused lock is reset and its entry dropped: an
+ * entry exists only while a lock may be in force. */
+int js_gpu_lock_journaled(const char *state_dir, struct js_gpus *g, size_t i, uint32_t lo_mhz,
+			  uint32_t hi_mhz);
+/* Unlock GPU i, then drop its entry (kept when the unlock fails: the epilog
+ * and joulestep-restore retry). */
+int js_gpu_unlock_journaled(const char *state_dir, struct js_gpus *g, size_t i);
+/* The same for every GPU i with want[i], in one pass of the journal (a
+ * boundary changes all of a step's GPUs at once); rc[i]: each GPU's result
+ * (arrays of js_gpu_count(g)). */
+void js_gpu_lock_journaled_n(const char *state_dir, struct js_gpus *g, const bool *want,
+			     const uint32_t *lo_mhz, const uint32_t *hi_mhz, int *rc);
+void js_gpu_unlock_journaled_n(const char *state_dir, struct js_gpus *g, const bool *want, int *rc);
 
 struct js_gpu_recovery {
 	int entries, restored, busy, unknown, failed;
@@ -148,12 +168,22 @@ struct js_gpu_snapshot {
 
 int js_gpu_meter_start(struct js_gpus *g, uint64_t period_ns, bool start_thread,
 		       struct js_gpu_meter **out);
-/* The cumulative figures as of now. A counter's value is taken as of the
- * call: it is polled until its next update (NVML: ~10 ms), and the power
- * drawn since the call is taken off. */
+/* The GPUs' cumulative figures as of a CLOCK_MONOTONIC time (a phase
+ * boundary: now, or a moment ago), without waiting for any GPU: the meter's
+ * thread resolves each GPU's value there from its own readings around that
+ * time, taken afterwards (a counter moves every ~10-100 ms; each GPU is
+ * resolved within about two of its updates). The energies count from an
+ * arbitrary origin: only differences mean something. *ticket: for
+ * js_gpu_meter_result. 0 or -ENOMEM. */
+int js_gpu_meter_request(struct js_gpu_meter *m, uint64_t at_mono_ns, uint64_t *ticket);
+/* A request's figures, once: 0 (the ticket is then spent), -EAGAIN while it
+ * is not resolved yet (wait false; with wait true, until it is), -ENOENT
+ * for a ticket unknown or spent. */
+int js_gpu_meter_result(struct js_gpu_meter *m, uint64_t ticket, bool wait,
+			struct js_gpu_snapshot *out);
+/* request + result(wait): as of at_mono_ns (snapshot: now). Blocks until
+ * every GPU is resolved: for tools and the end of a step, never a marker. */
 int js_gpu_meter_snapshot(struct js_gpu_meter *m, struct js_gpu_snapshot *out);
-/* The same, as of an earlier CLOCK_MONOTONIC time (a marker's arrival, when
- * the clock was changed before the reading). */
 int js_gpu_meter_snapshot_at(struct js_gpu_meter *m, uint64_t at_mono_ns,
 			     struct js_gpu_snapshot *out);
 void js_gpu_meter_stop(struct js_gpu_meter *m);
