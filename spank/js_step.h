@@ -32,7 +32,7 @@
 #pragma weak slurm_info
 #pragma weak slurm_verbose
 
-#define JS_PLUGIN_VERSION "0.3.0"
+#define JS_PLUGIN_VERSION "0.4.0"
 #define JS_MAX_ERRORS 32
 #define JS_ERR_LEN 256
 #define JS_MAX_STEP_CPUS 256

@@ -12,7 +12,7 @@ It is imported on first use (it loads socket and threading, which the
 """
 import importlib as _importlib
 
-__version__ = "0.3.0"
+__version__ = "0.4.0"
 
 
 def __getattr__(name):
