@@ -171,6 +171,7 @@ def _sweep(cluster, sim):
     name = f"simtune-{secrets.token_hex(4)}"
     script = sim["root"] / "sweep.sh"
     cli("tune", "--freqs", ",".join(map(str, GRID)), "--reps", REPS, "--kind", "task",
+        "--min-ratio", "0.3",  # the plugstack's min_ratio above: every GRID clock allowed
         "--name", name, "--time", "00:10:00", "-o", script, "--",
         "python3", work, loops_for(WORK_CPU_S), db=sim["root"] / "unused.db")
     res, job = cluster.sbatch(script.read_text(), user=USER,
