@@ -9,7 +9,7 @@ from __future__ import annotations
 import configparser
 import os
 
-from . import db
+from .store import db
 from .store import JOB_GAP_HOURS
 
 # Paths are text here (os.path), not pathlib: `joulestep job` then starts

@@ -341,7 +341,7 @@ def diagnose(root: str = "/sys", do_write: bool = False,
 def records_lost(c) -> int | None:
     """Records the plugin could not write, as ingested into the database
     (lost.py); None when there is no readable database."""
-    from . import lost
+    from .store import lost
     return _from_store(c, lost.count)
 
 

@@ -60,10 +60,22 @@ def _incarnation_lines(runs: list, utc: bool) -> list[str]:
     return out
 
 
+#: the job's headline, by its energy_basis (jobsummary.py)
+_ENERGY_HEAD = {"estimated": "Energy (estimated: shared node) ",
+                "whole package": "Energy (whole packages of a shared node, not the "
+                                 "job's alone) "}
+
+
 def _shared_lines(steps: list) -> list[str]:
-    """The attributed figures of steps that shared their packages."""
+    """The attributed figures of steps that shared their packages, and the
+    whole packages' figures of steps whose neighbours are not known."""
     out = []
     for st in steps:
+        if st.get("energy_basis") == "whole package":
+            out += _wrap(f"Shared node, step {st['step_id']} on {st['node']}: whole "
+                         f"package figure, {num(st['energy_total_j'])} J "
+                         f"({st['package_cpus']} were the job's; the other jobs on "
+                         "it are not in the store): not this job's energy alone")
         if st.get("energy_basis") == "estimated":
             out += _wrap(f"Shared node, step {st['step_id']} on {st['node']}: estimated "
                          f"{num(st['estimated_energy_total_j'])} J (CPU "
@@ -74,6 +86,21 @@ def _shared_lines(steps: list) -> list[str]:
 
 
 def job_text(s: dict, utc: bool = False) -> str:
+    """`joulestep job`'s text: the job's header and totals, its steps, their
+    phases, then the notes and caveats."""
+    lines = _job_head_lines(s, utc)
+    runs = s.get("incarnations") or []
+    if len(runs) > 1:
+        lines += _incarnation_lines(runs, utc)
+    lines.append("")
+    lines += _job_step_lines(s, len(runs) > 1)
+    lines += _job_phase_lines(s)
+    lines += _job_note_lines(s)
+    return "\n".join(lines) + "\n"
+
+
+def _job_head_lines(s: dict, utc: bool) -> list[str]:
+    """The job, its totals, and what they include or leave out."""
     j, site, t = s["job"], s["site"], s["totals"]
     cur = site["currency"]
     tags = " ".join(f"{k}={v}" for k, v in j["tags"].items())
@@ -86,8 +113,7 @@ def job_text(s: dict, utc: bool = False) -> str:
          f"First seen {local_time(j['first_seen'], utc)}")
         + (f"; tags: {tags}" if tags else ""),
         "",
-        ("Energy (estimated: shared node) " if t.get("energy_basis") == "estimated"
-         else "Energy ")
+        _ENERGY_HEAD.get(t.get("energy_basis"), "Energy ")
         + f"{num(t['energy_total_j'])} J (CPU {num(t['energy_cpu_j'])} J, "
         + (f"DRAM {num(t['energy_dram_j'])} J" if not t.get("dram_not_measured")
            else "DRAM not measured")
@@ -117,15 +143,16 @@ def job_text(s: dict, utc: bool = False) -> str:
                                       if st.get("saving_note"))) or \
             "no fitted power model; see `joulestep model dvfs --save`"
         lines += _wrap(f"Saving vs original clock: not estimated ({why})")
-    runs = s.get("incarnations") or []
-    if len(runs) > 1:
-        lines += _incarnation_lines(runs, utc)
-    lines.append("")
-    rows = []
+    return lines
+
+
+def _job_step_lines(s: dict, requeued: bool) -> list[str]:
+    """The steps' table and the lines about single steps."""
+    rows, lines = [], []
     for st in s["steps"]:
         name = st["step_id"] if not st["het_component"] else \
             f"{st['step_id']}+{st['het_component']}"
-        if len(runs) > 1:       # which run of the requeued job
+        if requeued:       # which run of the requeued job
             name += f"#{st['incarnation']}"
         rows.append([name, st["node"], st["policy"] or "-",
                      num(st["duration_s"]), num(st["energy_cpu_j"]),
@@ -164,6 +191,12 @@ def job_text(s: dict, utc: bool = False) -> str:
     if any(st.get("dram_not_measured") for st in s["steps"]):
         lines.append("(n/m: DRAM not measured, no dram zone on the node; TOTAL_J is "
                      "the CPU's)")
+    return lines
+
+
+def _job_phase_lines(s: dict) -> list[str]:
+    """A table of each step's phases, and the phases shown without energy."""
+    lines = []
     for st in s["steps"]:
         if not st["phases"]:
             continue
@@ -190,6 +223,12 @@ def job_text(s: dict, utc: bool = False) -> str:
             lines += _wrap(f"- step {st['step_id']} on {st['node']}: "
                            f"{_phase_name(p)} (seq {p['seq']}): {p['energy_note']}",
                            "  ")
+    return lines
+
+
+def _job_note_lines(s: dict) -> list[str]:
+    """Nested phases, the what-if, steps inside steps, caveats, the scope."""
+    lines = []
     lines += _nested_phase_notes(s["steps"])
     if s.get("what_if"):
         lines += [""] + whatif_job_lines(s["what_if"])
@@ -207,7 +246,9 @@ def job_text(s: dict, utc: bool = False) -> str:
             lines += _wrap(f"- {c}", "  ")
     lines += [""] + _wrap(s["scope_note"] + ". Per-phase kWh, CO2 and cost: "
                           "--format json or csv.")
-    return "\n".join(lines) + "\n"
+    return lines
+
+
 
 
 def _saving_legend(steps: list) -> list[str]:
@@ -287,8 +328,9 @@ def report_text(r: dict, utc: bool = False) -> str:
     lines = [
         f"Energy report by {r['by']}, {span}"
         + (f", cluster {r['cluster']}" if r["cluster"] else ""),
-        ("Total (estimated: shared nodes) " if t.get("energy_basis") == "estimated"
-         else "Total ")
+        {"estimated": "Total (estimated: shared nodes) ",
+         "whole package": "Total (whole packages of shared nodes on some steps) "}.get(
+            t.get("energy_basis"), "Total ")
         + f"{num(t['energy_total_j'])} J = {energy_text(t['kwh'])}, "
         f"{co2_text(t['co2_g'])} CO2, {money_text(t['cost'], r['currency'])}",
         f"Total includes {t['total_includes']}"

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import click
 
-from ..cli import Ctx, _period, _tuned, emit, query_options, tuned_option
+from ..options import Ctx, period, tuned_policy, emit, query_options, tuned_option
 
 
 @click.command()
@@ -40,9 +40,9 @@ def report(c: Ctx, since, until, by, top, cluster, what_if, tuned_path):
     """
     from .. import report as rep
     s = c.settings()
-    since_ns, until_ns = _period(since, until)
+    since_ns, until_ns = period(since, until)
     if what_if:
-        return _what_if_report(c, what_if, _tuned(tuned_path), by, top,
+        return _what_if_report(c, what_if, tuned_policy(tuned_path), by, top,
                                since_ns, until_ns, cluster or s.cluster)
     conn = c.connect()
     try:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sqlite3  # noqa: F401  (callers catch store.sqlite3 errors)
 
-from .. import db  # noqa: F401
+from . import db  # noqa: F401
 from .engines import (SQL_DIR, StoreError, connect, latest_version,  # noqa: F401
                       migrate, migrations, _pg_version)
 from .ingest import (BATCH_RECORDS, CONFLICT, IN_CHUNK, JOB_GAP_HOURS,  # noqa: F401
