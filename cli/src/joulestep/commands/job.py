@@ -53,7 +53,9 @@ def job(c: Ctx, jobid, cluster, first_seen, submit_ns, tuned_path, user_view,
     with its own energy but added to the job's total once (docs/cli.md,
     steps inside other steps); so is a phase inside another phase.  kWh,
     CO2 and cost cover CPU + DRAM (RAPL), or the whole node when the site
-    sets node_overhead_w or node_factor; the output says which.  Who cannot
+    sets node_overhead_w or node_factor, plus the GPUs' measured energy
+    where a total includes it: every figure on a line is of that line's
+    total, and the output says what it includes.  Who cannot
     write the database (not an admin) sees energies rounded to the
     counter's resolution and none for steps and phases shorter than
     min_phase_ms (docs/security.md, "Threat model: RAPL side channels").
