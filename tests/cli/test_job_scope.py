@@ -112,6 +112,12 @@ def test_step_line_in_text_is_one_energy(job5001):
     assert float(cell["AVG_W"]) == pytest.approx(want / 10, rel=1e-3)
     assert float(cell["WH"]) == pytest.approx(want / 3600, rel=1e-2)
     assert "GPU" in " ".join(text.split()[-40:])       # the footer names the GPUs
+    phead = next(ln.split() for ln in text.splitlines() if ln.split()[:1] == ["SEQ"])
+    prow = next(ln.split() for ln in text.splitlines()
+                if ln.split()[:2] == ["0", "checkpoint"])
+    cell = dict(zip(phead, prow))
+    assert float(cell["TOTAL_J"]) == pytest.approx(10 + 2 + 40 + 10)
+    assert float(cell["AVG_W"]) == pytest.approx((10 + 2 + 40 + 10) / 3, rel=1e-2)
 
 
 def test_csv_and_json_agree(job5001):

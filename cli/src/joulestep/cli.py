@@ -24,7 +24,6 @@ import gc
 _GC_WAS_ENABLED = gc.isenabled()
 gc.disable()
 
-import functools  # noqa: E402
 import importlib  # noqa: E402
 import sys  # noqa: E402
 

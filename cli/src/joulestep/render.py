@@ -207,13 +207,13 @@ def _job_phase_lines(s: dict) -> list[str]:
                 f":{p['label']}" if p["label"] else "")
             rows.append([str(p["seq"]), kind, num(p["duration_s"]),
                          num(p["energy_cpu_j"]), _dram(st, p["energy_dram_j"]),
-                         num(p["avg_power_w"]),
+                         num(p["energy_total_j"]), num(p["avg_power_w"]),
                          num(None if p["bytes"] is None else p["bytes"] / 2**30),
                          num(p["gib_per_s"]), num(p["j_per_gib"]),
                          num(p["freq_mhz"]), _saving(p)])
-        lines.append(table(["SEQ", "PHASE", "TIME_S", "CPU_J", "DRAM_J", "AVG_W",
-                            "GIB", "GIB/S", "J/GIB", "MHZ", "SAVING"], rows,
-                           right={0, 2, 3, 4, 5, 6, 7, 8, 9, 10}))
+        lines.append(table(["SEQ", "PHASE", "TIME_S", "CPU_J", "DRAM_J", "TOTAL_J",
+                            "AVG_W", "GIB", "GIB/S", "J/GIB", "MHZ", "SAVING"], rows,
+                           right={0, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}))
     hidden = [(st, p) for st in s["steps"] for p in st["phases"]
               if p.get("energy_note")]
     if hidden:
