@@ -114,3 +114,21 @@ def test_exporter_sums_a_site(site, db):
     got = sum(float(ln.split()[-1]) for ln in text.splitlines()
               if ln.startswith("joulestep_energy_joules_total{"))
     assert got == pytest.approx(TOTAL_UJ / J, rel=1e-12)
+
+
+def test_compare_sums_a_site(site):
+    """compare's figures over the site's runs (pandas) are right: per run
+    (a job), its CPU + DRAM and its GPUs, the mean over the runs."""
+    r = jrun(site, "compare", "--by", "partition", "--what", "io")
+    (row,) = r["table"]
+    runs: dict = {}
+    for x in RECORDS:
+        st = x["step"]
+        a = runs.setdefault(x["job"]["job_id"], [0, 0])
+        a[0] += st["energy_cpu_uj"] + st["energy_dram_uj"]
+        a[1] += st["energy_gpu_uj"]
+    assert row["runs"] == JOBS
+    assert row["energy_j"] == pytest.approx(sum(v[0] for v in runs.values()) / JOBS / J,
+                                            rel=1e-12)
+    assert row["gpu_j"] == pytest.approx(sum(v[1] for v in runs.values()) / JOBS / J,
+                                         rel=1e-12)
