@@ -4,6 +4,12 @@
 - records.py: the record schema (declared once) and the one checker;
 - ingest.py: batches, job identity, nesting, job totals, copies of a step;
 - spool.py: spool files, the quarantine, lost documents, ingesting paths.
+- db.py: the two engines behind one connection interface;
+- the read side, every query the CLI runs, rows and no figures:
+  read_jobs.py (one job; a user's jobs), read_report.py (a period's sums
+  per group), read_sharing.py (shared-node inputs and estimates),
+  read_frames.py (DataFrames, tables), read_exporter.py, read_slurm.py,
+  lost.py (lost records); schema.py: sql/schema.sql.
 
 The names callers use are re-exported here.
 """
