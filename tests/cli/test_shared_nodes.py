@@ -162,3 +162,28 @@ def test_per_cpu_cgroup_time_splits_a_step_over_two_packages(run, tmp_path):
     assert abs(e1 - 100) < 1e-3 and abs(e2 - 60) < 1e-3, (e1, e2)
     o1, o2 = energies(False, (23, 24), "n3")
     assert abs(o1 - (50 + 20)) < 1e-3 and abs(o2 - 40) < 1e-3, (o1, o2)
+
+
+def test_a_whole_package_alone_in_the_store_is_never_called_measured(run, tmp_path):
+    """Job 1 had 2 of the package's 4 CPUs; its neighbours are not in the
+    store (not ingested yet, or another user's under row-level security):
+    its figure is the whole package's, and says so on the line."""
+    spool = tmp_path / "spool"
+    recgen.write(spool, rec(1, 300, 2, 20, 34))
+    run("ingest", spool)
+    e = P0 * 10 + PB * 34
+    d = jrun(run, "job", 1)
+    t, st = d["totals"], d["steps"][0]
+    assert t["energy_cpu_j"] == e                     # the package's figure
+    assert t["energy_basis"] == "whole package" != "measured"
+    assert st["energy_basis"] == "whole package" and st["sharing"] == "partial"
+    assert any("2 of 4 CPUs" in c and "whole package" in c for c in d["caveats"])
+    text = run("job", 1).stdout
+    head = next(ln for ln in text.splitlines() if ln.startswith("Energy"))
+    assert "whole package" in head, text
+    step_line = next(ln for ln in text.splitlines() if "step 0 on n1" in ln
+                     and "Shared node" in ln)
+    assert "whole package" in step_line and "2 of 4 CPUs" in step_line
+    assert "measured" not in head
+    r = jrun(run, "report", "--by", "user", "--since", "2000-01-01")
+    assert r["totals"]["energy_basis"] != "measured"

@@ -146,7 +146,8 @@ def one_attempt(cluster, sim, db):
             fakehw.package_idle_w(
             str(sim["hw"])) * st["duration_ns"] / 1e3 * pk["step_cpus"] / den
         errs[j] = est[j] / truth - 1
-    from joulestep import sharing, store
+    from joulestep import store
+    from joulestep.store import read_sharing as sharing
     with store.connect(db) as conn:
         node = conn.execute("SELECT node_pk FROM nodes").fetchone()[0]
         p0 = sharing.static_w(conn, node)

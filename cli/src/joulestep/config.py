@@ -10,7 +10,7 @@ import configparser
 import os
 import re
 
-from . import db
+from .store import db
 from .store import JOB_GAP_HOURS
 
 # Paths are text here (os.path), not pathlib: `joulestep job` then starts

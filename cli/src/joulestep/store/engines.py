@@ -12,7 +12,7 @@ import os
 import sqlite3
 from typing import TYPE_CHECKING, Iterator
 
-from .. import db
+from . import db
 
 if TYPE_CHECKING:
     import pathlib
@@ -262,3 +262,10 @@ def _connect_pg(url: str):
             from None
     return conn
 
+
+
+def may_insert_steps(conn) -> bool:
+    """Whether the PostgreSQL role of conn may insert steps (an admin's or
+    an ingester's; a reader's may not)."""
+    row = conn.execute("SELECT has_table_privilege('steps', 'INSERT')").fetchone()
+    return bool(row and row[0])
