@@ -39,8 +39,9 @@ def amd(rec, version=2):
     return rec
 
 
-def _phases():
-    return [recgen.phase(0, "compute", 1, 4, 40, 8), recgen.phase(1, "write", 5, 2, 10, 2)]
+def _phases(t0=recgen.T0):
+    return [recgen.phase(0, "compute", 1, 4, 40, 8, t0=t0),
+            recgen.phase(1, "write", 5, 2, 10, 2, t0=t0)]
 
 
 def test_job_says_not_measured_and_never_adds_it(run, tmp_path):
@@ -48,7 +49,7 @@ def test_job_says_not_measured_and_never_adds_it(run, tmp_path):
     # one job: step 0 on an Intel node (DRAM 20 J), step 1 on an AMD node
     intel = recgen.record(42, "0", "node01", cpu_j=100, dram_j=20, phases=_phases())
     a = amd(recgen.record(42, "1", "amd01", start_s=12, cpu_j=70, dram_j=0,
-                          phases=_phases()))
+                          phases=_phases(recgen.T0 + 11 * recgen.S)))
     for r in (intel, a):
         recgen.write(spool, r)
     run("ingest", spool)

@@ -95,12 +95,14 @@ def peer_pg(two_users):
 
 def _records(a: str, b: str) -> list[dict]:
     """a: jobs 101 (two steps, phases) and 102; b: job 201 (tagged)."""
-    ph = [recgen.phase(0, "compute", 1, 4, 40, 8), recgen.phase(1, "write", 5, 2, 10, 2)]
-    return [recgen.record(101, "0", "n1", user=a, phases=ph),
+    def ph(t0=recgen.T0):
+        return [recgen.phase(0, "compute", 1, 4, 40, 8, t0=t0),
+                recgen.phase(1, "write", 5, 2, 10, 2, t0=t0)]
+    return [recgen.record(101, "0", "n1", user=a, phases=ph()),
             recgen.record(101, "1", "n1", user=a, start_s=12),
             recgen.record(102, "0", "n2", user=a, submit_s=100, start_s=101),
             recgen.record(201, "0", "n1", user=b, start_s=30, tags={"approach": "x"},
-                          phases=ph)]
+                          phases=ph(recgen.T0 + 29 * recgen.S))]
 
 
 COUNTS = ("SELECT (SELECT count(*) FROM jobs), (SELECT count(*) FROM steps), "
