@@ -18,7 +18,8 @@ from pkgtest import REPO, hooks_dir_for, repo_docs, repo_hooks, repo_manpages
 SPEC = REPO / "packaging" / "rpm" / "joulestep.spec"
 RHEL = {"_prefix": "/usr", "_libdir": "/usr/lib64", "_bindir": "/usr/bin",
         "_includedir": "/usr/include", "_mandir": "/usr/share/man",
-        "_docdir": "/usr/share/doc", "_unitdir": "/usr/lib/systemd/system"}
+        "_docdir": "/usr/share/doc", "_unitdir": "/usr/lib/systemd/system",
+        "python3_sitelib": "/usr/lib/python3.9/site-packages"}
 PLUGIN_DIR = "/usr/lib64/slurm"
 
 
@@ -75,7 +76,12 @@ def test_rpm_check_builds_the_source_rpm(repo, version):
 def test_files_lists_match_make_install(repo, build_dir, tmp_path):
     text = parsed("--define", "slurm_version 23.11")
     sec = files_sections(text)
-    assert set(sec) == {"", "libs", "devel", "cli"}
+    assert set(sec) == {"", "libs", "devel", "cli", "marker"}
+    # the Python markers: the CLI's two modules, in joulestep-marker only
+    marker = sec.pop("marker")[0]
+    assert sorted(pathlib.PurePath(e).name for e in marker) == [
+        "__init__.*", "__init__.py", "phase.*", "phase.py"], marker
+    assert re.search(r"^Requires:\s+joulestep-marker = ", text, re.M)
     # everything `make install` installs with RHEL's paths is in exactly one package
     dest = tmp_path / "root"
     sh("make", "-s", "-C", repo, "install", f"DESTDIR={dest}", "PREFIX=/usr", "LIBDIR=/usr/lib64",
