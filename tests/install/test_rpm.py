@@ -19,7 +19,8 @@ SPEC = REPO / "packaging" / "rpm" / "joulestep.spec"
 RHEL = {"_prefix": "/usr", "_libdir": "/usr/lib64", "_bindir": "/usr/bin",
         "_includedir": "/usr/include", "_mandir": "/usr/share/man",
         "_docdir": "/usr/share/doc", "_unitdir": "/usr/lib/systemd/system",
-        "python3_sitelib": "/usr/lib/python3.9/site-packages"}
+        "python3_sitelib": "/usr/lib/python3.9/site-packages",
+        "_sysusersdir": "/usr/lib/sysusers.d"}
 PLUGIN_DIR = "/usr/lib64/slurm"
 
 
@@ -98,6 +99,7 @@ def test_files_lists_match_make_install(repo, build_dir, tmp_path):
     # ... and every entry names something: make install's files, or the CLI's own
     units = {f"{RHEL['_unitdir']}/{u.name}" for u in (REPO / "etc" / "systemd").iterdir()}
     cli_own = units | {"/usr/bin/joulestep", "/usr/bin/joulestep-mail",
+                       "/usr/lib/sysusers.d/joulestep.conf",
                        "/usr/share/man/man1/joulestep.1"}
     for pkg, (paths, _) in sec.items():
         for e in paths:

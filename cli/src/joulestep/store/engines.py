@@ -175,11 +175,42 @@ def _migrate_pg(conn) -> int:
     return latest
 
 
+def _create_private(p: str, group: str | None) -> None:
+    """A new, empty SQLite file (a valid empty database): mode 0600, or
+    0640 and this group (docs/security.md, "Who reads the store"), whatever
+    the umask.  SQLite gives its journal the database's mode."""
+    gid = None
+    if group is not None:
+        import grp
+        try:
+            gid = grp.getgrnam(group).gr_gid
+        except KeyError:
+            raise StoreError(f"[paths] db_group: no group {group!r} on this "
+                             "host") from None
+    try:
+        fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC |
+                     os.O_NOFOLLOW, 0o600)
+    except FileExistsError:
+        return      # made meanwhile by another ingest: its mode stands
+    except OSError as e:
+        raise StoreError(f"cannot create {p}: {e.strerror}") from None
+    try:
+        if gid is not None:
+            os.fchown(fd, -1, gid)
+        os.fchmod(fd, 0o600 if gid is None else 0o640)
+    except OSError as e:
+        os.close(fd)
+        os.unlink(p)
+        raise StoreError(f"cannot give {p} group {group!r}: {e.strerror}") from None
+    os.close(fd)
+
+
 def connect(path: str | os.PathLike, *, write: bool = True,
-            create: bool = True):
+            create: bool = True, group: str | None = None):
     """Open (and if needed create and migrate) a joulestep database: a
     SQLite file, or a PostgreSQL database named by a ``postgresql://`` URL
-    (db.py: the one dialect seam).
+    (db.py: the one dialect seam).  A new SQLite file is created 0600, or
+    0640 with ``group`` (the config's ``[paths] db_group``).
 
     The connection is in autocommit mode (``isolation_level=None``); callers
     open their own transactions.  Foreign keys are on.
@@ -196,6 +227,7 @@ def connect(path: str | os.PathLike, *, write: bool = True,
             os.makedirs(parent, exist_ok=True)
         except OSError as e:
             raise StoreError(f"cannot create {parent}: {e.strerror}") from None
+        _create_private(p, group)
     can_write = p == ":memory:" or (os.access(p, os.W_OK) if os.path.exists(p) else True)
     try:
         if not can_write and write:
