@@ -136,6 +136,10 @@ def _pg_version(conn) -> int:
     return row[0] if row else 0
 
 
+#: the migration that gave users' own PostgreSQL roles their views
+USER_VIEWS_VERSION = 17
+
+
 def _migrate_pg(conn) -> int:
     """The same migration files as SQLite, through db.pg_ddl, in one
     transaction under an advisory lock (ingesters on many nodes may open a
@@ -168,6 +172,10 @@ def _migrate_pg(conn) -> int:
                         conn.execute(db.pg_ddl(stmt))
             if _pg_version(conn) != num:
                 raise StoreError(f"{path.name} did not set the version to {num}")
+        if latest >= USER_VIEWS_VERSION:
+            # users' own roles read views made from the tables as they are now
+            from . import userviews
+            userviews.refresh(conn)
         conn.execute("COMMIT")
     except BaseException:
         conn.execute("ROLLBACK")
@@ -278,6 +286,8 @@ def _connect_pg(url: str):
         raise StoreError(f"cannot open database {db.redact(url)}: "
                          f"{str(e).strip()}") from None
     try:
+        from . import userviews
+        userviews.search_path(conn)     # a user's own role: its views first
         v = _pg_version(conn)
         if v > latest_version():
             raise StoreError(f"database {db.redact(url)} has schema version {v}, "
