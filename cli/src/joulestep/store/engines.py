@@ -89,8 +89,7 @@ def _migrate_sqlite(conn: sqlite3.Connection) -> int:
     latest = latest_version()
     v = conn.execute("PRAGMA user_version").fetchone()[0]
     if v > latest:
-        raise StoreError(f"database schema version {v} is newer than this "
-                         f"joulestep understands ({latest}); upgrade joulestep")
+        raise newer_schema("", v)
     if v == latest:
         return v
     fk = conn.execute("PRAGMA foreign_keys").fetchone()[0]
@@ -136,6 +135,19 @@ def _pg_version(conn) -> int:
     return row[0] if row else 0
 
 
+def newer_schema(where: str, v: int) -> StoreError:
+    """The refusal of a store whose schema is newer than this joulestep
+    (another host's newer release migrated it): what to do, on one line.
+    Refused rather than read: an older release cannot know what a newer
+    migration changed (docs/admin-guide.md, "Upgrading")."""
+    return StoreError(
+        f"database {where + ' ' if where else ''}has schema version {v}, newer than this joulestep "
+        f"({latest_version()}): upgrade joulestep on this host to the release "
+        "that migrated it; until then records stay in the spool, untouched, "
+        "and the next ingest after the upgrade loads them (docs/admin-guide.md, "
+        "\"Upgrading\")")
+
+
 #: the migration that gave users' own PostgreSQL roles their views
 USER_VIEWS_VERSION = 17
 
@@ -154,8 +166,7 @@ def _migrate_pg(conn) -> int:
             conn.execute("INSERT INTO joulestep_schema (version) VALUES (0)")
         v = _pg_version(conn)
         if v > latest:
-            raise StoreError(f"database schema version {v} is newer than this "
-                             f"joulestep understands ({latest}); upgrade joulestep")
+            raise newer_schema("", v)
         for num, path in migrations():
             if num <= v:
                 continue
@@ -262,8 +273,7 @@ def connect(path: str | os.PathLike, *, write: bool = True,
             raise
     elif v > latest:
         conn.close()
-        raise StoreError(f"database {p} has schema version {v}, newer than "
-                         f"this joulestep ({latest}); upgrade joulestep")
+        raise newer_schema(p, v)
     else:
         try:   # prepared, not run: costs microseconds
             conn.execute("SELECT counted_total_uj FROM steps LIMIT 0")
@@ -290,9 +300,7 @@ def _connect_pg(url: str):
         userviews.search_path(conn)     # a user's own role: its views first
         v = _pg_version(conn)
         if v > latest_version():
-            raise StoreError(f"database {db.redact(url)} has schema version {v}, "
-                             f"newer than this joulestep ({latest_version()}); "
-                             "upgrade joulestep")
+            raise newer_schema(db.redact(url), v)
         if v < latest_version():
             migrate(conn)
     except StoreError:
