@@ -1,5 +1,5 @@
 -- joulestep schema, migration 017: what a user's own PostgreSQL role reads
--- (docs/security.md, "Who reads the store"; docs/admin-guide.md, "Users'
+-- (docs/security.md, "Who sees which jobs (the store)"; docs/admin-guide.md, "Users'
 -- own roles (PostgreSQL)").
 --
 -- A user's role gets no grant on the tables: it reads views of the same

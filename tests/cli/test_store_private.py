@@ -1,4 +1,4 @@
-"""Private by default (docs/security.md, "Who reads the store"): a new SQLite
+"""Private by default (docs/security.md, "Who sees which jobs (the store)"): a new SQLite
 store is created 0600, whatever the umask, or 0640 with the group the
 admin names ([paths] db_group); the systemd units set UMask=0077; the
 exporter runs as its own system user with the credentials it needs.

@@ -196,7 +196,7 @@ def _migrate_pg(conn) -> int:
 
 def _create_private(p: str, group: str | None) -> None:
     """A new, empty SQLite file (a valid empty database): mode 0600, or
-    0640 and this group (docs/security.md, "Who reads the store"), whatever
+    0640 and this group (docs/security.md, "Who sees which jobs (the store)"), whatever
     the umask.  SQLite gives its journal the database's mode."""
     gid = None
     if group is not None:

@@ -1,5 +1,5 @@
 """What a user's own PostgreSQL role reads: views in the schema
-``joulestep_user`` (docs/security.md, "Who reads the store"; docs/design.md,
+``joulestep_user`` (docs/security.md, "Who sees which jobs (the store)"; docs/design.md,
 "The user view in the database").
 
 A user's role has no grant on the tables.  It reads views named as the
