@@ -16,4 +16,16 @@
 -- SQLite the file's mode decides who reads the store, and this migration
 -- only sets the version.
 
+-- step_shares: the estimated share of a shared-node step (its CPU and
+-- DRAM energy, and whether the node was shared), stored by ingest for the
+-- users' roles, which cannot see the neighbours the estimate needs
+-- (cli/src/joulestep/store/shares.py).  On SQLite it is filled the same way
+-- and read by nothing yet.
+CREATE TABLE step_shares (
+    step_pk     INTEGER NOT NULL PRIMARY KEY REFERENCES steps (step_pk) ON DELETE CASCADE,
+    cpu_uj      BIGINT CHECK (cpu_uj >= 0),
+    dram_uj     BIGINT CHECK (dram_uj >= 0),
+    sharing     TEXT NOT NULL
+);
+
 PRAGMA user_version = 17;

@@ -281,3 +281,62 @@ def test_a_users_role_reads_rounded_figures_through_views(two_users, peer_pg):
                   for p in x.get("phases", [])]) for x in s["steps"]]
     assert figures(mine) == figures(admin), (figures(mine), figures(admin))
     assert figures(mine)[0][1] == cpu / 1e6
+
+
+# --------------------------------------- a shared node: the user's own share
+P0, PB = 12, 14         # the package: 12 W idle + 14 W per busy CPU (4 CPUs)
+
+
+def _shared_rec(job_id, user, start_s, step_cpus, cpu_s, busy_s, dur_s=10):
+    e = P0 * dur_s + PB * busy_s
+    r = recgen.record(job_id=job_id, node="n1", user=user, start_s=start_s, dur_s=dur_s,
+                      cpu_j=e, dram_j=10, exclusive=False, ncpus=step_cpus,
+                      first_seen_s=start_s - 1)
+    r["zones"] = [{"name": "package-0", "id": "intel-rapl:0", "kind": "package",
+                   "energy_uj": e * recgen.J, "wraps": 0},
+                  {"name": "dram", "id": "intel-rapl:0:0", "kind": "dram",
+                   "energy_uj": 10 * recgen.J, "wraps": 0}]
+    r["step"]["cpu_time_ns"] = int(cpu_s * recgen.S)
+    r["packages"] = [{"package": 0, "cpus": 4, "step_cpus": step_cpus,
+                      "busy_ns": int(busy_s * recgen.S), "total_ns": 4 * dur_s * recgen.S}]
+    r["provenance"].update(min_phase_ns=MIN_PHASE_NS, energy_resolution_uj=RES_UJ)
+    return r
+
+
+def test_a_users_role_reads_its_shared_node_share_without_its_neighbours(
+        two_users, peer_pg, tmp_path, repo):
+    """Two users' jobs on one package at once (a: 2 CPUs, 20 CPU-s; b: 1 CPU,
+    10 CPU-s; the package busy 34 CPU-s): `joulestep ingest` (the owner)
+    stores each job's estimated share; a's role reads its own share, by the
+    rule worked out here (static part by CPUs, the rest by CPU time), not
+    the whole package and not b's row nor b's inputs."""
+    a, b = two_users
+    pg = peer_pg
+    pg.sql("CREATE DATABASE js3 OWNER jsingest TEMPLATE template0")
+    spool = tmp_path / "spool"
+    for r in (_shared_rec(10, a.pw_name, 100, 4, 4, 4), _shared_rec(11, a.pw_name, 200, 4, 36, 36),
+              _shared_rec(1, a.pw_name, 300, 2, 20, 34), _shared_rec(2, b.pw_name, 300, 1, 10, 34)):
+        recgen.write(spool, r)
+    res = subprocess.run([str(repo / ".venv" / "bin" / "joulestep"), "--db",
+                          pg.url("js3", INGEST), "ingest", str(spool)],
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stdout + res.stderr
+    user_url = f"postgresql:///js3?host={pg.dir}&port={pg.port}"
+    q = ("import json, sys, psycopg\nc = psycopg.connect(sys.argv[1])\n"
+         "print(json.dumps([list(r) for r in c.execute(sys.argv[2]).fetchall()]))\n")
+    got = json.loads(_as_user(a, "-c", q, user_url,
+                              "SELECT j.job_id, x.cpu_uj, x.sharing FROM joulestep_user.step_shares x "
+                              "JOIN joulestep_user.steps s USING (step_pk) JOIN joulestep_user.jobs j "
+                              "USING (job_pk) ORDER BY j.job_id").stdout)
+    e = P0 * 10 + PB * 34
+    want = (P0 * 10 * 2 / 4 + (e - P0 * 10) * 20 / 34) * recgen.J
+    shared = [g for g in got if g[0] == 1]
+    assert len(shared) == 1 and shared[0][2] == "shared", got
+    assert abs(shared[0][1] - want) <= RES_UJ, (shared, want)      # rounded to 61 uJ
+    assert shared[0][1] % RES_UJ == 0 and shared[0][1] < e * recgen.J
+    assert {g[0] for g in got} <= {1, 10, 11}                       # b's job 2: not there
+    # nor b's inputs: a's role reads no package row, not even its own
+    assert json.loads(_as_user(a, "-c", q, user_url,
+                               "SELECT count(*) FROM joulestep_user.step_packages").stdout) == [[0]]
+    res = _as_user(a, "-c", q, user_url, "SELECT count(*) FROM public.step_shares", check=False)
+    assert res.returncode != 0 and "permission denied" in res.stderr

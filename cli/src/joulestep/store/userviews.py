@@ -40,8 +40,9 @@ OWN = {
     "steps": _MINE, "slurm_steps": _MINE,
     "phases": _MY_STEP, "step_tags": _MY_STEP, "step_gpus": _MY_STEP,
     "step_zones": _MY_STEP, "phase_gpus": _MY_STEP, "phase_ranks": _MY_STEP,
-    # a package's busy time is the neighbours' activity: none of it
-    "step_packages": "false",
+    # a package's busy time is the neighbours' activity: none of it; the
+    # estimate of the step's share, stored by ingest (shares.py), instead
+    "step_packages": "false", "step_shares": _MY_STEP,
     "step_conflicts": _MY_JOB_ID, "lost_records": _MY_JOB_ID,
     "nodes": "true", "power_models": "true", "joulestep_schema": "true",
 }
@@ -92,6 +93,8 @@ RULES = {
         "energy_uj": _shown_step("t.energy_uj")}),
     "step_zones": ("public.step_zones t JOIN public.steps st ON st.step_pk = t.step_pk", {
         "energy_uj": _shown_step("t.energy_uj")}),
+    "step_shares": ("public.step_shares t JOIN public.steps st ON st.step_pk = t.step_pk", {
+        "cpu_uj": _shown_step("t.cpu_uj"), "dram_uj": _shown_step("t.dram_uj")}),
     "phase_gpus": ("public.phase_gpus t JOIN public.steps st ON st.step_pk = t.step_pk", {
         "energy_uj": f"CASE WHEN {_PH} >= COALESCE(st.min_phase_ns, "
                      f"{DEFAULT_MIN_PHASE_NS}) THEN {_r('t.energy_uj')} END"}),
