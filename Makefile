@@ -320,7 +320,7 @@ bench: deps all
 	$(VENV)/bin/python bench/run.py
 
 demo: deps all
-	$(VENV)/bin/python tests/cluster/demo.py
+	$(VENV)/bin/python demo/demo.py
 
 install: $(SHIPPED)
 	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(PREFIX)/bin \
