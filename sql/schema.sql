@@ -251,6 +251,13 @@ CREATE TABLE slurm_steps (
     PRIMARY KEY (job_pk, step_id)
 ) WITHOUT ROWID;
 
+CREATE TABLE step_shares (
+    step_pk     INTEGER NOT NULL PRIMARY KEY REFERENCES steps (step_pk) ON DELETE CASCADE,
+    cpu_uj      BIGINT CHECK (cpu_uj >= 0),
+    dram_uj     BIGINT CHECK (dram_uj >= 0),
+    sharing     TEXT NOT NULL
+);
+
 CREATE TABLE grid_intensity (
     zone           TEXT NOT NULL,
     kind           TEXT NOT NULL CHECK (kind IN ('co2_g_per_kwh', 'price_per_kwh')),

@@ -148,6 +148,7 @@ def test_migration_fills_the_totals_of_an_old_store(tmp_path):
         conn.execute(f"ALTER TABLE lost_records DROP COLUMN {col}")
     conn.execute("DROP TABLE slurm_steps")                # and 015's
     conn.execute("DROP TABLE grid_intensity")             # migration 018's
+    conn.execute("DROP TABLE step_shares")                # migration 017's
     for col in ("slurm_state", "slurm_exit_code", "slurm_elapsed_ns", "slurm_nnodes",
                 "slurm_energy_uj"):
         conn.execute(f"ALTER TABLE jobs DROP COLUMN {col}")

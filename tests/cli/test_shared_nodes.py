@@ -135,6 +135,7 @@ def rec_two_pkgs(job_id, node, pkgs, step_cpu):
                    "energy_uj": 60 * J, "wraps": 0}]
     r["step"]["cpu_time_ns"] = 10 * S
     r["step"]["energy_dram_uj"] = None
+    r["step"]["dram_not_measured"] = "no dram zone"
     r["packages"] = [{"package": p, "cpus": 2, "step_cpus": n, "busy_ns": 10 * S,
                       "total_ns": 20 * S} for p, n in pkgs.items()]
     if step_cpu is not None:

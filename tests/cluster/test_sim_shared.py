@@ -32,7 +32,7 @@ S = 1_000_000_000
 # the batch script itself becomes the workload (exec): the simulator's tree
 # of the job is this pid. It waits until the simulator has placed it: CPU
 # time spent before that is in its rusage but not in the simulator's energy
-# (tests/fakehw/README.md, limits), an error of the simulator, not the rule
+# (sim/README.md, limits), an error of the simulator, not the rule
 JOB = """#!/bin/sh
 #SBATCH -n1 -c1
 echo "PID $$"

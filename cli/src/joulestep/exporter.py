@@ -20,7 +20,7 @@ Counters, totals over every step in the store (docs/admin-guide.md,
   untrusted counter);
 - joulestep_estimated_steps_total: steps that shared a CPU package with
   another job; their part of the energy is their attributed share
-  (sharing.py), not the whole package's; a new step makes the jobs that ran
+  (store/read_sharing.py), not the whole package's; a new step makes the jobs that ran
   beside it on its node be read again (those that started within
   --settle-hours of it; an older neighbour waits for the next full read);
   all nine labelled cluster, user, account, partition and policy (or the

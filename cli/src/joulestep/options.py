@@ -37,7 +37,8 @@ class Ctx:
     def connect(self, write: bool = False):
         path = self.db_path(write)
         try:
-            return store.connect(path, write=write, create=write)
+            return store.connect(path, write=write, create=write,
+                                 group=self.settings().db_group)
         except store.StoreError as e:
             raise click.ClickException(str(e)) from None
 

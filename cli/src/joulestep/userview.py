@@ -21,9 +21,7 @@ from __future__ import annotations
 
 import os
 from .store import db, engines
-
-DEFAULT_MIN_PHASE_NS = 10_000_000
-DEFAULT_RESOLUTION_UJ = 61
+from .store.userviews import DEFAULT_MIN_PHASE_NS, DEFAULT_RESOLUTION_UJ  # noqa: F401
 HIDDEN = "shorter than min_phase_ms"
 
 
