@@ -340,3 +340,33 @@ def test_a_users_role_reads_its_shared_node_share_without_its_neighbours(
                                "SELECT count(*) FROM joulestep_user.step_packages").stdout) == [[0]]
     res = _as_user(a, "-c", q, user_url, "SELECT count(*) FROM public.step_shares", check=False)
     assert res.returncode != 0 and "permission denied" in res.stderr
+
+
+def test_a_users_role_reads_the_grids_values_through_its_view(two_users, peer_pg):
+    """The grid's imported CO2 and prices (migration 018) hold no one's
+    jobs: a user's role reads them through joulestep_user.grid_intensity,
+    with no grant on the table, so its `job` has the time-varying figures
+    (store.intensity.has_values is True, not 'unreadable')."""
+    a, _ = two_users
+    pg = peer_pg
+    pg.sql("CREATE DATABASE js4 OWNER jsingest TEMPLATE template0")
+    conn = store.connect(pg.url("js4", INGEST))
+    store.ingest_records(conn, [recgen.record(501, "0", "n1", user=a.pw_name)])
+    rows = [("z1", "co2_g_per_kwh", recgen.T0, recgen.T0 + 3600 * recgen.S, 250.0, "test"),
+            ("z1", "price_per_kwh", recgen.T0, recgen.T0 + 3600 * recgen.S, 0.3, "test")]
+    for r in rows:
+        conn.execute("INSERT INTO grid_intensity (zone, kind, start_ns, end_ns, "
+                     "value_per_kwh, source) VALUES (?, ?, ?, ?, ?, ?)", r)
+    conn.close()
+    user_url = f"postgresql:///js4?host={pg.dir}&port={pg.port}"
+    raw = ("import sys, psycopg\nc = psycopg.connect(sys.argv[1])\n"
+           "c.execute('SELECT count(*) FROM public.grid_intensity')\n")
+    res = _as_user(a, "-c", raw, user_url, check=False)
+    assert res.returncode != 0 and "permission denied" in res.stderr, res.stderr
+    q = ("import json, sys\nfrom joulestep import store\n"
+         "from joulestep.store import intensity\nc = store.connect(sys.argv[1])\n"
+         "print(json.dumps([intensity.has_values(c), [list(r) for r in "
+         "intensity.series_rows(c, ['z1'])]]))\n")
+    have, got = json.loads(_as_user(a, "-c", q, user_url).stdout)
+    assert have is True
+    assert sorted(tuple(r) for r in got) == sorted(rows)
