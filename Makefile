@@ -131,9 +131,13 @@ SLURM_LATEST_SO := $(SLURM_LATEST)/joulestep/joulestep.so
 SLURM_INCLUDE ?=
 CFLAGS += $(if $(SLURM_INCLUDE),-I$(SLURM_INCLUDE))
 
+# what `make install` installs, and all it builds: no unit tests (cmocka),
+# benchmarks or MPI programs (mpicc), hook test doubles or fuzzers
+SHIPPED := $(ACCT_LIB) $(TOOLS) $(SPANK_SO) $(CLIENT_SO) $(PHASE_BIN) $(CONF_CHECK) $(HOOKS)
+
 .PHONY: all iolibs-bench deps test test-unit test-py test-fuzz fuzz fuzz-build bench demo install clean deb rpm-check
 .PHONY: slurm-latest test-slurm-latest
-all: $(ACCT_LIB) $(TOOLS) $(SPANK_SO) $(CLIENT_SO) $(PHASE_BIN) $(CONF_CHECK) $(UNIT_BIN) $(BENCH_BIN) \
+all: $(SHIPPED) $(UNIT_BIN) $(BENCH_BIN) \
      $(MPI_BENCH) $(HOOKS) $(HOOK_TESTS) $(FAKE_NVML) $(if $(FUZZ_CC_OK),$(FUZZ_BIN)) iolibs-bench
 
 $(B)/obj/%.o: %.c $(HDRS)
@@ -382,9 +386,9 @@ bench: deps all
 	$(VENV)/bin/python bench/run.py
 
 demo: deps all
-	$(VENV)/bin/python tests/cluster/demo.py
+	$(VENV)/bin/python demo/demo.py
 
-install: all
+install: $(SHIPPED)
 	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(PREFIX)/bin \
 	  $(DESTDIR)$(PREFIX)/include/joulestep $(DESTDIR)$(SLURM_PLUGIN_DIR)
 	install -m 0644 accounting/include/joulestep/*.h $(DESTDIR)$(PREFIX)/include/joulestep/

@@ -80,6 +80,7 @@ sys.path.insert(0, str(REPO / "cli" / "src"))
 sys.path.insert(0, str(REPO / "tests" / "cli"))
 
 from joulestep import config, report, store  # noqa: E402
+from joulestep.store import read_report  # noqa: E402
 
 S = 1_000_000_000
 T0 = 1_761_955_200 * S            # 2025-11-01T00:00:00Z
@@ -601,14 +602,14 @@ def _bench_report_window(conn, n, qruns, engine, label, since, until) -> None:
     alternating which goes first: the issue's baseline (the sum of
     steps.counted_total_uj per user over the steps that started in the
     window: the same counting rule, period and rows) and the report's own
-    aggregates (report.report_queries: the jobs' totals and the steps of
+    aggregates (store/read_report.report_queries: the jobs' totals and the steps of
     the jobs that straddle an end of the window, eight figures per user)
     run bare, which measures what joulestep adds on top of its SQL."""
     settings = config.Settings()
     sql = ("SELECT j.user_name, sum(s.counted_total_uj) FROM steps s JOIN jobs j "
            "ON j.job_pk = s.job_pk WHERE s.start_ns >= ? AND s.start_ns < ? "
            "GROUP BY j.user_name")
-    same = report.report_queries(settings, "user", since, until, None)
+    same = read_report.report_queries("user", since, until, None)
     ro_, rb_, rs_ = [], [], []
     for i in range(qruns):
         order = ((0, 1, 2), (1, 2, 0), (2, 0, 1))[i % 3]

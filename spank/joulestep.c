@@ -579,9 +579,15 @@ int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
 {
 	(void)ac;
 	(void)av;
-	if (!g_conf_ok || !spank_remote(sp) || g_step)
+	if (!spank_remote(sp) || g_step)
 		return 0;
-	return remote_init(sp);
+	int rc = g_conf_ok ? remote_init(sp) : 0;
+	/* No socket bound for this step: an inherited JOULESTEP_SOCKET (a job
+	 * that resubmits itself exports its environment) would send the
+	 * markers to a stale path. */
+	if (!g_step || !g_step->sock_path[0])
+		(void)spank_unsetenv(sp, "JOULESTEP_SOCKET");
+	return rc;
 }
 
 int slurm_spank_task_exit(spank_t sp, int ac, char **av)

@@ -7,8 +7,11 @@
  *
  * Always synchronous: when it returns, the plugin has recorded the marker and
  * set the clock, so markers from successive processes stay ordered.
- * Exit status: 0 ok or not in a joulestep step, 1 refused by the plugin or
- * I/O error, 2 usage. */
+ * A marker never fails the job script (as the C library never fails the
+ * program): exit status 0 when the marker was recorded, outside a joulestep
+ * step, and when it was not recorded (refused by the plugin, a bad kind, a
+ * stale JOULESTEP_SOCKET: the reason on stderr); 2 for a wrong command line
+ * only, which the script shows on its first run, in a step or not. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,10 +36,8 @@ static int done(int rc, const char *what, int verbose)
 			fprintf(stderr, "joulestep-phase: not in a joulestep step (JOULESTEP_SOCKET unset); %s ignored\n", what);
 		return 0;
 	}
-	if (rc < 0) {
-		fprintf(stderr, "joulestep-phase: %s: %s\n", what, strerror(-rc));
-		return 1;
-	}
+	if (rc < 0) /* not recorded: say why, and let the script go on */
+		fprintf(stderr, "joulestep-phase: %s not recorded: %s\n", what, strerror(-rc));
 	return 0;
 }
 

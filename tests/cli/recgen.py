@@ -30,6 +30,18 @@ def phase(seq, kind, start_s, dur_s, cpu_j, dram_j, *, label=None, freq_khz=None
     return p
 
 
+def shifted(pairs, by_s):
+    """(phase, x) pairs with each phase moved by_s later: phases built from
+    T0 for a step that starts by_s after it."""
+    out = []
+    for p, x in pairs:
+        p = copy.deepcopy(p)
+        p["start_ns"] += int(by_s * S)
+        p["end_ns"] += int(by_s * S)
+        out.append((p, x))
+    return out
+
+
 def record(job_id=42, step_id="0", node="node01", *, cluster="demo",
            submit_s=0, start_s=1, dur_s=10, cpu_j=100, dram_j=20, user="alice",
            account="physics", partition="debug", name="ckpt", tags=None,
@@ -56,7 +68,7 @@ def record(job_id=42, step_id="0", node="node01", *, cluster="demo",
                  "freq_min_ratio": 0.5, "start_ns": st,
                  "end_ns": st + int(dur_s * S), "duration_ns": int(dur_s * S),
                  "energy_cpu_uj": int(cpu_j * J), "energy_dram_uj": int(dram_j * J),
-                 "energy_total_uj": int((cpu_j + dram_j) * J), "exit_code": 0},
+                 "energy_total_uj": int(cpu_j * J) + int(dram_j * J), "exit_code": 0},
         "zones": [
             {"name": "package-0", "id": "intel-rapl:0", "kind": "package",
              "energy_uj": int(cpu_j * J) // 2, "wraps": 0},
@@ -149,14 +161,15 @@ def checkpoint_study(reps=3, ranks=(1, 2, 4), gib_per_rank=1):
             for r in range(reps):
                 job += 1
                 g = n * gib_per_rank
+                t0 = T0 + (job - 1) * S     # phases from the step's start
                 if strat == "veloc":
                     ph = [phase(0, "checkpoint", 1, 0.5 * g, 2 * g + r, 0.5 * g,
-                                nbytes=g * GIB, nranks=n, label="c1"),
+                                nbytes=g * GIB, nranks=n, label="c1", t0=t0),
                           phase(1, "flush", 1 + 0.5 * g, 1.0 * g, 1 * g + r, 0.5 * g,
-                                nbytes=g * GIB, nranks=n, label="c1")]
+                                nbytes=g * GIB, nranks=n, label="c1", t0=t0)]
                 else:
                     ph = [phase(0, "checkpoint", 1, 2.0 * g, 6 * g + r, 1 * g,
-                                nbytes=g * GIB, nranks=n, label="c1")]
+                                nbytes=g * GIB, nranks=n, label="c1", t0=t0)]
                 recs.append(record(job, "0", "node01", name="ckpt", start_s=job,
                                    submit_s=job, dur_s=10, cpu_j=50, dram_j=5,
                                    tags={"strategy": strat, "study": "ckpt"},
@@ -189,7 +202,8 @@ def sweep_study(a=0.0133, b=3.379, c=0.7985, fmax_ghz=2.4, alpha=0.3, reps=3):
             job += 1
             p = 40.0 * (a * fr ** b + c)
             t = 10.0 * (alpha * fmax_ghz / fr + 1 - alpha)
-            ph = [phase(0, "write", 1, t, p * t, 0, freq_khz=int(round(fr * 1e6)))]
+            ph = [phase(0, "write", 1, t, p * t, 0, freq_khz=int(round(fr * 1e6)),
+                        t0=T0 + (job - 1) * S)]
             recs.append(record(job, "0", "node01", start_s=job, submit_s=job,
                                dur_s=t + 2, cpu_j=p * t + 10, dram_j=0,
                                policy=f"fixed:{fr / fmax_ghz:.4f}",
@@ -213,7 +227,8 @@ def noisy_sweep_study(a, b, c, fmax_ghz, alpha=0.3, noise=0.01, reps=3, step_ghz
             job += 1
             p = 40.0 * (a * fr ** b + c) * (1 + noise * rng.standard_normal())
             t = 10.0 * (alpha * fmax_ghz / fr + 1 - alpha) * (1 + noise * rng.standard_normal())
-            ph = phase(0, "write", 1, t, p * t, 0, freq_khz=int(round(fr * 1e6)))
+            ph = phase(0, "write", 1, t, p * t, 0, freq_khz=int(round(fr * 1e6)),
+                       t0=T0 + (job - 1) * S)
             samples.append((fr, ph["energy_cpu_uj"] / ph["duration_ns"] * 1e3))
             recs.append(record(job, "0", "node01", start_s=job, submit_s=job,
                                dur_s=t + 2, cpu_j=p * t + 10, dram_j=0,

@@ -23,11 +23,12 @@ BOUND = 0.05
 def _run(spool, job, app, kind, ratio, t_s, e_j, *, start_s, nbytes=None, account="physics",
          extra=(), wrap_uncertain=False, cpu_null=False, baseline=None):
     """One run (job) of `app`: one phase of `kind` at `ratio` taking t_s and e_j."""
+    t0 = recgen.T0 + int(start_s * recgen.S)        # the step's start
     ph = [recgen.phase(0, kind, 1, t_s, e_j * 0.8, e_j * 0.2,
-                       freq_khz=int(round(ratio * FMAX)), nbytes=nbytes)]
+                       freq_khz=int(round(ratio * FMAX)), nbytes=nbytes, t0=t0)]
     for i, (k2, r2, t2, e2) in enumerate(extra, 1):
         ph.append(recgen.phase(i, k2, 2 + t_s, t2, e2 * 0.8, e2 * 0.2,
-                               freq_khz=int(round(r2 * FMAX))))
+                               freq_khz=int(round(r2 * FMAX)), t0=t0))
     if cpu_null:
         ph[0]["energy_cpu_uj"] = None
     rec = recgen.record(job, "batch", "node01", start_s=start_s, submit_s=start_s,

@@ -242,7 +242,7 @@ def test_phase_commands_outside_a_step(run, monkeypatch):
     monkeypatch.delenv("JOULESTEP_SOCKET", raising=False)
     run("phase", "begin", "checkpoint", "c1")
     run("phase", "end", "--bytes", 10)
-    r = run("phase", "begin", "Bad Kind", ok=False)
+    r = run("phase", "begin", "Bad Kind")     # never fails the job: says why
     assert "allowed" in r.output
     import joulestep
     with joulestep.phase("write") as p:

@@ -39,8 +39,9 @@ def amd(rec, version=2):
     return rec
 
 
-def _phases():
-    return [recgen.phase(0, "compute", 1, 4, 40, 8), recgen.phase(1, "write", 5, 2, 10, 2)]
+def _phases(t0=recgen.T0):
+    return [recgen.phase(0, "compute", 1, 4, 40, 8, t0=t0),
+            recgen.phase(1, "write", 5, 2, 10, 2, t0=t0)]
 
 
 def test_job_says_not_measured_and_never_adds_it(run, tmp_path):
@@ -48,7 +49,7 @@ def test_job_says_not_measured_and_never_adds_it(run, tmp_path):
     # one job: step 0 on an Intel node (DRAM 20 J), step 1 on an AMD node
     intel = recgen.record(42, "0", "node01", cpu_j=100, dram_j=20, phases=_phases())
     a = amd(recgen.record(42, "1", "amd01", start_s=12, cpu_j=70, dram_j=0,
-                          phases=_phases()))
+                          phases=_phases(recgen.T0 + 11 * recgen.S)))
     for r in (intel, a):
         recgen.write(spool, r)
     run("ingest", spool)
@@ -129,6 +130,7 @@ def test_migration_010_fixes_stored_version1_amd_steps(tmp_path):
     conn.execute("ALTER TABLE phases DROP COLUMN uncore_max_khz")
     conn.execute("DROP TABLE slurm_steps")                # migration 015's
     conn.execute("DROP TABLE grid_intensity")             # migration 018's
+    conn.execute("DROP TABLE step_shares")                # migration 017's
     for col in ("slurm_state", "slurm_exit_code", "slurm_elapsed_ns", "slurm_nnodes",
                 "slurm_energy_uj"):
         conn.execute(f"ALTER TABLE jobs DROP COLUMN {col}")

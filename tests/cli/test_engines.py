@@ -13,8 +13,9 @@ from click.testing import CliRunner
 
 import recgen
 from conftest import dump_tables, empty_db
-from joulestep import db, store
-from joulestep import db as db_mod   # the fixture `db` shadows it
+from joulestep import store
+from joulestep.store import db
+from joulestep.store import db as db_mod   # the fixture `db` shadows it
 from joulestep.cli import cli
 
 REPO = pathlib.Path(__file__).resolve().parents[2]

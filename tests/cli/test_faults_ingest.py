@@ -32,7 +32,7 @@ def _big_spool(d, n_jobs=150, steps=4, nphases=6):
     for j in range(n_jobs):
         truth["jobs"] += 1
         for k in range(steps):
-            ph = [phase(i, "write", 2 + i, 0.5, 3, 1, nbytes=GIB,
+            ph = [phase(i, "write", 2 + i, 0.5, 3, 1, nbytes=GIB, t0=T0 + (j * 100 + k * 10) * S,
                         ranks=[{"rank": r, "start_ns": T0, "end_ns": T0 + S, "bytes": 1}
                                for r in range(3)])
                   for i in range(nphases)]

@@ -29,7 +29,8 @@ def rec(job, tags, phases, step_gpus_j):
     """A step whose phases are (phase, [GPU J]) pairs; step_gpus_j: the step's
     GPUs (None: split by MIG); () for a step without GPUs."""
     uuid = lambda i: f"GPU-{job}-{i}"      # noqa: E731
-    ph = [gphase(p, g, uuid) if step_gpus_j else p for p, g in phases]
+    ph = [gphase(p, g, uuid) if step_gpus_j else p
+          for p, g in recgen.shifted(phases, job - 1)]
     r = record(job, "0", f"gn{job}", start_s=job, submit_s=job, dur_s=10, cpu_j=100,
                dram_j=10, tags=tags, phases=ph)
     return gpus(r, list(step_gpus_j)) if step_gpus_j else r

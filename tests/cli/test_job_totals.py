@@ -1,5 +1,5 @@
 """The jobs' totals ingest keeps (migration 007) and the report that reads
-them (report.report_queries): after every ingest, each job's totals equal
+them (store/read_report.report_queries): after every ingest, each job's totals equal
 the sums over its steps, and `report` grouped by a job attribute gives, for
 every window, what one scan of the steps gives (the truth here is that
 scan, written in the test).  The records nest steps (batch and srun on one
@@ -11,7 +11,8 @@ import random
 import pytest
 
 import recgen
-from joulestep import config, report, store
+from joulestep import config, report, store  # noqa: F401
+from joulestep.store import read_report
 
 H = 3600
 S = 10**9
@@ -125,9 +126,10 @@ def test_job_totals_and_report_windows(db, seed):
     for by, col in (("user", "user_name"), ("account", "account")):
         for since, until in windows:
             got = {r[0]: tuple(r[1:]) for r in
-                   report._group_rows(conn, settings, by, since, until, None)}
+                   read_report.group_rows(conn, by, since, until, None,
+                                          settings.node_overhead_w is not None)}
             assert got == _scan_truth(conn, col, since, until), (by, since, until)
-            cut += len(report.report_queries(settings, by, since, until, None)) > 1
+            cut += len(read_report.report_queries(by, since, until, None)) > 1
     assert cut, "no window cut a job"
     conn.close()
 
@@ -146,6 +148,7 @@ def test_migration_fills_the_totals_of_an_old_store(tmp_path):
         conn.execute(f"ALTER TABLE lost_records DROP COLUMN {col}")
     conn.execute("DROP TABLE slurm_steps")                # and 015's
     conn.execute("DROP TABLE grid_intensity")             # migration 018's
+    conn.execute("DROP TABLE step_shares")                # migration 017's
     for col in ("slurm_state", "slurm_exit_code", "slurm_elapsed_ns", "slurm_nnodes",
                 "slurm_energy_uj"):
         conn.execute(f"ALTER TABLE jobs DROP COLUMN {col}")

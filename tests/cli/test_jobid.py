@@ -29,9 +29,16 @@ def test_other_forms_are_refused_with_what_is_allowed(loaded, bad):
     assert "Job 42" not in r.output
 
 
-@pytest.mark.parametrize("step", ["42", "42.0", "42.batch", "42.extern"])
+@pytest.mark.parametrize("step", ["42", "42.0"])
 def test_a_step_names_its_job(loaded, step, no_sacct):
     assert "Job 42 (wrapped)" in loaded("job", step).output
+
+
+@pytest.mark.parametrize("step", ["42.batch", "42.extern", "42.7"])
+def test_a_step_the_job_lacks_is_an_error(loaded, step, no_sacct):
+    r = loaded("job", step, ok=False)
+    assert r.exit_code == 1 and "Job 42" not in r.output
+    assert f"job 42 has no step {step[3:]}; its steps: 0" in r.output
 
 
 def test_parse_forms():

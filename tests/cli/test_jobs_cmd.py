@@ -74,15 +74,15 @@ def test_user_view_is_jobs_user_view(loaded, db):
     """What a user who is not an admin gets: each job's totals in `job`'s
     user view (the same function), not the store's full figures."""
     from joulestep import jobs as jl
-    from joulestep import report as rep
+    from joulestep import jobsummary
     conn = store.connect(db)
     try:
         s = config.load()
         got = jl.list_jobs(conn, s, users=["alice"], since_ns=0, until_ns=None,
                            user_view=True)
         (j,) = got
-        want = rep.job_summary(conn, 42, s, j["cluster"], j["first_seen_ns"],
-                               user_view=True)["totals"]
+        want = jobsummary.summary(conn, 42, s, j["cluster"], j["first_seen_ns"],
+                                  user_view=True)["totals"]
         assert j["energy_total_j"] == want["energy_total_j"]
     finally:
         conn.close()

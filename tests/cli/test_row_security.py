@@ -95,12 +95,14 @@ def peer_pg(two_users):
 
 def _records(a: str, b: str) -> list[dict]:
     """a: jobs 101 (two steps, phases) and 102; b: job 201 (tagged)."""
-    ph = [recgen.phase(0, "compute", 1, 4, 40, 8), recgen.phase(1, "write", 5, 2, 10, 2)]
-    return [recgen.record(101, "0", "n1", user=a, phases=ph),
+    def ph(t0=recgen.T0):
+        return [recgen.phase(0, "compute", 1, 4, 40, 8, t0=t0),
+                recgen.phase(1, "write", 5, 2, 10, 2, t0=t0)]
+    return [recgen.record(101, "0", "n1", user=a, phases=ph()),
             recgen.record(101, "1", "n1", user=a, start_s=12),
             recgen.record(102, "0", "n2", user=a, submit_s=100, start_s=101),
             recgen.record(201, "0", "n1", user=b, start_s=30, tags={"approach": "x"},
-                          phases=ph)]
+                          phases=ph(recgen.T0 + 29 * recgen.S))]
 
 
 COUNTS = ("SELECT (SELECT count(*) FROM jobs), (SELECT count(*) FROM steps), "
@@ -132,7 +134,8 @@ def test_each_user_sees_only_their_own_rows(two_users, peer_pg, tmp_path):
     owner_url = pg.url("js", INGEST)
     conn = store.connect(owner_url)
     store.ingest_records(conn, recs, gap_ns=86400 * recgen.S)
-    conn.execute(f"GRANT SELECT ON {USER_TABLES} TO joulestep_users")
+    # users' own roles: the views of migration 017 only (granted to
+    # joulestep_users by the migration), no grant on the tables
     conn.execute(f"GRANT SELECT ON {USER_TABLES}, spool_files TO joulestep_read_all")
 
     def truth(users):
@@ -151,6 +154,9 @@ def test_each_user_sees_only_their_own_rows(two_users, peer_pg, tmp_path):
     user_url = f"postgresql:///js?host={pg.dir}&port={pg.port}"
     probe = ("import json, sys, psycopg\n"
              "c = psycopg.connect(sys.argv[1])\n"
+             "if not c.execute(\"SELECT has_table_privilege('public.jobs', 'SELECT')\")"
+             ".fetchone()[0]:\n"
+             "    c.execute('SET search_path = joulestep_user, public')\n"
              "print(json.dumps([c.execute('SELECT current_user').fetchone()[0],"
              " list(c.execute(sys.argv[2]).fetchone())]))\n")
     for u in (a, b):
@@ -194,3 +200,173 @@ def test_sqlite_store_migrates_without_the_postgresql_part(tmp_path):
     assert store.engines.engine_extra(16, "sqlite") is None
     assert store.engines.engine_extra(15, "postgresql") is None
     conn.close()
+
+
+# ------------------------------------------------- what a user's role reads
+MIN_PHASE_NS = 10_000_000           # the records' min_phase_ns: 10 ms
+RES_UJ = 61                         # their energy_resolution_uj
+
+
+def nearest(v: int, res: int) -> int:
+    """v to the nearest multiple of res, halves up (the truth, written out)."""
+    lo = v - v % res
+    return lo + res if v - lo >= lo + res - v else lo
+
+
+def _rounded_records(a: str, b: str) -> list[dict]:
+    """a: job 301 with a 5 ms phase (shorter than min_phase_ms) and a 2 s one,
+    energies that are not multiples of 61 uJ; b: job 401 on the same node."""
+    ph = [recgen.phase(0, "write", 2, 0.005, 0.123457, 0.010007),
+          recgen.phase(1, "checkpoint", 3, 2, 20.000031, 4.000029)]
+    out = [recgen.record(301, "0", "n1", user=a, cpu_j=100.000033, dram_j=20.000047,
+                         phases=ph),
+           recgen.record(401, "0", "n1", user=b, start_s=40, cpu_j=70.000011, dram_j=7)]
+    for r in out:
+        r["provenance"].update(min_phase_ns=MIN_PHASE_NS, energy_resolution_uj=RES_UJ)
+    return out
+
+
+def test_a_users_role_reads_rounded_figures_through_views(two_users, peer_pg):
+    """Migration 017: a user's own role has no grant on the tables; it reads
+    the views of joulestep_user, which show only its own jobs, round every
+    energy to the record's resolution and hide a phase shorter than
+    min_phase_ms, as `joulestep job` shows users (the same figures as the
+    admin's --user-view: the two implementations agree)."""
+    a, b = two_users
+    pg = peer_pg
+    pg.sql("CREATE DATABASE js2 OWNER jsingest TEMPLATE template0")
+    recs = _rounded_records(a.pw_name, b.pw_name)
+    conn = store.connect(pg.url("js2", INGEST))
+    store.ingest_records(conn, recs, gap_ns=86400 * recgen.S)
+    conn.close()
+    user_url = f"postgresql:///js2?host={pg.dir}&port={pg.port}"
+    raw = ("import sys, psycopg\nc = psycopg.connect(sys.argv[1])\n"
+           "c.execute('SELECT count(*) FROM public.' + sys.argv[2])\n")
+    for table in ("steps", "phases", "jobs", "step_zones"):
+        res = _as_user(a, "-c", raw, user_url, table, check=False)
+        assert res.returncode != 0 and "permission denied" in res.stderr, (table, res.stderr)
+    q = ("import json, sys, psycopg\nc = psycopg.connect(sys.argv[1])\n"
+         "print(json.dumps([list(r) for r in c.execute(sys.argv[2]).fetchall()]))\n")
+    steps = json.loads(_as_user(a, "-c", q, user_url,
+                                "SELECT j.job_id, s.energy_cpu_uj, s.energy_dram_uj, "
+                                "s.energy_total_uj FROM joulestep_user.steps s JOIN "
+                                "joulestep_user.jobs j USING (job_pk)").stdout)
+    st = recs[0]["step"]
+    cpu, dram = nearest(st["energy_cpu_uj"], RES_UJ), nearest(st["energy_dram_uj"], RES_UJ)
+    assert steps == [[301, cpu, dram, cpu + dram]]      # b's job 401: not there
+    phases = json.loads(_as_user(a, "-c", q, user_url,
+                                 "SELECT seq, energy_cpu_uj, energy_dram_uj FROM "
+                                 "joulestep_user.phases ORDER BY seq").stdout)
+    p1 = recs[0]["phases"][1]
+    assert phases == [[0, None, None],                 # 5 ms < 10 ms: hidden
+                      [1, nearest(p1["energy_cpu_uj"], RES_UJ),
+                       nearest(p1["energy_dram_uj"], RES_UJ)]]
+    assert p1["energy_cpu_uj"] % RES_UJ and nearest(p1["energy_cpu_uj"], RES_UJ) != \
+        p1["energy_cpu_uj"]                             # the rounding shows
+    # no neighbour: b's step on the same node is not in any view a reads
+    n = json.loads(_as_user(a, "-c", q, user_url,
+                            "SELECT count(*) FROM joulestep_user.steps").stdout)
+    assert n == [[1]]
+    # the CLI as the user reads the views; the admin's --user-view the tables:
+    # the same figures
+    cli = ("import sys\nfrom joulestep.cli import main\nsys.exit(main(sys.argv[1:]))\n")
+    mine = json.loads(_as_user(a, "-c", cli, "--db", user_url, "--format", "json",
+                               "job", "301").stdout)
+    admin = json.loads(_as_user(a, "-c", cli, "--db", pg.url("js2", INGEST), "--format",
+                                "json", "job", "--user-view", "301").stdout)
+    def figures(s):
+        return [(x["step_id"], x.get("energy_cpu_j"), x.get("energy_dram_j"),
+                 x.get("energy_total_j"),
+                 [(p["seq"], p.get("energy_cpu_j"), p.get("energy_dram_j"))
+                  for p in x.get("phases", [])]) for x in s["steps"]]
+    assert figures(mine) == figures(admin), (figures(mine), figures(admin))
+    assert figures(mine)[0][1] == cpu / 1e6
+
+
+# --------------------------------------- a shared node: the user's own share
+P0, PB = 12, 14         # the package: 12 W idle + 14 W per busy CPU (4 CPUs)
+
+
+def _shared_rec(job_id, user, start_s, step_cpus, cpu_s, busy_s, dur_s=10):
+    e = P0 * dur_s + PB * busy_s
+    r = recgen.record(job_id=job_id, node="n1", user=user, start_s=start_s, dur_s=dur_s,
+                      cpu_j=e, dram_j=10, exclusive=False, ncpus=step_cpus,
+                      first_seen_s=start_s - 1)
+    r["zones"] = [{"name": "package-0", "id": "intel-rapl:0", "kind": "package",
+                   "energy_uj": e * recgen.J, "wraps": 0},
+                  {"name": "dram", "id": "intel-rapl:0:0", "kind": "dram",
+                   "energy_uj": 10 * recgen.J, "wraps": 0}]
+    r["step"]["cpu_time_ns"] = int(cpu_s * recgen.S)
+    r["packages"] = [{"package": 0, "cpus": 4, "step_cpus": step_cpus,
+                      "busy_ns": int(busy_s * recgen.S), "total_ns": 4 * dur_s * recgen.S}]
+    r["provenance"].update(min_phase_ns=MIN_PHASE_NS, energy_resolution_uj=RES_UJ)
+    return r
+
+
+def test_a_users_role_reads_its_shared_node_share_without_its_neighbours(
+        two_users, peer_pg, tmp_path, repo):
+    """Two users' jobs on one package at once (a: 2 CPUs, 20 CPU-s; b: 1 CPU,
+    10 CPU-s; the package busy 34 CPU-s): `joulestep ingest` (the owner)
+    stores each job's estimated share; a's role reads its own share, by the
+    rule worked out here (static part by CPUs, the rest by CPU time), not
+    the whole package and not b's row nor b's inputs."""
+    a, b = two_users
+    pg = peer_pg
+    pg.sql("CREATE DATABASE js3 OWNER jsingest TEMPLATE template0")
+    spool = tmp_path / "spool"
+    for r in (_shared_rec(10, a.pw_name, 100, 4, 4, 4), _shared_rec(11, a.pw_name, 200, 4, 36, 36),
+              _shared_rec(1, a.pw_name, 300, 2, 20, 34), _shared_rec(2, b.pw_name, 300, 1, 10, 34)):
+        recgen.write(spool, r)
+    res = subprocess.run([str(repo / ".venv" / "bin" / "joulestep"), "--db",
+                          pg.url("js3", INGEST), "ingest", str(spool)],
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stdout + res.stderr
+    user_url = f"postgresql:///js3?host={pg.dir}&port={pg.port}"
+    q = ("import json, sys, psycopg\nc = psycopg.connect(sys.argv[1])\n"
+         "print(json.dumps([list(r) for r in c.execute(sys.argv[2]).fetchall()]))\n")
+    got = json.loads(_as_user(a, "-c", q, user_url,
+                              "SELECT j.job_id, x.cpu_uj, x.sharing FROM joulestep_user.step_shares x "
+                              "JOIN joulestep_user.steps s USING (step_pk) JOIN joulestep_user.jobs j "
+                              "USING (job_pk) ORDER BY j.job_id").stdout)
+    e = P0 * 10 + PB * 34
+    want = (P0 * 10 * 2 / 4 + (e - P0 * 10) * 20 / 34) * recgen.J
+    shared = [g for g in got if g[0] == 1]
+    assert len(shared) == 1 and shared[0][2] == "shared", got
+    assert abs(shared[0][1] - want) <= RES_UJ, (shared, want)      # rounded to 61 uJ
+    assert shared[0][1] % RES_UJ == 0 and shared[0][1] < e * recgen.J
+    assert {g[0] for g in got} <= {1, 10, 11}                       # b's job 2: not there
+    # nor b's inputs: a's role reads no package row, not even its own
+    assert json.loads(_as_user(a, "-c", q, user_url,
+                               "SELECT count(*) FROM joulestep_user.step_packages").stdout) == [[0]]
+    res = _as_user(a, "-c", q, user_url, "SELECT count(*) FROM public.step_shares", check=False)
+    assert res.returncode != 0 and "permission denied" in res.stderr
+
+
+def test_a_users_role_reads_the_grids_values_through_its_view(two_users, peer_pg):
+    """The grid's imported CO2 and prices (migration 018) hold no one's
+    jobs: a user's role reads them through joulestep_user.grid_intensity,
+    with no grant on the table, so its `job` has the time-varying figures
+    (store.intensity.has_values is True, not 'unreadable')."""
+    a, _ = two_users
+    pg = peer_pg
+    pg.sql("CREATE DATABASE js4 OWNER jsingest TEMPLATE template0")
+    conn = store.connect(pg.url("js4", INGEST))
+    store.ingest_records(conn, [recgen.record(501, "0", "n1", user=a.pw_name)])
+    rows = [("z1", "co2_g_per_kwh", recgen.T0, recgen.T0 + 3600 * recgen.S, 250.0, "test"),
+            ("z1", "price_per_kwh", recgen.T0, recgen.T0 + 3600 * recgen.S, 0.3, "test")]
+    for r in rows:
+        conn.execute("INSERT INTO grid_intensity (zone, kind, start_ns, end_ns, "
+                     "value_per_kwh, source) VALUES (?, ?, ?, ?, ?, ?)", r)
+    conn.close()
+    user_url = f"postgresql:///js4?host={pg.dir}&port={pg.port}"
+    raw = ("import sys, psycopg\nc = psycopg.connect(sys.argv[1])\n"
+           "c.execute('SELECT count(*) FROM public.grid_intensity')\n")
+    res = _as_user(a, "-c", raw, user_url, check=False)
+    assert res.returncode != 0 and "permission denied" in res.stderr, res.stderr
+    q = ("import json, sys\nfrom joulestep import store\n"
+         "from joulestep.store import intensity\nc = store.connect(sys.argv[1])\n"
+         "print(json.dumps([intensity.has_values(c), [list(r) for r in "
+         "intensity.series_rows(c, ['z1'])]]))\n")
+    have, got = json.loads(_as_user(a, "-c", q, user_url).stdout)
+    assert have is True
+    assert sorted(tuple(r) for r in got) == sorted(rows)

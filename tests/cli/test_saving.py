@@ -35,7 +35,8 @@ def sweep(first_job=9000, freqs=(1.2, 1.4, 1.6, 1.8, 2.0)):
     for i, f in enumerate(freqs):
         t = runtime(f)
         ph = [recgen.phase(0, "write", 1, t, cpu_w(f) * t, DRAM_W * t,
-                           freq_khz=int(round(f * 1e6)))]
+                           freq_khz=int(round(f * 1e6)),
+                           t0=recgen.T0 + (1000 * i - 1) * recgen.S)]
         recs.append(recgen.record(first_job + i, "0", "node01", start_s=1000 * i,
                                   submit_s=1000 * i, dur_s=t + 1,
                                   cpu_j=cpu_w(f) * t + 10, dram_j=DRAM_W * t + 1,

@@ -11,7 +11,7 @@ from joulestep import store
 def test_package_reads_the_sql_dir(repo):
     """The package's sql/ is a symlink to the repo's sql/: one copy of the
     schema, which wheels and sdists pick up as package data."""
-    canon = sorted(p.name for p in (repo / "sql").glob("*.sql"))
+    canon = sorted(p.name for p in (repo / "sql").glob("[0-9]*.sql"))
     assert canon
     assert os.path.samefile(store.SQL_DIR, repo / "sql")
     assert sorted(p.name for _, p in store.migrations()) == canon
@@ -37,6 +37,42 @@ def test_sqlite3_cli_builds_the_same_schema(repo, tmp_path):
             "phase_ranks", "power_models"} <= tables
 
 
+def test_schema_snapshot_is_what_the_migrations_build(repo, tmp_path):
+    """sql/schema.sql is the schema a new store has: the same text as the
+    migrations give today (regenerate: python -m joulestep.store.schema),
+    and loaded alone into an empty SQLite database, the same tables,
+    columns, indexes and triggers as a store the migrations built."""
+    from joulestep.store import schema
+    text = (repo / "sql" / "schema.sql").read_text()
+    assert text == schema.snapshot(), \
+        "sql/schema.sql is stale: python -m joulestep.store.schema > sql/schema.sql"
+    assert f"at migration {store.latest_version()} " in text
+    snap = sqlite3.connect(":memory:")
+    snap.executescript(text)
+    built = store.connect(tmp_path / "built.db")
+    assert _schema(snap) == _schema(built)
+    tables = [r[0] for r in snap.execute(
+        "SELECT name FROM sqlite_master WHERE type = 'table'")]
+    assert "steps" in tables and "jobs" in tables
+    for t in tables:
+        assert snap.execute(f"PRAGMA table_info({t})").fetchall() == \
+            built.execute(f"PRAGMA table_info({t})").fetchall(), t
+
+
+def test_schema_snapshot_columns_on_postgresql(repo, pg_url):
+    """PostgreSQL's store has the snapshot's tables and columns (the types
+    are the engine's own)."""
+    snap = sqlite3.connect(":memory:")
+    snap.executescript((repo / "sql" / "schema.sql").read_text())
+    conn = store.connect(pg_url)
+    try:
+        for (t,) in snap.execute("SELECT name FROM sqlite_master WHERE type = 'table'"):
+            want = [r[1] for r in snap.execute(f"PRAGMA table_info({t})")]
+            assert [c for c, _ in conn.columns(t)] == want, t
+    finally:
+        conn.close()
+
+
 def test_units_in_column_names(tmp_path):
     conn = store.connect(tmp_path / "x.db")
     for table in ("steps", "phases", "step_zones", "phase_ranks", "jobs"):
@@ -45,7 +81,8 @@ def test_units_in_column_names(tmp_path):
             words = c.split("_")
             if any(w in words for w in ("energy", "time", "start", "end",
                                         "duration", "freq")) \
-                    and c not in ("freq_min_ratio", "freq_control"):  # not quantities
+                    and c not in ("freq_min_ratio", "freq_control",
+                                  "cpu_time_source"):  # not quantities
                 assert c.endswith(("_uj", "_ns", "_khz")), f"{table}.{c} has no unit"
 
 

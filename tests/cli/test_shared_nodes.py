@@ -135,6 +135,7 @@ def rec_two_pkgs(job_id, node, pkgs, step_cpu):
                    "energy_uj": 60 * J, "wraps": 0}]
     r["step"]["cpu_time_ns"] = 10 * S
     r["step"]["energy_dram_uj"] = None
+    r["step"]["dram_not_measured"] = "no dram zone"
     r["packages"] = [{"package": p, "cpus": 2, "step_cpus": n, "busy_ns": 10 * S,
                       "total_ns": 20 * S} for p, n in pkgs.items()]
     if step_cpu is not None:
@@ -181,3 +182,28 @@ def test_caveat_without_inputs_comes_from_time_overlap(run, tmp_path):
         caveats = jrun(run, "job", job_id)["caveats"]
         assert any("node shared with other jobs" in c for c in caveats) == shared, \
             (job_id, caveats)
+
+
+def test_a_whole_package_alone_in_the_store_is_never_called_measured(run, tmp_path):
+    """Job 1 had 2 of the package's 4 CPUs; its neighbours are not in the
+    store (not ingested yet, or another user's under row-level security):
+    its figure is the whole package's, and says so on the line."""
+    spool = tmp_path / "spool"
+    recgen.write(spool, rec(1, 300, 2, 20, 34))
+    run("ingest", spool)
+    e = P0 * 10 + PB * 34
+    d = jrun(run, "job", 1)
+    t, st = d["totals"], d["steps"][0]
+    assert t["energy_cpu_j"] == e                     # the package's figure
+    assert t["energy_basis"] == "whole package" != "measured"
+    assert st["energy_basis"] == "whole package" and st["sharing"] == "partial"
+    assert any("2 of 4 CPUs" in c and "whole package" in c for c in d["caveats"])
+    text = run("job", 1).stdout
+    head = next(ln for ln in text.splitlines() if ln.startswith("Energy"))
+    assert "whole package" in head, text
+    step_line = next(ln for ln in text.splitlines() if "step 0 on n1" in ln
+                     and "Shared node" in ln)
+    assert "whole package" in step_line and "2 of 4 CPUs" in step_line
+    assert "measured" not in head
+    r = jrun(run, "report", "--by", "user", "--since", "2000-01-01")
+    assert r["totals"]["energy_basis"] != "measured"

@@ -39,7 +39,7 @@ network and mount namespace, reached only at its namespace address, with its own
 node-local directory `c.netns.host_dir(node)`, seen by the node (its slurmd, jobs and
 plugin) at `c.netns.local` (tests/cluster/netns.py; used by test_netns.py).
 
-Used by tests/cluster/conftest.py (the `cluster` fixture) and tests/cluster/demo.py.
+Used by tests/cluster/conftest.py (the `cluster` fixture) and demo/demo.py.
 """
 from __future__ import annotations
 
@@ -873,7 +873,7 @@ PartitionName=debug Nodes={part_nodes} Default=YES MaxTime=INFINITE State=UP
 
         throttle (the default): the jobs' processes (those below this cluster's daemons,
         which carry its marker) run at their fake CPU's clock ratio of full speed, and
-        the utilisation is theirs alone (tests/fakehw/README.md "Clock costs time"). Where
+        the utilisation is theirs alone (sim/README.md "Clock costs time"). Where
         the host has no usable CPU bandwidth control the daemon warns in `log` and runs
         unthrottled. throttle=False: the fake clock costs no time. full_speed < 1: a fake
         CPU at fmax gets that share of a real CPU (room for the host's other load).

@@ -387,8 +387,11 @@ def _bind_socket(path: pathlib.Path, owner: int | None):
 def test_entry_at_the_socket_path(ak, kind):
     """Whatever is at <socket_dir>/<job>.<step>.sock when the step starts: a stale
     root-owned socket (a killed step's) is replaced; anything else (a file, a symlink,
-    a socket of another owner) is left untouched, and the step runs without markers."""
-    res, job = _sock_job(ak, kind, args=["--hold"])
+    a socket of another owner) is left untouched, and the step runs without markers.
+    The job inherits a stale JOULESTEP_SOCKET (a job that resubmits itself exports
+    its environment): a step with no socket of its own has none, not the stale one."""
+    res, job = _sock_job(ak, kind, args=[
+        "--hold", f"--export=ALL,JOULESTEP_SOCKET={ak.root}/inherited/stale.sock"])
     assert res.returncode == 0 and job, res.stderr
     ak.sock.mkdir(mode=0o755, exist_ok=True)
     p = ak.sock / f"{job}.batch.sock"

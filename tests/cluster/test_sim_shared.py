@@ -32,7 +32,7 @@ S = 1_000_000_000
 # the batch script itself becomes the workload (exec): the simulator's tree
 # of the job is this pid. It waits until the simulator has placed it: CPU
 # time spent before that is in its rusage but not in the simulator's energy
-# (tests/fakehw/README.md, limits), an error of the simulator, not the rule
+# (sim/README.md, limits), an error of the simulator, not the rule
 JOB = """#!/bin/sh
 #SBATCH -n1 -c1
 echo "PID $$"
@@ -146,7 +146,8 @@ def one_attempt(cluster, sim, db):
             fakehw.package_idle_w(
             str(sim["hw"])) * st["duration_ns"] / 1e3 * pk["step_cpus"] / den
         errs[j] = est[j] / truth - 1
-    from joulestep import sharing, store
+    from joulestep import store
+    from joulestep.store import read_sharing as sharing
     with store.connect(db) as conn:
         node = conn.execute("SELECT node_pk FROM nodes").fetchone()[0]
         p0 = sharing.static_w(conn, node)

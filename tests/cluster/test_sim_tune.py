@@ -56,7 +56,7 @@ WORK_CPU_S = 0.4  # CPU time of the workload at fmax: off-CPU moments (process s
 
 # The sweep's phase (tune --kind task) wraps the whole task; the workload marks its own
 # compute phase once the simulator has put it in its throttled group. A new task runs at
-# full speed until the simulator's next /proc scan finds it (tests/fakehw/README.md,
+# full speed until the simulator's next /proc scan finds it (sim/README.md,
 # limits): counted inside the phase, that start made low clocks look cheaper in time
 # (alpha 0.81 in one run) by an amount the fit's standard errors do not cover.
 WORKLOAD = """import subprocess, sys, time

@@ -34,7 +34,8 @@ from hypothesis import strategies as st
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "cli"))
 import recgen  # noqa: E402
 
-from joulestep import db, store  # noqa: E402
+from joulestep import store  # noqa: E402
+from joulestep.store import db  # noqa: E402
 
 EXAMPLES = int(os.environ.get("JS_FUZZ_EXAMPLES", "150"))
 FUZZ_SECONDS = float(os.environ.get("JS_FUZZ_SECONDS", "0"))

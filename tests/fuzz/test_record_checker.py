@@ -36,7 +36,8 @@ from joulestep.store import records  # noqa: E402
 EXAMPLES = tif.EXAMPLES * 2
 STATS = {"ok": 0, "refused": 0}
 PATHS = {f.path for f in records.SCHEMA} | {f.section for f in records.SCHEMA} | {
-    "record", "format", "version", "phases[].ranks",
+    f.section.removesuffix("[]") for f in records.SCHEMA} | {
+    "record", "format", "version", "phases[].ranks", "phases[].gpus",
     "step.exclusive"}  # versions 1-3 only: checked, then dropped (version 4)
 
 
@@ -145,18 +146,25 @@ def test_huge_ratio_is_refused_not_a_crash():
         store.parse_record(rec)
 
 
+YEAR_S = 366 * 86400     # the longest step (docs/record-format.md)
+
+
 @pytest.mark.parametrize("cpu,dram,ok", [
-    ((1 << 63) - 2, 1, True), ((1 << 63) - 1, 1, False), ((1 << 63) - 1, None, True),
-    ((1 << 62), (1 << 62), False)])
+    (3 * 10 ** 18, 10 ** 17, True), (1 << 62, 0, False), ((1 << 63) - 1, 1, False),
+    ((1 << 63) - 1, None, False), (1 << 62, 1 << 62, False)])
 def test_total_from_cpu_and_dram_stays_in_int64(cpu, dram, ok):
-    """A null energy_total_uj is cpu + dram; past int64 the record is
-    refused."""
-    rec = recgen.record()
-    rec["step"].update(energy_cpu_uj=cpu, energy_dram_uj=dram, energy_total_uj=None)
+    """A null energy_total_uj is cpu + dram.  Over the longest step (a
+    year) at the most a node draws (100 kW), no part comes near 2^63: a
+    figure past that is refused by its path before any sum."""
+    rec = recgen.record(dur_s=YEAR_S)
+    rec["step"].update(energy_cpu_uj=cpu, energy_dram_uj=dram, energy_total_uj=None,
+                       dram_not_measured=None if dram is not None else "no dram zone")
     got = outcome(rec)
     assert (got[0] == "ok") == ok, got
     if ok:
         assert got[1].step[records.STEP_AT["energy_total_uj"]] == cpu + (dram or 0)
+    else:
+        assert got[1].startswith("step.energy_cpu_uj:"), got
 
 
 def test_digest_tells_copies_apart_by_content():
@@ -168,6 +176,7 @@ def test_digest_tells_copies_apart_by_content():
     rec["step"]["exit_code"] = None
     assert store.parse_record(rec).digest == store.parse_record(absent).digest
     rec["step"]["energy_cpu_uj"] += 1
+    rec["step"]["energy_total_uj"] += 1
     assert store.parse_record(rec).digest != d
 
 
@@ -217,6 +226,44 @@ STEP_RULES = {
 }
 
 
+#: the rules across fields (docs/record-format.md), written out here
+MAX_W = 100_000                     # the most a node draws
+KIND = re.compile(r"[a-z0-9_-]{1,32}", re.ASCII)
+
+
+def max_uj(s) -> int:
+    """The most energy a node can use in step s (or in 1 s if shorter)."""
+    return MAX_W * max(s["end_ns"] - s["start_ns"], 10 ** 9) // 1000
+
+
+def step_fits(s, prov) -> bool:
+    cpu, dram, total = s["energy_cpu_uj"], s.get("energy_dram_uj"), s.get("energy_total_uj")
+    if any(v is not None and v > max_uj(s) for v in (cpu, dram, total)):
+        return False
+    if dram is None and not s.get("dram_not_measured") and cpu is not None \
+            and not prov.get("wrap_uncertain"):
+        return False            # a null DRAM needs its reason
+    return total is None or (cpu or 0) + (dram or 0) <= total
+
+
+def phase_fits(p, s) -> bool:
+    """A phase in its step's window (give or take NTP's slew: 1 s + 1/1000
+    of the step) with no more energy than the step; a kind the plugin
+    accepts; a null DRAM only where the step's is or the phase has none."""
+    slack = 10 ** 9 + (s["end_ns"] - s["start_ns"]) // 1000
+    lo, hi = s["start_ns"] - slack, s["end_ns"] + slack
+    if not (lo <= p["start_ns"] <= hi and lo <= p["end_ns"] <= hi):
+        return False
+    for k in ("energy_cpu_uj", "energy_dram_uj"):
+        if p[k] is not None and (p[k] > max_uj(s) or (
+                s.get(k) is not None and p[k] > s[k])):
+            return False
+    if p["energy_dram_uj"] is None and p["energy_cpu_uj"] is not None and \
+            s.get("energy_dram_uj") is not None:
+        return False
+    return bool(KIND.fullmatch(p["kind"]))
+
+
 def record_ok(rec) -> bool:
     """Whether a varied() record follows the rules."""
     s, j = rec["step"], rec["job"]
@@ -237,10 +284,12 @@ def record_ok(rec) -> bool:
     total = s.get("energy_total_uj")
     if total is None and s["energy_cpu_uj"] + (s.get("energy_dram_uj") or 0) >= HI:
         return False
-    return phases_ok(rec["phases"])
+    if not step_fits(s, rec["provenance"]):
+        return False
+    return phases_ok(rec["phases"], s)
 
 
-def phases_ok(phases) -> bool:
+def phases_ok(phases, step) -> bool:
     """The phase rules of docs/record-format.md, written out here."""
     seqs = [p["seq"] for p in phases]
     for p in phases:
@@ -253,7 +302,8 @@ def phases_ok(phases) -> bool:
                 and _is_int(p["freq_khz"], 1, null=True)
                 and all(_is_int(p[k], null=True)
                         for k in ("parent_seq", "freq_change_ns", "nranks"))
-                and (p["parent_seq"] is None or p["parent_seq"] in seqs)):
+                and (p["parent_seq"] is None or p["parent_seq"] in seqs)
+                and phase_fits(p, step)):
             return False
     return len(set(seqs)) == len(seqs)
 
@@ -273,7 +323,7 @@ def test_every_phase_field_at_every_edge(field):
             phases = [dict(p) for p in PLUGIN_PHASES[:k + 1]]
             phases[k][field] = value
             rec = recgen.record(3, "0", "n3", phases=phases)
-            want = phases_ok(phases)
+            want = phases_ok(phases, rec["step"])
             got = check(rec)
             assert (got[0] == "ok") == want, (value, k, got)
             if not want:    # this phase's field (or end_ns before start_ns)

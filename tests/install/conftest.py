@@ -19,6 +19,7 @@ _cluster_conftest = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(_cluster_conftest)
 cluster = _cluster_conftest.cluster
 cluster_users = _cluster_conftest.cluster_users
+slurm_config = _cluster_conftest.slurm_config     # the cluster's configuration
 
 
 @pytest.fixture(scope="session")

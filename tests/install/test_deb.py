@@ -27,7 +27,9 @@ from pkgtest import (REPO, hooks_dir_for, repo_docs, repo_hooks, repo_manpages, 
                      requirement_names)
 from harness import BASE
 
-PACKAGES = ("joulestep-spank", "libjoulestep-client1", "libjoulestep-dev", "joulestep-cli")
+PACKAGES = ("joulestep-spank", "libjoulestep-client1", "libjoulestep-dev", "joulestep-cli",
+            "python3-joulestep-marker")
+ARCH_ALL = ("joulestep-cli", "python3-joulestep-marker")
 SYS_ENV = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL": "C.UTF-8"}
 
 
@@ -55,7 +57,7 @@ def debs(repo, version) -> dict:
     res = sh("make", "-s", "-C", repo, "deb", timeout=1200)
     d = repo / "build" / "deb" / "current"
     arch = sh("dpkg", "--print-architecture").stdout.strip()
-    out = {p: d / f"{p}_{version}_{'all' if p == 'joulestep-cli' else arch}.deb"
+    out = {p: d / f"{p}_{version}_{'all' if p in ARCH_ALL else arch}.deb"
            for p in PACKAGES}
     for p, f in out.items():
         assert f.exists(), f"{f} missing after make deb:\n{res.stdout}"
@@ -83,7 +85,13 @@ def test_packages_hold_what_a_site_installs(debs, tmp_path):
     everything = set().union(*files.values())
     # every file in exactly one package
     assert sum(map(len, files.values())) == len(everything)
-    spank, client, dev, cli = (files[p] for p in PACKAGES)
+    spank, client, dev, cli, marker = (files[p] for p in PACKAGES)
+    # the phase markers alone, for compute nodes: the CLI's own two modules
+    pym = "/usr/lib/python3/dist-packages/joulestep"
+    assert {f for f in marker if f.startswith("/usr/lib/")} == {
+        f"{pym}/__init__.py", f"{pym}/phase.py"}, marker
+    assert f"{pym}/__init__.py" not in cli and f"{pym}/phase.py" not in cli
+    assert "/usr/lib/sysusers.d/joulestep.conf" in cli     # the exporter's user
     assert f"{plugdir}/joulestep.so" in spank and plugdir == f"/usr/lib/{ma}/slurm-wlm"
     assert {"/usr/bin/joulestep-run", "/usr/bin/joulestep-restore", "/usr/bin/joulestep-phase",
             "/usr/bin/joulestep-plugstack-check"} <= spank
@@ -125,7 +133,8 @@ def test_packages_hold_what_a_site_installs(debs, tmp_path):
         text = unit.read_text()
         assert "/usr/local" not in text, u.name
         for exe in re.findall(r"^Exec\w*=[-@:+!]*(\S+)", text, re.M):
-            assert exe in cli, (u.name, exe)
+            # joulestep's own from the package; a shell from the system
+            assert exe in cli or exe in ("/bin/sh", "/usr/bin/sh"), (u.name, exe)
     # the plugstack example (a doc, not active configuration) names the packaged plugin
     ex = [f for f in spank if f.startswith("/usr/share/doc/joulestep-spank/examples/")]
     assert len(ex) == 1 and not any(f.startswith("/etc/") for f in everything)
@@ -152,6 +161,10 @@ def test_package_relations(debs):
     # the CLI takes its Python libraries from Debian: one python3-* per requirement
     deps = {re.match(r"\S+", d.strip()).group(0) for d in field(debs["joulestep-cli"], "Depends").split(",")}
     assert {f"python3-{n}" for n in requirement_names()} <= deps
+    assert "python3-joulestep-marker" in deps
+    # the markers need nothing of the CLI's
+    mdeps = field(debs["python3-joulestep-marker"], "Depends")
+    assert not re.search(r"python3-(pandas|numpy|scipy|matplotlib|click)", mdeps), mdeps
     # "all": pure Python, not tied to one Python minor version (issue 21)
     assert field(debs["joulestep-cli"], "Architecture") == "all"
     assert not re.search(r"python3 \(<< 3\.\d+\)", field(debs["joulestep-cli"], "Depends"))

@@ -18,7 +18,9 @@ from pkgtest import REPO, hooks_dir_for, repo_docs, repo_hooks, repo_manpages
 SPEC = REPO / "packaging" / "rpm" / "joulestep.spec"
 RHEL = {"_prefix": "/usr", "_libdir": "/usr/lib64", "_bindir": "/usr/bin",
         "_includedir": "/usr/include", "_mandir": "/usr/share/man",
-        "_docdir": "/usr/share/doc", "_unitdir": "/usr/lib/systemd/system"}
+        "_docdir": "/usr/share/doc", "_unitdir": "/usr/lib/systemd/system",
+        "python3_sitelib": "/usr/lib/python3.9/site-packages",
+        "_sysusersdir": "/usr/lib/sysusers.d"}
 PLUGIN_DIR = "/usr/lib64/slurm"
 
 
@@ -75,7 +77,12 @@ def test_rpm_check_builds_the_source_rpm(repo, version):
 def test_files_lists_match_make_install(repo, build_dir, tmp_path):
     text = parsed("--define", "slurm_version 23.11")
     sec = files_sections(text)
-    assert set(sec) == {"", "libs", "devel", "cli"}
+    assert set(sec) == {"", "libs", "devel", "cli", "marker"}
+    # the Python markers: the CLI's two modules, in joulestep-marker only
+    marker = sec.pop("marker")[0]
+    assert sorted(pathlib.PurePath(e).name for e in marker) == [
+        "__init__.*", "__init__.py", "phase.*", "phase.py"], marker
+    assert re.search(r"^Requires:\s+joulestep-marker = ", text, re.M)
     # everything `make install` installs with RHEL's paths is in exactly one package
     dest = tmp_path / "root"
     sh("make", "-s", "-C", repo, "install", f"DESTDIR={dest}", "PREFIX=/usr", "LIBDIR=/usr/lib64",
@@ -92,6 +99,7 @@ def test_files_lists_match_make_install(repo, build_dir, tmp_path):
     # ... and every entry names something: make install's files, or the CLI's own
     units = {f"{RHEL['_unitdir']}/{u.name}" for u in (REPO / "etc" / "systemd").iterdir()}
     cli_own = units | {"/usr/bin/joulestep", "/usr/bin/joulestep-mail",
+                       "/usr/lib/sysusers.d/joulestep.conf",
                        "/usr/share/man/man1/joulestep.1"}
     for pkg, (paths, _) in sec.items():
         for e in paths:

@@ -45,12 +45,16 @@ Pkg = namedtuple("Pkg", "cpus step_cpus busy_ns total_ns energy_uj dram_uj")
 #: there (ns)} where the step's cgroup counted it per CPU, None: not known
 Unit = namedtuple("Unit", "key job start_ns end_ns cpu_time_ns packages cpu_by_pkg",
                   defaults=(None,))
-#: a unit's estimate: cpu_uj / dram_uj; sharing 'exclusive' | 'shared';
-#: static_w {package: P0 used, None: none}.  Exclusive and alone on the
+#: a unit's estimate: cpu_uj / dram_uj; sharing 'exclusive' | 'shared' |
+#: 'partial'; static_w {package: P0 used, None: none}; cpus (the unit's
+#: CPUs, its packages' CPUs) for 'partial'.  Exclusive and alone on the
 #: node: None (its measurement stands); exclusive beside other jobs: its
 #: packages' measured energy; shared: the attributed share (None: an input
-#: is missing)
-Share = namedtuple("Share", "cpu_uj dram_uj sharing static_w")
+#: is missing).  'partial': alone among the units given, but with only some
+#: of its packages' CPUs: cpu_uj None, since no neighbour is known to split
+#: with, and its measurement is the whole packages', never its own (the
+#: neighbours may not be in the store yet, or not visible to the reader)
+Share = namedtuple("Share", "cpu_uj dram_uj sharing static_w cpus", defaults=(None,))
 
 #: fewest points and least spread (mean busy CPUs) for a fit of P0
 FIT_MIN_POINTS, FIT_MIN_SPREAD = 2, 0.2
@@ -198,7 +202,10 @@ def _attribute(units: list, static_w: dict) -> dict:
         sw = {p: static_w.get(p) for p in u.packages}
         if mode[u.key] == "exclusive" and not any(
                 v.job != u.job and overlap_ns(u, v) > 0 for v in units):
-            out[u.key] = Share(None, None, "exclusive", sw)  # alone: the measurement
+            mine = sum(p.step_cpus for p in u.packages.values())
+            allc = sum(p.cpus for p in u.packages.values())
+            out[u.key] = Share(None, None, "exclusive", sw) if mine >= allc else \
+                Share(None, None, "partial", sw, (mine, allc))  # alone: the measurement
         elif mode[u.key] == "exclusive":  # its packages' own, not the node's
             c = _sum(p.energy_uj for p in u.packages.values())
             d = _sum(p.dram_uj for p in u.packages.values())

@@ -10,7 +10,7 @@ import configparser
 import os
 import re
 
-from . import db
+from .store import db
 from .store import JOB_GAP_HOURS
 
 # Paths are text here (os.path), not pathlib: `joulestep job` then starts
@@ -33,7 +33,7 @@ class Settings:
     "Start-up")."""
     __slots__ = ("cluster", "co2_g_per_kwh", "price_per_kwh", "currency",
                  "job_gap_hours", "spool", "db", "quarantine", "source",
-                 "node_overhead_w", "node_factor", "zone", "zone_rules")
+                 "node_overhead_w", "node_factor", "zone", "zone_rules", "db_group")
 
     def __init__(self, *,
                  cluster: str | None = None,      # default cluster for queries (None: any)
@@ -51,7 +51,9 @@ class Settings:
                  zone: str | None = None,      # grid zone where nothing more specific is set
                  # ((field, names, zone), ...): [zones] nodes./partition./cluster.
                  # lines, most specific first (zones.py reads them)
-                 zone_rules: tuple = ()):
+                 zone_rules: tuple = (),
+                 db_group: str | None = None):   # a new SQLite store: 0640, this group
+        self.db_group = db_group
         self.cluster, self.co2_g_per_kwh = cluster, co2_g_per_kwh
         self.price_per_kwh, self.currency = price_per_kwh, currency
         self.job_gap_hours, self.spool, self.db = job_gap_hours, spool, db
@@ -155,7 +157,7 @@ def load(path: str | os.PathLike | None = None) -> Settings:
         raise ConfigError(f"cannot read config {p}: {e}") from None
     known = {"site": {"cluster", "co2_g_per_kwh", "price_per_kwh", "currency",
                       "job_gap_hours", "node_overhead_w", "node_factor", "zone"},
-             "paths": {"spool", "db", "quarantine"}, "zones": None}
+             "paths": {"spool", "db", "quarantine", "db_group"}, "zones": None}
     for sect in cp.sections():
         if sect not in known:
             raise ConfigError(f"{p}: unknown section [{sect}] (allowed: site, "
@@ -180,6 +182,7 @@ def load(path: str | os.PathLike | None = None) -> Settings:
         s.spool = cp.get("paths", "spool")
     if cp.get("paths", "db", fallback=""):
         s.db = _db_target(cp.get("paths", "db"))
+    s.db_group = cp.get("paths", "db_group", fallback="").strip() or None
     if cp.get("paths", "quarantine", fallback=""):
         s.quarantine = cp.get("paths", "quarantine")
     s.source = str(p)

@@ -406,7 +406,7 @@ def node_line_problems(node: dict, meas: dict) -> list[str]:
 def records_lost(c) -> int | None:
     """Records the plugin could not write, as ingested into the database
     (lost.py); None when there is no readable database."""
-    from . import lost
+    from .store import lost
     return _from_store(c, lost.count)
 
 

@@ -21,8 +21,8 @@ class ExportError(ValueError):
 
 
 def frame(conn, name: str, since_ns=None, until_ns=None):
-    import pandas as pd
     from . import frames
+    from .store import read_frames
     if name == "steps_full":
         return frames.steps(conn, since_ns, until_ns)
     if name == "phases_full":
@@ -30,12 +30,7 @@ def frame(conn, name: str, since_ns=None, until_ns=None):
     if name not in RAW:
         raise ExportError(f"unknown table {name!r}: allowed {', '.join(TABLES)}")
     # table name checked against the fixed list above; values are bound
-    where, args = "", []
-    if name in ("steps",) and (since_ns is not None or until_ns is not None):
-        where = " WHERE start_ns >= ? AND start_ns < ?"
-        args = [since_ns or 0, until_ns if until_ns is not None else 1 << 62]
-    df = frames.read_frame(conn, f"SELECT * FROM {name}{where} ORDER BY 1, 2, 3",
-                           args)
+    df = read_frames.table(conn, name, since_ns, until_ns)
     # INTEGER columns with NULLs (e.g. steps.inside_step_pk) would come back
     # as floats ("3.0"): keep them integers, NULL as missing
     for col, ctype in conn.columns(name):

@@ -20,7 +20,7 @@ Counters, totals over every step in the store (docs/admin-guide.md,
   untrusted counter);
 - joulestep_estimated_steps_total: steps that shared a CPU package with
   another job; their part of the energy is their attributed share
-  (sharing.py), not the whole package's; a new step makes the jobs that ran
+  (store/read_sharing.py), not the whole package's; a new step makes the jobs that ran
   beside it on its node be read again (those that started within
   --settle-hours of it; an older neighbour waits for the next full read);
   all nine labelled cluster, user, account, partition and policy (or the
@@ -72,7 +72,8 @@ import time
 
 from . import gpus as gpumod
 from . import report as rep
-from . import sharing, store
+from . import store
+from .store import lost, read_exporter, read_jobs, read_sharing
 
 LABELS = ("cluster", "user", "account", "partition", "policy")
 SAVING_LABELS = ("cluster", "policy")
@@ -117,9 +118,8 @@ def policy_label(policy) -> str:
 
 
 def records_lost(conn) -> int | None:
-    """The store's count of records the plugin could not write (lost.py,
+    """The store's count of records the plugin could not write (store/lost.py,
     lost_records): joulestep_records_lost_total."""
-    from . import lost
     return lost.count(conn)
 
 
@@ -151,19 +151,11 @@ def _contributions(conn, settings, models, where: str, args) -> dict:
     from .gridfigures import step_prices        # cost over time
     price = step_prices(conn, settings, where, args)
     static = settings.price_per_kwh
-    phases: dict = {}
-    for r in conn.execute(f"SELECT {rep.PHASE_COLS} FROM phases p JOIN steps s "
-                          f"ON s.step_pk = p.step_pk WHERE {where} "
-                          "ORDER BY p.step_pk, p.seq", args):
-        phases.setdefault(r[0], []).append(r)
+    phases = read_exporter.phase_rows(conn, where, args)
     out: dict = {}
     outer: dict = {}             # step_pk -> (its vec, CPU µJ, DRAM µJ)
-    for r in conn.execute(f"SELECT {rep.STEP_COLS}, s.job_pk, j.cluster, "
-                          "j.user_name, j.account, j.partition, s.total_includes, "
-                          "s.gpu_backend, s.gpus_unmeasured FROM "
-                          f"{rep.STEPS_FROM} JOIN jobs j ON j.job_pk = s.job_pk "
-                          f"WHERE {where}", args):
-        n = len(r) - 8
+    for r in read_exporter.contribution_rows(conn, where, args):
+        n = len(r) - read_exporter.EXTRA_COLS
         job_pk = r[n]
         key = tuple(NONE if v is None else str(v) for v in (*r[n + 1:n + 5],
                                                             policy_label(r[8])))
@@ -212,8 +204,8 @@ def _contributions(conn, settings, models, where: str, args) -> dict:
 
 def _shared(conn, outer: dict) -> None:
     """Steps that shared a package with another job add their attributed
-    share (sharing.estimates), as `report` sums them, not the packages'."""
-    est = sharing.estimates(conn, sorted({v[3] for v in outer.values()}))
+    share (read_sharing.estimates), as `report` sums them, not the packages'."""
+    est = read_sharing.estimates(conn, sorted({v[3] for v in outer.values()}))
     for spk, e in est.items():
         if spk not in outer or e.cpu_uj is None:
             continue
@@ -280,12 +272,10 @@ class StoreView:
         try:
             conn.execute("BEGIN")       # one consistent view of the store
             try:
-                models = rep.load_models(conn)
+                models = read_jobs.power_models(conn)
                 fp = sorted((k, tuple(sorted(v.items()))) for k, v in models.items())
                 # imported prices changed: every cost changes (a full read)
-                fp.append(conn.execute(
-                    "SELECT count(*), sum(value_per_kwh), sum(end_ns - start_ns) "
-                    "FROM grid_intensity WHERE kind = 'price_per_kwh'").fetchone())
+                fp.append(read_exporter.price_mark(conn))
                 full = (self._loaded_at is None or fp != self._models or
                         time.monotonic() - self._loaded_at >= self.reload_s)
                 if not full:
@@ -307,23 +297,12 @@ class StoreView:
         """What the incremental refresh checks the store against: counts,
         and the newest step and job as they were (a key reused after a
         delete)."""
-        nsteps = conn.execute("SELECT count(*) FROM steps").fetchone()[0]
-        njobs = conn.execute("SELECT count(*) FROM jobs").fetchone()[0]
-        last_step = conn.execute(
-            "SELECT step_pk, job_pk, node_pk, step_id, start_ns, end_ns FROM "
-            "steps ORDER BY step_pk DESC LIMIT 1").fetchone()
-        last_job = conn.execute(
-            "SELECT job_pk, cluster, job_id, first_seen_ns FROM jobs ORDER BY "
-            "job_pk DESC LIMIT 1").fetchone()
-        return nsteps, njobs, tuple(last_step or ()), tuple(last_job or ())
+        return read_exporter.marks(conn)
 
     def _read_all(self, conn, models) -> None:
         self.nsteps, self.njobs, self.last_step, self.last_job = self._marks(conn)
-        self.newest_end = conn.execute(
-            "SELECT max(end_ns) FROM steps").fetchone()[0] or 0
-        cutoff = self.newest_end - self.settle_ns
-        recent_jobs = {r[0] for r in conn.execute(
-            "SELECT DISTINCT job_pk FROM steps WHERE end_ns >= ?", (cutoff,))}
+        self.newest_end = read_exporter.newest_end(conn)
+        recent_jobs = read_exporter.jobs_ended_since(conn, self.newest_end - self.settle_ns)
         self.frozen: dict = {}
         self.recent: dict = {}
         top = self.last_step[0] if self.last_step else 0
@@ -344,31 +323,22 @@ class StoreView:
     def _incremental(self, conn, models) -> None:
         old_top = self.last_step[0] if self.last_step else 0
         old_job = self.last_job[0] if self.last_job else 0
-        if self.last_step and conn.execute(
-                "SELECT step_pk, job_pk, node_pk, step_id, start_ns, end_ns "
-                "FROM steps WHERE step_pk = ?", (old_top,)).fetchone() != \
+        if self.last_step and read_exporter.step_mark(conn, old_top) != \
                 tuple(self.last_step):
             raise _Reread("the newest step changed")
-        if self.last_job and conn.execute(
-                "SELECT job_pk, cluster, job_id, first_seen_ns FROM jobs WHERE "
-                "job_pk = ?", (old_job,)).fetchone() != tuple(self.last_job):
+        if self.last_job and read_exporter.job_mark(conn, old_job) != \
+                tuple(self.last_job):
             raise _Reread("the newest job changed")
-        new = conn.execute("SELECT job_pk FROM steps WHERE step_pk > ?",
-                           (old_top,)).fetchall()
-        new_jobs = conn.execute("SELECT count(*) FROM jobs WHERE job_pk > ?",
-                                (old_job,)).fetchone()[0]
+        new = read_exporter.new_steps_jobs(conn, old_top)
+        new_jobs = read_exporter.new_jobs(conn, old_job)
         nsteps, njobs, last_step, last_job = self._marks(conn)
         if nsteps != self.nsteps + len(new) or njobs != self.njobs + new_jobs:
             raise _Reread("steps or jobs were deleted or merged")
-        touched = {r[0] for r in new}
+        touched = set(new)
         # the jobs that ran beside a new step on its node: their shares change
         # (new steps with the inputs only; neighbours that started within the settle
         # window: an older one, still running, is brought up to date by the reload)
-        touched |= {r[0] for r in conn.execute(
-            "SELECT DISTINCT o.job_pk FROM steps n JOIN steps o ON o.node_pk = n.node_pk "
-            "AND o.start_ns < n.end_ns AND o.start_ns > n.start_ns - ? AND o.end_ns > "
-            "n.start_ns WHERE n.step_pk > ? AND EXISTS (SELECT 1 FROM step_packages p "
-            "WHERE p.step_pk = n.step_pk)", (self.settle_ns, old_top))}
+        touched |= read_exporter.neighbours_of_new(conn, old_top, self.settle_ns)
         touched = sorted(touched)
         if any(j <= old_job and j not in self.recent for j in touched):
             raise _Reread("a step joined a settled job")
@@ -404,10 +374,15 @@ def _project(totals: dict, labels) -> dict:
 
 def families(view: StoreView, labels=LABELS) -> list:
     """The metric families of the view's snapshot (prometheus_client)."""
-    from prometheus_client.core import (CounterMetricFamily, GaugeMetricFamily,
-                                        InfoMetricFamily)
-    s, st = view.snapshot, view.settings
     labels = list(labels)
+    return (_energy_families(view, labels) + _saving_families(view, labels)
+            + _store_families(view))
+
+
+def _energy_families(view: StoreView, labels: list) -> list:
+    """Energy, GPU, time, cost and step counts per label tuple."""
+    from prometheus_client.core import CounterMetricFamily
+    s, st = view.snapshot, view.settings
     energy = CounterMetricFamily(
         "joulestep_energy_joules", "Energy of the steps in the store, each "
         "counted once (steps inside others: nesting rule): CPU + DRAM (RAPL), "
@@ -460,6 +435,14 @@ def families(view: StoreView, labels=LABELS) -> list:
         steps.add_metric(key, v[STEPS])
         unmeasured.add_metric(key, v[UNMEASURED])
         estimated.add_metric(key, v[ESTIMATED])
+    return [energy, gpu, gpu_steps, gpu_not, seconds, cost, steps, unmeasured,
+            estimated]
+
+
+def _saving_families(view: StoreView, labels: list) -> list:
+    """The policies' estimated saving per label tuple."""
+    from prometheus_client.core import CounterMetricFamily
+    s = view.snapshot
     slabels = [x for x in SAVING_LABELS if x in labels]
     saving = CounterMetricFamily(
         "joulestep_saving_joules", "Estimated energy saved by the policies "
@@ -473,8 +456,15 @@ def families(view: StoreView, labels=LABELS) -> list:
     for key, v in sorted(_project(s.totals, slabels).items()):
         saving.add_metric(key, v[SAVING])
         not_est.add_metric(key, v[NOT_EST])
-    out = [energy, gpu, gpu_steps, gpu_not, seconds, cost, steps, unmeasured,
-           estimated, saving, not_est]
+    return [saving, not_est]
+
+
+def _store_families(view: StoreView) -> list:
+    """The store's and the exporter's own state."""
+    from prometheus_client.core import (CounterMetricFamily, GaugeMetricFamily,
+                                        InfoMetricFamily)
+    s, st = view.snapshot, view.settings
+    out = []
     q = GaugeMetricFamily("joulestep_records_quarantined", "Records in the "
                           "quarantine directory (invalid; see their .reason "
                           "files)")

@@ -15,29 +15,21 @@ def _j(uj):
     return None if uj is None else uj / 1e6
 
 
-def for_job(conn, job_pk: int) -> tuple[dict, dict]:
+def for_job(step_rows, gpu_rows, phase_rows) -> tuple[dict, dict]:
     """({step_pk: {energy_gpu_j, total_includes, gpus_unmeasured, gpus}},
     {(step_pk, seq): (energy_gpu_j, gpu_clock_mhz)}) of a job's steps and
-    phases."""
+    phases, from store/read_jobs.py's gpu_step_rows, gpu_rows and
+    gpu_phase_rows."""
     steps: dict = {}
-    for spk, gpu, inc, why in conn.execute(
-            "SELECT step_pk, energy_gpu_uj, total_includes, gpus_unmeasured "
-            "FROM steps WHERE job_pk = ?", (job_pk,)):
+    for spk, gpu, inc, why in step_rows:
         steps[spk] = {"energy_gpu_j": _j(gpu),
                       "total_includes": INCLUDES.get(inc or "cpu+dram", inc),
                       "gpus_unmeasured": why, "gpus": []}
-    for spk, idx, uuid, model, uj, reason, integ, resets in conn.execute(
-            "SELECT g.step_pk, g.gpu_index, g.uuid, g.model, g.energy_uj, g.reason, "
-            "g.integrated, g.resets FROM step_gpus g JOIN steps s ON s.step_pk = "
-            "g.step_pk WHERE s.job_pk = ? ORDER BY g.step_pk, g.gpu_index, g.uuid",
-            (job_pk,)):
+    for spk, idx, uuid, model, uj, reason, integ, resets in gpu_rows:
         steps[spk]["gpus"].append({
             "index": idx, "uuid": uuid, "model": model, "energy_j": _j(uj),
             "reason": reason, "integrated": bool(integ), "resets": resets})
-    phases = {(spk, seq): (_j(uj), mhz) for spk, seq, uj, mhz in conn.execute(
-        "SELECT p.step_pk, p.seq, p.energy_gpu_uj, p.gpu_clock_mhz FROM phases p "
-        "JOIN steps s ON s.step_pk = p.step_pk WHERE s.job_pk = ? AND "
-        "(p.energy_gpu_uj IS NOT NULL OR p.gpu_clock_mhz IS NOT NULL)", (job_pk,))}
+    phases = {(spk, seq): (_j(uj), mhz) for spk, seq, uj, mhz in phase_rows}
     return steps, phases
 
 
@@ -82,6 +74,11 @@ UNMEASURED_SQL = (f"NOT ({IN_TOTAL_SQL}) AND (s.gpu_backend IS NOT NULL OR "
 def in_total(total_includes) -> bool:
     """Whether a step's total includes its GPUs (IN_TOTAL_SQL)."""
     return isinstance(total_includes, str) and total_includes.endswith("gpu")
+
+
+def in_total_text(includes) -> bool:
+    """Whether a "total includes" text (INCLUDES' values) has the GPUs."""
+    return isinstance(includes, str) and "GPU" in includes
 
 
 def counted_uj(total_includes, ccpu, cdram, ctotal):

@@ -8,6 +8,7 @@ here imports numpy (`joulestep job`'s start-up, docs/cli.md).
 from __future__ import annotations
 
 from .store import intensity as sto
+from .store.read_intensity import UNREADABLE_NOTE
 
 KIND_OF = {"co2": "co2_g_per_kwh", "price": "price_per_kwh"}
 ESTIMATE_NOTE = ("estimate: the same energy at the zone's lowest and highest "
@@ -49,10 +50,10 @@ def apply(d: dict, f: dict) -> None:
 class Loaded:
     """The series of some zones, and the grid of cells over them."""
 
-    def __init__(self, conn, zones, lo_ns=None, hi_ns=None, utc=False):
+    def __init__(self, rows, zones, lo_ns=None, utc=False):
+        """rows: store/intensity.series_rows of the zones from lo_ns on."""
         import numpy as np
         from . import carbon
-        rows = sto.series_rows(conn, zones, lo_ns, hi_ns)
         self.zones = sorted({z for z in zones if z is not None})
         by: dict = {}
         for z, k, a, b, v, src in rows:
@@ -62,6 +63,11 @@ class Loaded:
                           dtype=np.int64)
         self.grid_ns = carbon.cell_ns(bounds, 0 if utc else carbon.local_offset_s(lo_ns))
         self.utc = utc
+
+    @classmethod
+    def read(cls, conn, zones, lo_ns=None, hi_ns=None, utc=False):
+        """The zones' series overlapping [lo_ns, hi_ns) from the store."""
+        return cls(sto.series_rows(conn, zones, lo_ns, hi_ns), zones, lo_ns, utc)
 
     def zone_index(self, zones) -> list:
         if len(self.zones) == 1:        # one zone: a step has it or none
@@ -82,17 +88,16 @@ class Loaded:
 # --------------------------------------------------------------------------
 # job
 
-def for_job(conn, job_pk: int, rows: list, steps: list, totals: dict,
+def for_job(grid: dict, rows: list, steps: list, totals: dict,
             settings, utc: bool = False) -> dict | None:
-    """CO2 and cost of a job's steps and phases (steps: job_summary's step
-    dicts, in the order of their rows) and totals, time-varying where
-    values cover them; the zone's day and the what-if estimate.  Returns
-    the "intensity" part of the summary."""
-    zoned = settings.zone is not None or bool(settings.zone_rules)
-    have = sto.has_values(conn) if zoned else False
-    if have is not True:
+    """CO2 and cost of a job's steps and phases (steps: the summary's step
+    dicts, in the order of their rows; grid: store/read_intensity.job_grid)
+    and totals, time-varying where values cover them; the zone's day and
+    the what-if estimate.  Returns the "intensity" part of the summary."""
+    have = grid["have"]
+    if have is not True or not grid["spans"][0]:
         zone_of = ({r[0]: settings.zone for r in rows} if not settings.zone_rules
-                   else {r[0]: r[1] for r in sto.job_spans(conn, job_pk, settings)[0]})
+                   else {r[0]: r[1] for r in grid["spans"][0]})
         for r, d in zip(rows, steps):
             f = static_fields(settings, zone_of.get(r[0]))
             apply(d, f)
@@ -101,11 +106,10 @@ def for_job(conn, job_pk: int, rows: list, steps: list, totals: dict,
         totals.update(static_fields(settings, _one(zone_of.values())))
         return {"zones": sorted({z for z in zone_of.values() if z}), "days": [],
                 "what_if": None,
-                "note": None if have is False else
-                "the grid's imported values are not readable by this database role "
-                "(GRANT SELECT ON grid_intensity): CO2 and cost are at the static factors"}
-    span_steps, span_phases = sto.job_spans(conn, job_pk, settings)
-    return _job_time_varying(conn, rows, steps, totals, settings, span_steps,
+                "note": UNREADABLE_NOTE if have == sto.UNREADABLE else None}
+    span_steps, span_phases = grid["spans"]
+    data = Loaded(grid["series"], {r[1] for r in span_steps}, grid["lo_ns"], utc)
+    return _job_time_varying(data, rows, steps, totals, settings, span_steps,
                              span_phases, utc)
 
 
@@ -125,14 +129,12 @@ def _one(zones):
     return zs[0] if len(zs) == 1 else ("+".join(zs) or None)
 
 
-def _job_time_varying(conn, rows, steps, totals, settings, span_steps, span_phases,
-                      utc) -> dict:
+def _job_time_varying(data: Loaded, rows, steps, totals, settings, span_steps,
+                      span_phases, utc) -> dict:
     import numpy as np
     from . import carbon
     lo = min(r[2] for r in span_steps)
-    hi = max(r[3] for r in span_steps)
     zone_of = {r[0]: r[1] for r in span_steps}
-    data = Loaded(conn, zone_of.values(), lo - 86400 * 10**9, hi + 86400 * 10**9, utc)
     pk = [r[0] for r in span_steps]
     ix = {p: i for i, p in enumerate(pk)}
     top = [p for p in span_phases if p[2] is None and p[0] in ix]
@@ -240,7 +242,7 @@ def for_groups(conn, settings, gexpr, joins, jargs, where, wargs,
     from . import carbon
     zones = [z for _, _, z in settings.zone_rules] + [settings.zone]
     # the values from the window's start on (a year of hours is small)
-    data = Loaded(conn, zones, since_ns, None, utc)
+    data = Loaded.read(conn, zones, since_ns, None, utc)
     if by_job and not any(f == "nodes" for f, _, _ in settings.zone_rules):
         rows = sto.job_cell_sums(conn, settings, gexpr, joins, jargs, where, wargs,
                                  data.grid_ns, since_ns, until_ns, cluster)
@@ -314,7 +316,7 @@ def hour_report(conn, settings, window: tuple, since_ns, until_ns, cluster,
     """`report --by hour`: the window's energy by hour of day (local time
     unless utc), each hour's CO2 and cost at the values it met.  window:
     (joins from steps s, their arguments, conditions, their arguments) of
-    the report's window (report.group_clause, report.window_conditions)."""
+    the report's window (store/read_report.py: group_clause, window_conditions)."""
     joins, jargs, where, wargs = window
     hours = for_groups(conn, settings, "0", joins, jargs, where, wargs, since_ns,
                        until_ns, utc, by_hour=True) or {}
@@ -363,7 +365,7 @@ def step_prices(conn, settings, where: str, args) -> dict:
     steps, phases = sto.spans_where(conn, settings, where, args)
     if not steps:
         return {}
-    data = Loaded(conn, {r[1] for r in steps}, min(r[2] for r in steps),
+    data = Loaded.read(conn, {r[1] for r in steps}, min(r[2] for r in steps),
                   max(r[3] for r in steps), utc=True)
     pk = [r[0] for r in steps]
     ix = {p: i for i, p in enumerate(pk)}

@@ -216,17 +216,17 @@ def _out_of_order(parsed: list, problems: list) -> None:
     last = None
     for line, t, *_ in parsed:
         if last is not None and t < last[1]:
-            problems.append(Problem(line, "out of order", f"{_iso(t)} comes after "
-                                    f"{_iso(last[1])} (line {last[0]}); kept, in "
+            problems.append(Problem(line, "out of order", f"{iso_z(t)} comes after "
+                                    f"{iso_z(last[1])} (line {last[0]}); kept, in "
                                     "time order", True))
         else:
             last = (line, t)
 
 
 def _overlap(line, t, prev, problems) -> None:
-    problems.append(Problem(line, "overlap", f"{_iso(t)} is already covered by "
-                            f"line {prev.line} ({_iso(prev.start_ns)} .. "
-                            f"{_iso(prev.end_ns)}); refused", False))
+    problems.append(Problem(line, "overlap", f"{iso_z(t)} is already covered by "
+                            f"line {prev.line} ({iso_z(prev.start_ns)} .. "
+                            f"{iso_z(prev.end_ns)}); refused", False))
 
 
 def _fixed_intervals(parsed: list, step_ns: int, problems: list) -> list:
@@ -242,7 +242,7 @@ def _fixed_intervals(parsed: list, step_ns: int, problems: list) -> list:
 
 
 def _gap(line, a, b, problems) -> None:
-    problems.append(Problem(line, "gap", f"no value from {_iso(a)} to {_iso(b)} "
+    problems.append(Problem(line, "gap", f"no value from {iso_z(a)} to {iso_z(b)} "
                             "(the static [site] factor applies there)", True))
 
 
@@ -253,7 +253,7 @@ def _csv_intervals(parsed: list, problems: list) -> list:
     for p in parsed:
         if kept and p[1] == kept[-1][1]:
             prev = kept[-1]
-            problems.append(Problem(p[0], "overlap", f"{_iso(p[1])} is already "
+            problems.append(Problem(p[0], "overlap", f"{iso_z(p[1])} is already "
                                     f"given on line {prev[0]}; refused", False))
             continue
         kept.append(p)
@@ -277,6 +277,7 @@ def _csv_intervals(parsed: list, problems: list) -> list:
     return out
 
 
-def _iso(ns: int) -> str:
+def iso_z(ns: int) -> str:
+    """ns since the epoch as UTC to the second, with a Z."""
     return dt.datetime.fromtimestamp(ns / 1e9, dt.timezone.utc).strftime(
         "%Y-%m-%dT%H:%M:%SZ")

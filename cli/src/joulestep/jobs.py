@@ -1,6 +1,6 @@
 """`joulestep jobs`: a user's recent jobs with their energy, sacct-style.
 
-Each job's figures are `joulestep job`'s totals (report.job_summary), in its
+Each job's figures are `joulestep job`'s totals (jobsummary.py), in its
 user view for a caller who is not an admin: one rule for what a user sees
 (docs/security.md).  Who may list whom (:func:`who`) is pure; the job list is
 one query on the jobs table (cluster, job ID, first seen: a recycled ID is
@@ -8,7 +8,9 @@ another job); `--state` asks sacct, which the store does not mirror.
 """
 from __future__ import annotations
 
-from . import report as rep
+from . import jobsummary
+from .report import iso
+from .store import read_jobs
 
 DEFAULT_DAYS = 7
 MAX_JOBS = 1000
@@ -27,43 +29,26 @@ def who(requested: list[str] | None, caller: str, admin: bool) -> list[str]:
     return users
 
 
-def select(conn, users: list[str], since_ns: int, until_ns: int | None,
-           cluster: str | None, limit: int = MAX_JOBS) -> list[tuple]:
-    """(cluster, job_id, first_seen_ns, user, account, partition, steps_n) of
-    the users' jobs seen in [since, until), latest first."""
-    q = ("SELECT cluster, job_id, first_seen_ns, user_name, account, partition, "
-         "steps_n FROM jobs WHERE user_name IN (" + ", ".join("?" * len(users))
-         + ") AND last_seen_ns >= ?")
-    args: list = [*users, since_ns]
-    if until_ns is not None:
-        q += " AND first_seen_ns < ?"
-        args.append(until_ns)
-    if cluster:
-        q += " AND cluster = ?"
-        args.append(cluster)
-    q += " ORDER BY first_seen_ns DESC, cluster, job_id LIMIT ?"
-    args.append(limit)
-    return conn.execute(q, args).fetchall()
-
-
 def list_jobs(conn, settings, users: list[str], since_ns: int, until_ns=None,
               cluster=None, user_view: bool = False, only_ids=None) -> list[dict]:
     """One dict per job: identity, and `job`'s totals (energy, kWh, CO2,
     cost), in the user view when ``user_view``.  only_ids: keep these job
     IDs (from sacct --state)."""
     out = []
-    for cl, job_id, first, user, account, partition, steps_n in select(
-            conn, users, since_ns, until_ns, cluster):
+    for cl, job_id, first, user, account, partition, steps_n in read_jobs.user_jobs(
+            conn, users, since_ns, until_ns, cluster, MAX_JOBS):
         if only_ids is not None and job_id not in only_ids:
             continue
-        t = rep.job_summary(conn, job_id, settings, cl, first,
-                            user_view=user_view)["totals"]
+        t = jobsummary.summary(conn, job_id, settings, cl, first,
+                               user_view=user_view)["totals"]
         out.append({"cluster": cl, "job_id": job_id, "user": user,
                     "account": account, "partition": partition,
-                    "first_seen_ns": first, "first_seen": rep._iso(first),
+                    "first_seen_ns": first, "first_seen": iso(first),
                     "steps": steps_n, "energy_total_j": t["energy_total_j"],
                     "energy_cpu_j": t["energy_cpu_j"],
-                    "energy_dram_j": t["energy_dram_j"], "kwh": t["kwh"],
+                    "energy_dram_j": t["energy_dram_j"],
+                    "energy_gpu_j": t["energy_gpu_j"],
+                    "total_includes": t["total_includes"], "kwh": t["kwh"],
                     "co2_g": t["co2_g"], "cost": t["cost"]})
     return out
 

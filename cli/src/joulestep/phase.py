@@ -1,20 +1,29 @@
 """Phase markers for the joulestep SPANK plugin (docs/phase-protocol.md), stdlib only.
 
-    import joulestep.phase as jsp          # or: from joulestep.phase import phase
-    with jsp.phase("write", nbytes=n):
+    import joulestep
+    with joulestep.phase("write", nbytes=n):
         f.write(buf)
 
+    import joulestep.phase as jsp
     jsp.begin("checkpoint", "ckpt-3"); ...; jsp.end(nbytes=n)
 
-Outside a joulestep step (no JOULESTEP_SOCKET) every call is a no-op returning
-NOT_IN_STEP. Markers are asynchronous (one send, no reply) unless `sync=True`
-is given or JOULESTEP_SYNC=1 is set; synchronous markers return once the
-plugin has recorded the marker and set the clock. A refused synchronous marker
-raises PhaseError; in a `with` block the end marker is always sent.
+A marker never fails the program, as with the C library: every call returns
+0 (done), NOT_IN_STEP (no JOULESTEP_SOCKET: outside a joulestep step) or a
+negative errno (not recorded: a stale socket, a refused marker, a bad kind),
+and never raises; a ``with`` block always runs its body, and sends its end
+marker only when its begin was recorded.  Markers are asynchronous (one
+send, no reply) unless ``sync=True`` is given or JOULESTEP_SYNC=1 is set;
+synchronous markers return once the plugin has recorded the marker and set
+the clock, or with the plugin's refusal code, negated.
+
+This module and ``joulestep/__init__.py`` are the ``joulestep-marker``
+package (marker/): it installs on compute nodes without the CLI's
+dependencies.
 """
 from __future__ import annotations
 
 import contextlib
+import errno
 import itertools
 import os
 import re
@@ -34,7 +43,17 @@ _CONNECT_RETRY_S = 0.2
 
 
 class PhaseError(OSError):
-    """The plugin refused a marker (errno = the protocol error code)."""
+    """A refused marker.  Markers return the negated code rather than raise
+    it (they never fail the program); the class stays for code that
+    catches it."""
+
+
+def _neg(e: BaseException) -> int:
+    """A negative errno for an exception of a marker."""
+    if isinstance(e, TimeoutError) or isinstance(e, socket.timeout):
+        return -errno.ETIMEDOUT
+    n = getattr(e, "errno", None)
+    return -n if isinstance(n, int) and n > 0 else -errno.EIO
 
 
 class _Conn:
@@ -44,12 +63,16 @@ class _Conn:
         self.pid = None
         self.ids = itertools.count(1)
 
+    def close(self):
+        if self.sock is not None:
+            self.sock.close()
+        self.sock = None
+
     def _ensure(self):
         if self.sock is not None and self.pid == os.getpid():
             return True
         if self.sock is not None:  # forked: the parent's connection
-            self.sock.close()
-            self.sock = None
+            self.close()
         path = os.environ.get("JOULESTEP_SOCKET")
         if not path:
             return False
@@ -68,52 +91,58 @@ class _Conn:
                 if time.monotonic() >= deadline:
                     raise
                 time.sleep(0.002)
-            except OSError:
+            except BaseException:
                 s.close()
                 raise
         self.sock, self.pid = s, os.getpid()
         return True
 
     def send(self, body: str, sync: bool) -> int:
+        """0, NOT_IN_STEP or a negative errno; never raises."""
         with self.lock:
-            for attempt in (0, 1):
-                if not self._ensure():
-                    return NOT_IN_STEP
-                ident = next(self.ids) if sync else None
-                msg = f"{body} id={ident} sync" if sync else body
-                data = msg.encode("ascii")
-                if len(data) > 256:
-                    raise PhaseError(90, "marker longer than 256 bytes")
-                try:
-                    self.sock.send(data)
-                except (BrokenPipeError, ConnectionResetError, socket.timeout) as e:
-                    self.sock.close()
-                    self.sock = None
-                    if attempt:
-                        raise
-                    continue
-                return self._await(ident) if sync else 0
-        return 0
+            try:
+                return self._send(body, sync)
+            except (OSError, ValueError) as e:
+                self.close()
+                return _neg(e)
+
+    def _send(self, body: str, sync: bool) -> int:
+        for attempt in (0, 1):
+            if not self._ensure():
+                return NOT_IN_STEP
+            ident = next(self.ids) if sync else None
+            msg = f"{body} id={ident} sync" if sync else body
+            data = msg.encode("ascii")
+            if len(data) > 256:
+                return -errno.EMSGSIZE
+            try:
+                self.sock.send(data)
+            except (BrokenPipeError, ConnectionResetError, socket.timeout):
+                self.close()
+                if attempt:
+                    raise
+                continue   # the plugin may have dropped an idle connection
+            return self._await(ident) if sync else 0
+        return -errno.ECONNRESET
 
     def _await(self, ident: int) -> int:
-        want = f" id={ident}"
+        want = f"id={ident}"
         deadline = time.monotonic() + _REPLY_TIMEOUT_S
         while True:
             left = deadline - time.monotonic()
             if left <= 0:
-                raise PhaseError(110, "no reply from the joulestep plugin")
+                return -errno.ETIMEDOUT
             self.sock.settimeout(left)
             reply = self.sock.recv(257).decode("ascii", "replace")
             if not reply:
-                raise PhaseError(104, "the joulestep plugin closed the connection")
-            fields = reply.split()
-            if want.strip() not in fields:
+                self.close()
+                return -errno.ECONNRESET
+            if want not in reply.split():
                 continue  # a stray error reply for an earlier asynchronous marker
             if reply.startswith("JS1 OK"):
                 return 0
             m = re.match(r"JS1 ERR (\d+)", reply)
-            code = int(m.group(1)) if m else 71
-            raise PhaseError(code, reply.split(want, 1)[-1].strip() or reply)
+            return -int(m.group(1)) if m and int(m.group(1)) > 0 else -errno.EPROTO
 
 
 _conn = _Conn()
@@ -134,25 +163,29 @@ def _sync(sync):
 
 
 def begin(kind: str, label: str | None = None, *, sync: bool | None = None) -> int:
-    """Begin a phase. kind: [a-z0-9_-]{1,32}; label: [A-Za-z0-9_.:+/-]{1,64} or None."""
-    if not _KIND.match(kind or ""):
-        raise ValueError(f"phase kind {kind!r}: allowed [a-z0-9_-]{{1,32}}")
-    if label is not None and (not _LABEL.match(label) or label == "-"):
-        raise ValueError(f"phase label {label!r}: allowed [A-Za-z0-9_.:+/-]{{1,64}}")
+    """Begin a phase. kind: [a-z0-9_-]{1,32}; label: [A-Za-z0-9_.:+/-]{1,64}
+    or None.  0, NOT_IN_STEP, or a negative errno (-EINVAL: a bad kind or
+    label); never raises."""
+    if not isinstance(kind, str) or not _KIND.match(kind) or (
+            label is not None and (not isinstance(label, str) or not _LABEL.match(label)
+                                   or label == "-")):
+        return -errno.EINVAL
     body = f"JS1 BEGIN {kind} {label or '-'} rank={_rank()} t={time.monotonic_ns()}"
     return _conn.send(body, _sync(sync))
 
 
 def end(nbytes: int | None = None, *, sync: bool | None = None) -> int:
-    """End this rank's innermost open phase; nbytes: bytes written/read, or None."""
-    if nbytes is not None and (not isinstance(nbytes, int) or nbytes < 0):
-        raise ValueError("nbytes: a non-negative integer or None")
+    """End this rank's innermost open phase; nbytes: bytes written/read, or
+    None.  0, NOT_IN_STEP or a negative errno; never raises."""
+    if nbytes is not None and (type(nbytes) is not int or nbytes < 0):
+        return -errno.EINVAL
     b = "-" if nbytes is None else str(nbytes)
     return _conn.send(f"JS1 END bytes={b} rank={_rank()} t={time.monotonic_ns()}", _sync(sync))
 
 
 def ping() -> int:
-    """Round trip to the plugin: 0 in a joulestep step, NOT_IN_STEP outside."""
+    """Round trip to the plugin: 0 in a joulestep step, NOT_IN_STEP outside,
+    a negative errno when the socket does not answer."""
     return _conn.send("JS1 PING", True)
 
 
@@ -162,13 +195,15 @@ def phase(kind: str, label: str | None = None, *, nbytes: int | None = None,
     """`with phase("write", nbytes=n): ...` marks the block as a phase.
 
     The yielded dict may be updated (`p["nbytes"] = n`) when the size is only
-    known inside the block."""
+    known inside the block.  The body always runs; the end marker is sent
+    when the begin was recorded (returned 0)."""
     info = {"nbytes": nbytes}
-    begin(kind, label, sync=sync)
+    rc = begin(kind, label, sync=sync)
     try:
         yield info
     finally:
-        end(info["nbytes"], sync=sync)
+        if rc == 0:
+            end(info["nbytes"], sync=sync)
 
 
 class _CallableModule(types.ModuleType):

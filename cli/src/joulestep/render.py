@@ -66,10 +66,22 @@ def _incarnation_lines(runs: list, utc: bool) -> list[str]:
     return out
 
 
+#: the job's headline, by its energy_basis (jobsummary.py)
+_ENERGY_HEAD = {"estimated": "Energy (estimated: shared node) ",
+                "whole package": "Energy (whole packages of a shared node, not the "
+                                 "job's alone) "}
+
+
 def _shared_lines(steps: list) -> list[str]:
-    """The attributed figures of steps that shared their packages."""
+    """The attributed figures of steps that shared their packages, and the
+    whole packages' figures of steps whose neighbours are not known."""
     out = []
     for st in steps:
+        if st.get("energy_basis") == "whole package":
+            out += _wrap(f"Shared node, step {st['step_id']} on {st['node']}: whole "
+                         f"package figure, {_j(st['energy_total_j'])} "
+                         f"({st['package_cpus']} were the job's; the other jobs on "
+                         "it are not in the store): not this job's energy alone")
         if st.get("energy_basis") == "estimated":
             out += _wrap(f"Shared node, step {st['step_id']} on {st['node']}: estimated "
                          f"{_j(st['estimated_energy_total_j'])} (CPU "
@@ -80,6 +92,21 @@ def _shared_lines(steps: list) -> list[str]:
 
 
 def job_text(s: dict, utc: bool = False) -> str:
+    """`joulestep job`'s text: the job's header and totals, its steps, their
+    phases, then the notes and caveats."""
+    lines = _job_head_lines(s, utc)
+    runs = s.get("incarnations") or []
+    if len(runs) > 1:
+        lines += _incarnation_lines(runs, utc)
+    lines.append("")
+    lines += _job_step_lines(s, len(runs) > 1)
+    lines += _job_phase_lines(s)
+    lines += _job_note_lines(s)
+    return "\n".join(lines) + "\n"
+
+
+def _job_head_lines(s: dict, utc: bool) -> list[str]:
+    """The job, its totals, and what they include or leave out."""
     j, site, t = s["job"], s["site"], s["totals"]
     cur = site["currency"]
     tags = " ".join(f"{k}={v}" for k, v in j["tags"].items())
@@ -92,8 +119,7 @@ def job_text(s: dict, utc: bool = False) -> str:
          f"First seen {local_time(j['first_seen'], utc)}")
         + (f"; tags: {tags}" if tags else ""),
         "",
-        ("Energy (estimated: shared node) " if t.get("energy_basis") == "estimated"
-         else "Energy ")
+        _ENERGY_HEAD.get(t.get("energy_basis"), "Energy ")
         + f"{_j(t['energy_total_j'])} (CPU {_j(t['energy_cpu_j'])}, "
         + (f"DRAM {_j(t['energy_dram_j'])}" if not t.get("dram_not_measured")
            else "DRAM not measured")
@@ -123,15 +149,16 @@ def job_text(s: dict, utc: bool = False) -> str:
                                       if st.get("saving_note"))) or \
             "no fitted power model; see `joulestep model dvfs --save`"
         lines += _wrap(f"Saving vs original clock: not estimated ({why})")
-    runs = s.get("incarnations") or []
-    if len(runs) > 1:
-        lines += _incarnation_lines(runs, utc)
-    lines.append("")
-    rows = []
+    return lines
+
+
+def _job_step_lines(s: dict, requeued: bool) -> list[str]:
+    """The steps' table and the lines about single steps."""
+    rows, lines = [], []
     for st in s["steps"]:
         name = st["step_id"] if not st["het_component"] else \
             f"{st['step_id']}+{st['het_component']}"
-        if len(runs) > 1:       # which run of the requeued job
+        if requeued:       # which run of the requeued job
             name += f"#{st['incarnation']}"
         rows.append([name, st["node"], st["policy"] or "-",
                      fmt(st["duration_s"], "s"), fmt(st["energy_cpu_j"], "J"),
@@ -169,6 +196,12 @@ def job_text(s: dict, utc: bool = False) -> str:
     if any(st.get("dram_not_measured") for st in s["steps"]):
         lines.append("(n/m: DRAM not measured, no dram zone on the node; TOTAL is "
                      "the CPU's)")
+    return lines
+
+
+def _job_phase_lines(s: dict) -> list[str]:
+    """A table of each step's phases, and the phases shown without energy."""
+    lines = []
     for st in s["steps"]:
         if not st["phases"]:
             continue
@@ -179,13 +212,14 @@ def job_text(s: dict, utc: bool = False) -> str:
                 f":{p['label']}" if p["label"] else "")
             rows.append([str(p["seq"]), kind, fmt(p["duration_s"], "s"),
                          fmt(p["energy_cpu_j"], "J"), _dram(st, p["energy_dram_j"]),
-                         fmt(p["bytes"], "B"),
+                         fmt(p["energy_total_j"], "J"),
                          fmt(None if p["gib_per_s"] is None else p["gib_per_s"] * 2**30,
                              "B/s"),
                          fmt(p["j_per_gib"], "J"), num(p["freq_mhz"]), _saving(p)])
-        # 80 columns with units in the cells: a phase's power is in JSON
-        # and CSV (avg_power_w)
-        lines.append(table(["SEQ", "PHASE", "TIME", "CPU", "DRAM", "DATA", "RATE",
+        # 80 columns with units in the cells: a phase's power and its bytes
+        # (RATE x TIME) are in JSON and CSV (avg_power_w, bytes); RATE and
+        # J/GIB are of TOTAL's data
+        lines.append(table(["SEQ", "PHASE", "TIME", "CPU", "DRAM", "TOTAL", "RATE",
                             "J/GIB", "MHZ", "SAVING"], rows,
                            right={0, 2, 3, 4, 5, 6, 7, 8, 9}))
     hidden = [(st, p) for st in s["steps"] for p in st["phases"]
@@ -197,6 +231,12 @@ def job_text(s: dict, utc: bool = False) -> str:
             lines += _wrap(f"- step {st['step_id']} on {st['node']}: "
                            f"{_phase_name(p)} (seq {p['seq']}): {p['energy_note']}",
                            "  ")
+    return lines
+
+
+def _job_note_lines(s: dict) -> list[str]:
+    """Nested phases, the what-if, steps inside steps, caveats, the scope."""
+    lines = []
     lines += _nested_phase_notes(s["steps"])
     lines += _intensity_lines(s)
     if s.get("what_if"):
@@ -215,7 +255,9 @@ def job_text(s: dict, utc: bool = False) -> str:
             lines += _wrap(f"- {c}", "  ")
     lines += [""] + _wrap(s["scope_note"] + ". Per-phase kWh, CO2 and cost: "
                           "--format json or csv.")
-    return "\n".join(lines) + "\n"
+    return lines
+
+
 
 
 def _saving_legend(steps: list) -> list[str]:
@@ -295,8 +337,9 @@ def report_text(r: dict, utc: bool = False) -> str:
     lines = [
         f"Energy report by {r['by']}, {span}"
         + (f", cluster {r['cluster']}" if r["cluster"] else ""),
-        ("Total (estimated: shared nodes) " if t.get("energy_basis") == "estimated"
-         else "Total ")
+        {"estimated": "Total (estimated: shared nodes) ",
+         "whole package": "Total (whole packages of shared nodes on some steps) "}.get(
+            t.get("energy_basis"), "Total ")
         + f"{_j(t['energy_total_j'])} = {energy_text(t['kwh'])}, "
         f"{co2_text(t['co2_g'])} CO2, {money_text(t['cost'], r['currency'])}",
         f"Total includes {t['total_includes']}"
@@ -551,13 +594,13 @@ def hour_report_text(r: dict) -> str:
     lines = [f"Energy by hour of day ({r['hours_in']}), "
              f"{local_time(r['since'], False) or 'start'} .. "
              f"{local_time(r['until'], False) or 'now'}",
-             f"Total {num(t['energy_total_j'])} J = {energy_text(t['kwh'])}, "
+             f"Total {_j(t['energy_total_j'])} = {energy_text(t['kwh'])}, "
              f"{co2_text(t['co2_g'])} CO2, {money_text(t['cost'], cur)}", ""]
-    rows = [[g["key"], num(g["energy_total_j"]), f"{g['share_pct']:.1f}",
-             num_fixed(g["kwh"]), num(g["co2_g"]), num(g["co2_g_per_kwh"]),
+    rows = [[g["key"], fmt(g["energy_total_j"], "J"), f"{g['share_pct']:.1f}",
+             fmt(g["kwh"] * 1000, "Wh"), fmt(g["co2_g"], "g"), num(g["co2_g_per_kwh"]),
              f"{g['co2_covered_pct']:.0f}", money_cell(g["cost"])]
             for g in r["groups"]]
-    lines.append(table(["HOUR", "ENERGY_J", "SHARE%", "KWH", "CO2_G", "G/KWH",
+    lines.append(table(["HOUR", "ENERGY", "SHARE%", "WH", "CO2", "G/KWH",
                         "COVERED%", "COST_" + cur.upper()], rows,
                        right={1, 2, 3, 4, 5, 6, 7}))
     lines += [""] + _wrap("COVERED%: the share of the energy that imported "

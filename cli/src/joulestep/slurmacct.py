@@ -34,6 +34,8 @@ import shutil
 import subprocess
 import time
 
+from .store import read_slurm
+
 SACCT_FIELDS = ("JobIDRaw", "Cluster", "Submit", "Account", "Partition", "QOS",
                 "UID", "State", "End", "ElapsedRaw", "NNodes", "ExitCode",
                 "ConsumedEnergyRaw", "AdminComment")
@@ -389,22 +391,13 @@ class AcctResult:
         return ("joulestep: ingest: slurm accounting: " + "; ".join(msgs)) if msgs else None
 
 
-_STATS = ("SELECT s.job_pk, count(*), sum(s.counted_total_uj), sum(s.counted_cpu_uj), "
-          "sum(s.counted_dram_uj), sum(CASE WHEN s.counted_total_uj IS NULL THEN 0 "
-          "ELSE s.counted_duration_ns END), sum(CASE WHEN s.counted_total_uj IS NULL "
-          "THEN 1 ELSE 0 END) FROM steps s JOIN jobs j ON j.job_pk = s.job_pk "
-          "WHERE j.last_seen_ns >= ? GROUP BY s.job_pk")
-_POLICIES = ("SELECT DISTINCT s.job_pk, s.policy FROM steps s JOIN jobs j ON "
-             "j.job_pk = s.job_pk WHERE j.last_seen_ns >= ?")
-
-
 def summaries(conn, since_ns: int) -> dict:
     """{job_pk: summary text} of the jobs last seen at or after since_ns."""
     pols: dict = {}
-    for pk, pol in conn.execute(_POLICIES, (since_ns,)):
+    for pk, pol in read_slurm.job_policies(conn, since_ns):
         pols.setdefault(pk, []).append(pol)
     return {r[0]: format_summary(r[2], r[3], r[4], r[5], r[1], r[6], pols.get(r[0], ()))
-            for r in conn.execute(_STATS, (since_ns,))}
+            for r in read_slurm.job_stats(conn, since_ns)}
 
 
 def _scaled(v: int | None, unit: int) -> int | None:
@@ -466,10 +459,7 @@ def sync(conn, mode: str = "auto", admin_comment: bool = False,
     now_ns = time.time_ns() if now_ns is None else now_ns
     since = now_ns - int(lookback_days * 86400e9)
     texts = summaries(conn, since) if admin_comment else {}
-    jobs = conn.execute(
-        "SELECT job_pk, cluster, job_id, first_seen_ns, uid, sacct_ns, admin_comment, "
-        "slurm_state FROM jobs WHERE last_seen_ns >= ? ORDER BY last_seen_ns DESC",
-        (since,)).fetchall()
+    jobs = read_slurm.recent_jobs(conn, since)
     todo = [j[:7] for j in jobs if j[5] is None or not _ended_state(j[7])
             or (j[0] in texts and texts[j[0]] != j[6])]
     todo = todo[:MAX_JOBS]

@@ -15,18 +15,13 @@ total): the same steps, each joule once.
 """
 from __future__ import annotations
 
-_JOB = ("SELECT sacct_ns, slurm_state, slurm_exit_code, slurm_elapsed_ns, slurm_nnodes, "
-        "slurm_energy_uj FROM jobs WHERE job_pk = ?")
-_STEPS = ("SELECT step_id, state, exit_code, elapsed_ns, nnodes, energy_uj FROM "
-          "slurm_steps WHERE job_pk = ?")
 
-
-def for_job(conn, job_pk: int, steps: list[dict]) -> dict | None:
-    """The "slurm" part of job_summary; None when sacct never gave the job.
-    steps: job_summary's step dicts (step_id, het_component, inside_step,
+def for_job(row, step_rows, steps: list[dict]) -> dict | None:
+    """The "slurm" part of the job summary; None when sacct never gave the
+    job.  row, step_rows: store/read_jobs.py's slurm_job and slurm_steps.
+    steps: the summary's step dicts (step_id, het_component, inside_step,
     energy_total_j); each step dict of a step Slurm has gains
     ``energy_node_slurm_j`` (Slurm's figure for the whole step, all nodes)."""
-    row = conn.execute(_JOB, (job_pk,)).fetchone()
     if row is None or row[0] is None:
         return None
     _, state, exit_code, elapsed_ns, nnodes, energy_uj = row
@@ -36,7 +31,7 @@ def for_job(conn, job_pk: int, steps: list[dict]) -> dict | None:
             ours.setdefault(st["step_id"], []).append(st)
     out_steps, counted, why = [], 0, []
     for step_id, s_state, s_exit, s_elapsed, s_nnodes, s_energy in sorted(
-            conn.execute(_STEPS, (job_pk,)), key=lambda r: _order(r[0])):
+            step_rows, key=lambda r: _order(r[0])):
         s_elapsed, s_energy = _in(s_elapsed, 1e9), _in(s_energy, 1e6)
         mine = ours.get(step_id, [])
         rapl = [st.get("energy_total_j") for st in mine]

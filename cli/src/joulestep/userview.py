@@ -20,24 +20,21 @@ and shows users this view through a front end (docs/security.md).
 from __future__ import annotations
 
 import os
-from . import db
-
-DEFAULT_MIN_PHASE_NS = 10_000_000
-DEFAULT_RESOLUTION_UJ = 61
+from .store import db, engines
+from .store.userviews import DEFAULT_MIN_PHASE_NS, DEFAULT_RESOLUTION_UJ  # noqa: F401
 HIDDEN = "shorter than min_phase_ms"
 
 
 def is_admin(db_path, conn=None) -> bool:
     """Root, or someone who may write the store: the file for SQLite; for a
-    PostgreSQL URL, a role that may insert steps (readers get SELECT only,
+    PostgreSQL URL, a role that may insert steps (readers may only read,
     docs/admin-guide.md "Which engine, and per-node ingest")."""
     if os.geteuid() == 0:
         return True
     if db.is_url(db_path):
         if conn is None:
             return False
-        row = conn.execute("SELECT has_table_privilege('steps', 'INSERT')").fetchone()
-        return bool(row and row[0])
+        return engines.may_insert_steps(conn)
     try:
         return os.access(db_path, os.W_OK)
     except (TypeError, ValueError):
@@ -58,9 +55,10 @@ def rules(min_phase_ns, resolution_uj) -> tuple[int, int]:
 
 
 def step_row(r: tuple, dur_i: int, energy_i: tuple, counted_i: tuple,
-             minp: int, res: int) -> tuple:
+             minp: int, res: int, gpu_in_total: bool = False) -> tuple:
     """A steps row as a user sees it: energy_i = (cpu, dram, total) and
-    counted_i likewise, as column indices; totals are the rounded parts' sum."""
+    counted_i likewise, as column indices; totals are the rounded parts' sum,
+    the GPUs' part (the total's rest) rounded too when gpu_in_total."""
     r = list(r)
     shown = r[dur_i] >= minp
     for cols in (energy_i, counted_i):
@@ -68,10 +66,17 @@ def step_row(r: tuple, dur_i: int, energy_i: tuple, counted_i: tuple,
         if not shown or r[cpu] is None:
             r[cpu] = r[dram] = r[tot] = None
             continue
+        gpu = r[tot] - r[cpu] - (r[dram] or 0) if gpu_in_total and r[tot] is not None else 0
         r[cpu] = round_uj(r[cpu], res)
         r[dram] = round_uj(r[dram], res)
-        r[tot] = r[cpu] + (r[dram] or 0)
+        r[tot] = r[cpu] + (r[dram] or 0) + round_uj(gpu, res)
     return tuple(r)
+
+
+def gpu_uj(v, shown: bool, res: int):
+    """A GPU energy as a user sees it: rounded like RAPL's, none where the
+    step or phase is shorter than min_phase_ns (shown False)."""
+    return round_uj(v, res) if shown else None
 
 
 def phase_row(r: tuple, dur_i: int, cpu_i: int, dram_i: int, minp: int,

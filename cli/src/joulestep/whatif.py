@@ -31,7 +31,7 @@ import json
 
 from . import nesting
 from . import report as rep
-from .store import INACTIVE_POLICIES
+from .store import INACTIVE_POLICIES, read_jobs, read_report
 
 POLICIES = ("io-dvfs", "ckpt-dvfs", "tuned")
 DEFAULT_MIN_RATIO = 0.5
@@ -255,23 +255,11 @@ def _from_summary(s: dict) -> dict:
 # --------------------------------------------------------------------------
 # `joulestep report --what-if POLICY`
 
-_FLEET_COLS = (
-    "s.step_pk, s.job_pk, s.node_model, s.policy, s.freq_control, "
-    "coalesce(s.base_freq_khz, s.nominal_freq_khz), s.freq_min_ratio, p.seq, "
-    "p.kind, p.parent_seq, p.duration_ns, p.energy_cpu_uj, p.energy_dram_uj")
-
-
 def _fleet_steps(conn, by, since_ns, until_ns, cluster):
     """(group key, job_pk, step view) of every step in the period whose
     clock no policy changed and that has marked phases (own_parts)."""
-    gexpr, joins, args = rep.group_clause(by)
-    where, wargs = rep.window_conditions(since_ns, until_ns, cluster)
-    where.append("s.policy_active = 0")
-    sql = (f"SELECT {gexpr}, {_FLEET_COLS} FROM steps s {joins} "
-           f"JOIN phases p ON p.step_pk = s.step_pk WHERE {' AND '.join(where)} "
-           "ORDER BY s.step_pk, p.seq")
     cur = None
-    for row in conn.execute(sql, args + wargs):
+    for row in read_report.fleet_rows(conn, by, since_ns, until_ns, cluster):
         (g, spk, jpk, nm, pol, ctl, base, mr, seq, kind, parent, dur, cpu,
          dram) = row
         if cur is None or cur[0] != spk:
@@ -299,7 +287,7 @@ def fleet(conn, settings, policy: str, by: str = "user", since_ns=None,
         raise WhatIfError(f"--what-if {policy}: allowed {', '.join(POLICIES)}")
     if policy == "tuned" and tuned is None:
         raise WhatIfError(f"--what-if tuned: {NO_TUNED}")
-    models = rep.load_models(conn)
+    models = read_jobs.power_models(conn)
     groups: dict = {}
     every = []
     for g, jpk, st in _fleet_steps(conn, by, since_ns, until_ns, cluster):
@@ -321,7 +309,7 @@ def fleet(conn, settings, policy: str, by: str = "user", since_ns=None,
                      **allsum["totals"]}, settings)
     return {"what_if": policy, "estimate": True, "scope": settings.scope,
             "scope_note": settings.scope_note(), "by": by,
-            "since": rep._iso(since_ns), "until": rep._iso(until_ns),
+            "since": rep.iso(since_ns), "until": rep.iso(until_ns),
             "cluster": cluster, "currency": settings.currency,
             "co2_g_per_kwh": settings.co2_g_per_kwh,
             "price_per_kwh": settings.price_per_kwh,

@@ -4,7 +4,7 @@
  * status, opaque device handles, the same argument types), written here
  * from the public documentation. The GPUs live in a fakehw tree named by
  * $FAKEHW_GPU_ROOT (tests/fakehw/fakehw.py: gpu_create), one directory per
- * GPU whose `vendor` is "nvidia", and follow fakehw's GPU model (tests/fakehw/README.md, "GPUs"):
+ * GPU whose `vendor` is "nvidia", and follow fakehw's GPU model (sim/README.md, "GPUs"):
  *
  *   P(u, f) = idle_mw + (max_mw - idle_mw) * u * (f / max_mhz)^2
  *

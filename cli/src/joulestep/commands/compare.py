@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import click
 
-from ..cli import (Ctx, _emit_frames, _period, _where, period_options, query_options,
+from ..options import (Ctx, emit_frames, period, where_filter, period_options, query_options,
                    where_option)
 
 
@@ -47,10 +47,10 @@ def compare(c: Ctx, by, where, what, scaling, baseline, error_bound, since, unti
     enclosing measurement.  The papers, in full: docs/science.md.
     """
     from .. import studies
-    since_ns, until_ns = _period(since, until)
+    since_ns, until_ns = period(since, until)
     conn = c.connect()
     try:
-        r = studies.compare(conn, by, _where(where), what, scaling, baseline,
+        r = studies.compare(conn, by, where_filter(where), what, scaling, baseline,
                             since_ns, until_ns, c.settings().cluster,
                             error_bound=error_bound)
     except studies.StudyError as e:
@@ -90,6 +90,6 @@ def compare(c: Ctx, by, where, what, scaling, baseline, error_bound, since, unti
     if r["policy_saving"] is not None:
         parts.append(("policy_saving", r["policy_saving"], None,
                       f"policy vs {r['baseline']} ({r['baseline_clock']}):"))
-    _emit_frames(c, parts, {"what": r["what"], "by": by,
+    emit_frames(c, parts, {"what": r["what"], "by": by,
                             "baseline": r.get("baseline"),
                             "baseline_clock": r.get("baseline_clock")})

@@ -9,7 +9,7 @@ import pathlib
 
 import click
 
-from ..cli import _merge, db_options, emit, format_option
+from ..options import merge, db_options, emit, format_option
 
 
 @click.command()
@@ -47,7 +47,7 @@ def doctor(ctx, sysfs, write_test, libdir, node, plugstack, fmt, db=None,
     """
     from .. import doctor as dr
     from ..output import to_csv, to_json
-    c = _merge(ctx, {"fmt": fmt, "db": db, "config_path": config_path})
+    c = merge(ctx, {"fmt": fmt, "db": db, "config_path": config_path})
     if not pathlib.Path(sysfs).is_dir():
         raise click.BadParameter(f"{sysfs} is not a directory", param_hint="--sysfs")
     r = dr.diagnose(sysfs, write_test, libdir)

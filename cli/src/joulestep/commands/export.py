@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import click
 
-from ..cli import _merge, _period, db_options, period_options
-from ..spoolrun import run_ingest
+from ..options import merge, period, db_options, period_options
+from ..options import run_ingest
 
 
 @click.command()
@@ -32,11 +32,11 @@ def export(ctx, tables, efmt, output, since, until, ingest_first, **kw):
     """
     from .. import export as ex
     kw.pop("fmt", None)
-    c = _merge(ctx, kw)
+    c = merge(ctx, kw)
     if ingest_first:
         c.db = str(c.db_path(True))
         run_ingest(c, [], None, quiet=True)
-    since_ns, until_ns = _period(since, until)
+    since_ns, until_ns = period(since, until)
     conn = c.connect()
     try:
         files = ex.export(conn, tables, efmt, output, since_ns, until_ns)

@@ -9,7 +9,7 @@ import os
 
 import click
 
-from ..cli import _merge, db_options
+from ..options import merge, db_options
 
 
 @click.command()
@@ -53,7 +53,7 @@ def exporter(ctx, host, port, refresh, labels, settle_hours, reload_hours,
     """
     from .. import exporter as ex
     kw.pop("fmt", None)
-    c = _merge(ctx, kw)
+    c = merge(ctx, kw)
     s = c.settings()
     try:
         keep = ex.parse_labels(labels)

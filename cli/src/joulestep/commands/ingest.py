@@ -9,8 +9,8 @@ from __future__ import annotations
 import click
 
 from .. import config, store
-from ..cli import Ctx, _merge, db_options, emit, format_option
-from ..spoolrun import run_ingest
+from ..options import Ctx, merge, db_options, emit, format_option
+from ..options import run_ingest
 
 
 @click.command()
@@ -51,7 +51,7 @@ def ingest(ctx, spool, quarantine_dir, batch, gap_hours, sacct_mode, sacct_days,
     windows (first seen .. step end) overlap or are less than the job gap
     apart are one job; farther apart, the ID was recycled (docs/cli.md).
     """
-    c = _merge(ctx, kw)
+    c = merge(ctx, kw)
     res = run_ingest(c, spool, quarantine_dir, batch=batch, gap_hours=gap_hours)
     acct = _slurm_acct(c, sacct_mode, sacct_days, admin_comment)
     from ..output import to_csv, to_json

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import click
 
-from ..cli import _merge, db_options, emit, format_option
+from ..options import db_options, emit, format_option, merge
 
 
 @click.group()
@@ -49,7 +49,7 @@ def import_(ctx, file, zone, what, layout, replace, fmt, **kw):
     zone = zone.strip()
     if not zone:
         raise click.BadParameter("an empty zone name", param_hint="--zone")
-    c = _merge(ctx, kw)
+    c = merge(ctx, kw)
     try:
         with open(file, encoding="utf-8", newline="") as fh:
             text = fh.read()
@@ -86,8 +86,8 @@ def import_(ctx, file, zone, what, layout, replace, fmt, **kw):
 
 
 def _iv(t) -> str:
-    from ..intensity_files import _iso
-    return f"{_iso(t[0])} .. {_iso(t[1])} = {t[2]:g}"
+    from ..intensity_files import iso_z
+    return f"{iso_z(t[0])} .. {iso_z(t[1])} = {t[2]:g}"
 
 
 @intensity.command("list")
@@ -96,13 +96,13 @@ def _iv(t) -> str:
 @click.pass_context
 def list_(ctx, **kw):
     """The imported values per zone and kind: rows, first and last time."""
-    from ..intensity_files import _iso
+    from ..intensity_files import iso_z
     from ..output import to_csv, to_json
     from ..store import intensity as sto
-    c = _merge(ctx, kw)
+    c = merge(ctx, kw)
     conn = c.connect()
     try:
-        rows = [{"zone": z, "kind": k, "rows": n, "first": _iso(a), "last": _iso(b),
+        rows = [{"zone": z, "kind": k, "rows": n, "first": iso_z(a), "last": iso_z(b),
                  "sources": s} for z, k, n, a, b, s in sto.summary(conn)]
     finally:
         conn.close()

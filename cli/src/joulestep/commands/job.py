@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import click
 
-from ..cli import Ctx, _tuned, emit, query_options, tuned_option
+from ..options import Ctx, tuned_policy, emit, query_options, tuned_option
 
 
 @click.command()
@@ -37,7 +37,8 @@ def job(c: Ctx, jobid, cluster, first_seen, submit_ns, tuned_path, user_view,
     """After-job summary: energy, power, throughput, cost per step and phase.
 
     JOBID in Slurm's forms: 12345, 12345_7 (array task), 12345+1 (het job
-    component), 12345.0 or 12345.batch (a step: its job is shown).  An array
+    component), 12345.0 or 12345.batch (a step: its job is shown; a step
+    the job does not have is an error).  An array
     task or het component is looked up with sacct (its own job ID is the
     one the records carry).
 
@@ -52,30 +53,33 @@ def job(c: Ctx, jobid, cluster, first_seen, submit_ns, tuned_path, user_view,
     with its own energy but added to the job's total once (docs/cli.md,
     steps inside other steps); so is a phase inside another phase.  kWh,
     CO2 and cost cover CPU + DRAM (RAPL), or the whole node when the site
-    sets node_overhead_w or node_factor; the output says which.  Who cannot
+    sets node_overhead_w or node_factor, plus the GPUs' measured energy
+    where a total includes it: every figure on a line is of that line's
+    total, and the output says what it includes.  Who cannot
     write the database (not an admin) sees energies rounded to the
     counter's resolution and none for steps and phases shorter than
     min_phase_ms (docs/security.md, "Threat model: RAPL side channels").
     """
     from .. import jobid as jid
-    from .. import report as rep
+    from .. import jobsummary
+    from ..report import QueryError
     from ..userview import is_admin
     from ..output import to_csv, to_json
     s = c.settings()
     try:
-        jobid = jid.resolve(jid.parse(jobid), cluster or s.cluster)
+        ref = jid.parse(jobid)
+        jobid = jid.resolve(ref, cluster or s.cluster)
     except jid.JobIdError as e:
         raise click.ClickException(str(e)) from None
     first_seen = _first_seen(first_seen, submit_ns)
-    tuned = _tuned(tuned_path)
+    tuned = tuned_policy(tuned_path)
     conn = c.connect()
     try:
         pick = _pick_run(conn, jobid, cluster or s.cluster, first_seen)
         user_view = user_view or not is_admin(c.db_path(False), conn)
-        from .. import whatif
-        summary = rep.job_summary(conn, jobid, s, cluster or s.cluster, pick,
-                                  tuned, user_view=user_view, what_if=whatif.for_job)
-    except rep.QueryError as e:
+        summary = jobsummary.summary(conn, jobid, s, cluster or s.cluster, pick,
+                                     tuned, user_view=user_view, step=ref.step)
+    except QueryError as e:
         raise click.ClickException(str(e)) from None
     finally:
         conn.close()
@@ -85,7 +89,7 @@ def job(c: Ctx, jobid, cluster, first_seen, submit_ns, tuned_path, user_view,
     if c.fmt == "json":
         emit(to_json(summary))
     elif c.fmt == "csv":
-        emit(to_csv(rep.JOB_CSV_COLUMNS, rep.job_rows(summary)))
+        emit(to_csv(jobsummary.CSV_COLUMNS, jobsummary.csv_rows(summary)))
     else:
         from ..render import job_text
         emit(job_text(summary, utc=c.utc))
@@ -109,6 +113,7 @@ def _pick_run(conn, job_id: int, cluster, first_seen: str | None) -> int | None:
     (report.parse_time), matched to the run of job_id first seen in that
     second (`job` shows first_seen to the second)."""
     from .. import report as rep
+    from ..store import read_jobs
     if first_seen is None:
         return None
     if first_seen.isascii() and first_seen.isdigit():
@@ -117,15 +122,11 @@ def _pick_run(conn, job_id: int, cluster, first_seen: str | None) -> int | None:
         t = rep.parse_time(first_seen)
     except rep.QueryError as e:
         raise click.BadParameter(str(e), param_hint="--first-seen") from None
-    q, args = "SELECT DISTINCT first_seen_ns FROM jobs WHERE job_id = ?", [job_id]
-    if cluster:
-        q += " AND cluster = ?"
-        args.append(cluster)
-    runs = sorted(r[0] for r in conn.execute(q, args))
+    runs = read_jobs.first_seen_runs(conn, job_id, cluster)
     hits = [ns for ns in runs if t <= ns < t + 10**9]
     if len(hits) == 1:
         return hits[0]
-    known = ", ".join(f"{rep._iso(ns)} ({ns} ns)" for ns in runs) or "none"
+    known = ", ".join(f"{rep.iso(ns)} ({ns} ns)" for ns in runs) or "none"
     if not hits:
         raise click.ClickException(f"job {job_id} has no run first seen at "
                                    f"{first_seen}; known: {known}")

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import click
 
-from ..cli import Ctx, _period, emit, query_options
+from ..options import Ctx, period, emit, query_options
 
 
 def _caller() -> str:
@@ -47,7 +47,7 @@ def jobs(c: Ctx, users, since, until, state, cluster):
     s = c.settings()
     if since is None:
         since = f"{jl.DEFAULT_DAYS}d"
-    since_ns, until_ns = _period(since, until)
+    since_ns, until_ns = period(since, until)
     cluster = cluster or s.cluster
     conn = c.connect()
     try:
@@ -73,7 +73,8 @@ def _emit(c: Ctx, rows: list[dict], currency: str):
     elif c.fmt == "csv":
         emit(to_csv(["cluster", "job_id", "user", "account", "partition",
                      "first_seen_ns", "first_seen", "steps", "energy_total_j",
-                     "energy_cpu_j", "energy_dram_j", "kwh", "co2_g", "cost"], rows))
+                     "energy_cpu_j", "energy_dram_j", "energy_gpu_j", "total_includes",
+                     "kwh", "co2_g", "cost"], rows))
     else:
         out = [[str(r["job_id"]), r["user"] or "(none)", r["account"] or "(none)",
                 r["partition"] or "(none)",

@@ -9,8 +9,8 @@ import os
 
 import click
 
-from .. import db
-from ..cli import (Ctx, _emit_frames, _period, _where, period_options, query_options,
+from ..store import db
+from ..options import (Ctx, emit_frames, period, where_filter, period_options, query_options,
                    where_option)
 
 
@@ -67,29 +67,59 @@ def damaris(c: Ctx, t_base, s_cores, s_nodes, p_idle, p_max, n_iter, fit_where,
     Prints the prediction per configuration, the model's pick, and the
     accuracy against recorded runs where there are any.
     """
-    import dataclasses
+    from .. import studies
+    fit = _damaris_fit(c, fit_where, idle_where, cores_column, n_iter, p_idle, p_max,
+                       (t_base, s_cores, s_nodes))
+    cal, sources = _damaris_calibration(fit, n_iter, t_base, s_cores, s_nodes,
+                                        p_idle, p_max)
+    measured = None
+    target = c.db_path(False)
+    if db.is_url(target) or os.path.exists(target):
+        conn = c.connect()
+        try:
+            measured = studies.measured_runs(conn, measured_by, where_filter(where),
+                                             cluster=c.settings().cluster)
+        finally:
+            conn.close()
+    try:
+        r = studies.model_damaris(cal, approaches, nodes, cores_per_node, measured)
+    except studies.StudyError as e:
+        raise click.ClickException(str(e)) from None
+    _damaris_emit(c, r, fit, cal, sources, nodes, cores_per_node)
 
-    from .. import models, studies
-    fit = None
+
+def _damaris_fit(c: Ctx, fit_where, idle_where, cores_column, n_iter, p_idle,
+                 p_max, given) -> dict | None:
+    """The calibration fitted from recorded runs (--fit-where), or None when
+    the options give it all."""
+    from .. import studies
     if fit_where:
         conn = c.connect()
         try:
-            fit = studies.fit_damaris(conn, _where(fit_where), _where(idle_where),
-                                      cores_column, n_iter, p_idle, p_max,
-                                      cluster=c.settings().cluster)
+            return studies.fit_damaris(conn, where_filter(fit_where),
+                                       where_filter(idle_where), cores_column, n_iter,
+                                       p_idle, p_max, cluster=c.settings().cluster)
         except studies.StudyError as e:
             raise click.ClickException(str(e)) from None
         finally:
             conn.close()
-    else:
-        if idle_where:
-            raise click.UsageError("--idle-where needs --fit-where")
-        missing = [n for n, v in (("--t-base", t_base), ("--s-cores", s_cores),
-                                  ("--s-nodes", s_nodes), ("--p-idle", p_idle),
-                                  ("--p-max", p_max)) if v is None]
-        if missing:
-            raise click.UsageError("calibration needs " + ", ".join(missing)
-                                   + " (or fit it from recorded runs with --fit-where)")
+    if idle_where:
+        raise click.UsageError("--idle-where needs --fit-where")
+    t_base, s_cores, s_nodes = given
+    missing = [n for n, v in (("--t-base", t_base), ("--s-cores", s_cores),
+                              ("--s-nodes", s_nodes), ("--p-idle", p_idle),
+                              ("--p-max", p_max)) if v is None]
+    if missing:
+        raise click.UsageError("calibration needs " + ", ".join(missing)
+                               + " (or fit it from recorded runs with --fit-where)")
+    return None
+
+
+def _damaris_calibration(fit, n_iter, t_base, s_cores, s_nodes, p_idle, p_max):
+    """(the calibration: the options over the fit, where each came from)."""
+    import dataclasses
+
+    from .. import models, studies
     try:
         given = {k: v for k, v in (
             ("t_base_s", t_base), ("p_idle_w", p_idle), ("p_max_w", p_max),
@@ -111,19 +141,11 @@ def damaris(c: Ctx, t_base, s_cores, s_nodes, p_idle, p_max, n_iter, fit_where,
                      ("s_nodes", "fitted"), ("p_max_w", f"fitted, {fit['p_max_from']}"),
                      ("p_idle_w", f"fitted, {fit['p_idle_from']}")):
             sources.setdefault(k, v)
-    measured = None
-    target = c.db_path(False)
-    if db.is_url(target) or os.path.exists(target):
-        conn = c.connect()
-        try:
-            measured = studies.measured_runs(conn, measured_by, _where(where),
-                                             cluster=c.settings().cluster)
-        finally:
-            conn.close()
-    try:
-        r = studies.model_damaris(cal, approaches, nodes, cores_per_node, measured)
-    except studies.StudyError as e:
-        raise click.ClickException(str(e)) from None
+    return cal, sources
+
+
+def _damaris_emit(c: Ctx, r: dict, fit, cal, sources, nodes, cores_per_node) -> None:
+    from .. import studies
     parts = [("prediction", r["prediction"],
               ["config", "compute_nodes", "io_nodes", "cores_per_node", "t_sim_s",
                "p_sim_w", "energy_j", "best"],
@@ -142,7 +164,7 @@ def damaris(c: Ctx, t_base, s_cores, s_nodes, p_idle, p_max, n_iter, fit_where,
             click.echo(frame_table(fit["runs"]))
             click.echo("\ncalibration:")
             click.echo(frame_table(calt) + "\n")
-    _emit_frames(c, parts, doc)
+    emit_frames(c, parts, doc)
     if c.fmt == "table":
         click.echo(f"The model picks {r['pick']}.")
 
@@ -173,10 +195,10 @@ def dvfs(c: Ctx, where, kind, level, max_slowdown, save_path, node_model, since,
     freq_khz tag (written by `joulestep tune`), or a fixed:R policy.
     """
     from .. import studies
-    since_ns, until_ns = _period(since, until)
+    since_ns, until_ns = period(since, until)
     conn = c.connect(write=bool(save_path))
     try:
-        fits = studies.model_dvfs(conn, _where(where), kind, level, max_slowdown,
+        fits = studies.model_dvfs(conn, where_filter(where), kind, level, max_slowdown,
                                   since_ns, until_ns, c.settings().cluster)
         policy = None
         if save_path:
@@ -186,7 +208,7 @@ def dvfs(c: Ctx, where, kind, level, max_slowdown, save_path, node_model, since,
     finally:
         conn.close()
     warnings = studies.dvfs_warnings(fits)
-    _emit_frames(c, [("fits", fits, ["node_model", "kind", "a", "b", "c", "sse",
+    emit_frames(c, [("fits", fits, ["node_model", "kind", "a", "b", "c", "sse",
                                      "rmse", "r2", "n", "rec_freq_khz", "rec_ratio",
                                      "energy_saving", "slowdown", "error"],
                       "P(f)/P(fmax) = a f^b + c (f in GHz):")],

@@ -8,14 +8,24 @@ from __future__ import annotations
 import click
 
 
-
 @click.group()
 def phase():
     """Mark phases of the running step (same protocol as joulestep-phase).
 
-    Outside a joulestep step (no JOULESTEP_SOCKET) they do nothing.  From
-    Python use the context manager: `with joulestep.phase("write"): ...`.
+    Outside a joulestep step (no JOULESTEP_SOCKET) they do nothing.  Like
+    every marker they never fail the job: a marker that is not recorded (a
+    stale socket, a refusal, a bad kind) says why on stderr and exits 0.
+    From Python use the context manager: `with joulestep.phase("write"): ...`.
     """
+
+
+def _done(rc: int, what: str) -> None:
+    if rc < 0:
+        import errno
+        import os
+        why = ("allowed [a-z0-9_-]{1,32}, label [A-Za-z0-9_.:+/-]{1,64}"
+               if what == "begin" and rc == -errno.EINVAL else os.strerror(-rc))
+        click.echo(f"joulestep phase {what}: not recorded: {why}", err=True)
 
 
 @phase.command("begin")
@@ -24,12 +34,7 @@ def phase():
 def phase_begin(kind, label):
     """Begin a phase of KIND ([a-z0-9_-]{1,32}) with an optional LABEL."""
     from .. import phase as ph
-    try:
-        ph.begin(kind, label, sync=True)
-    except ValueError as e:
-        raise click.BadParameter(str(e)) from None
-    except OSError as e:
-        raise click.ClickException(f"phase begin: {e}") from None
+    _done(ph.begin(kind, label, sync=True), "begin")
 
 
 @phase.command("end")
@@ -38,7 +43,4 @@ def phase_begin(kind, label):
 def phase_end(nbytes):
     """End this rank's innermost open phase."""
     from .. import phase as ph
-    try:
-        ph.end(nbytes, sync=True)
-    except OSError as e:
-        raise click.ClickException(f"phase end: {e}") from None
+    _done(ph.end(nbytes, sync=True), "end")

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import click
 
-from ..cli import Ctx, _period, _where, period_options, query_options, where_option
+from ..options import Ctx, period, where_filter, period_options, query_options, where_option
 
 
 @click.command()
@@ -38,9 +38,9 @@ def plot(c: Ctx, figure, output, by, where, kind, node_model, part, scaling,
     """
     from .. import models, studies
     from .. import plot as pl
-    since_ns, until_ns = _period(since, until)
+    since_ns, until_ns = period(since, until)
     conn = c.connect()
-    w = _where(where)
+    w = where_filter(where)
     try:
         if figure == "power":
             rows = studies.sweep_rows(conn, w + ([("node_model", node_model)]

@@ -9,7 +9,7 @@ import time
 
 import click
 
-from ..cli import Ctx, _emit_frames, emit, query_options
+from ..options import Ctx, emit, emit_frames, query_options
 
 _RATIOS_HELP = ("Allowed core-clock ratios of fmax, comma-separated, 1 included (default: "
                 "the file's, else 1,0.85,0.7,0.55).")
@@ -147,7 +147,7 @@ def show(c: Ctx, file, app, accounts, min_ratio, min_samples, bound_pct, ratios)
         emit("no runs tagged app=NAME in the store\n")
         return
     notes += [f"left out: {n} phase(s), {why}" for why, n in sorted(excluded.items())]
-    _emit_frames(c, [("kinds", head, None, f"auto policy, bound {s.bound_pct:g} %:"),
+    emit_frames(c, [("kinds", head, None, f"auto policy, bound {s.bound_pct:g} %:"),
                      ("ratios", per, ["app", "kind", "unit", "ratio", "samples", "energy_j",
                                       "time_s", "slowdown_pct", "slowdown_hi_pct", "status"],
                       "per ratio (energy and time per unit; slowdown "

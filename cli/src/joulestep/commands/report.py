@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import click
 
-from ..cli import Ctx, _period, _tuned, emit, query_options, tuned_option
+from ..options import Ctx, period, tuned_policy, emit, query_options, tuned_option
 
 
 @click.command()
@@ -42,9 +42,9 @@ def report(c: Ctx, since, until, by, top, cluster, what_if, tuned_path):
     """
     from .. import report as rep
     s = c.settings()
-    since_ns, until_ns = _period(since, until)
+    since_ns, until_ns = period(since, until)
     if what_if:
-        return _what_if_report(c, what_if, _tuned(tuned_path), by, top,
+        return _what_if_report(c, what_if, tuned_policy(tuned_path), by, top,
                                since_ns, until_ns, cluster or s.cluster)
     if by == "hour":
         return _hour_report(c, since_ns, until_ns, cluster or s.cluster)
@@ -61,9 +61,9 @@ def report(c: Ctx, since, until, by, top, cluster, what_if, tuned_path):
 
 def _hour_report(c: Ctx, since_ns, until_ns, cluster):
     from .. import gridfigures
-    from .. import report as rep
-    _, joins, jargs = rep.group_clause("user")
-    where, wargs = rep.window_conditions(since_ns, until_ns, cluster)
+    from ..store import read_report
+    _, joins, jargs = read_report.group_clause("user")
+    where, wargs = read_report.window_conditions(since_ns, until_ns, cluster)
     conn = c.connect()
     try:
         r = gridfigures.hour_report(conn, c.settings(), (joins, jargs, where, wargs),

@@ -4,6 +4,12 @@
 - records.py: the record schema (declared once) and the one checker;
 - ingest.py: batches, job identity, nesting, job totals, copies of a step;
 - spool.py: spool files, the quarantine, lost documents, ingesting paths.
+- db.py: the two engines behind one connection interface;
+- the read side, every query the CLI runs, rows and no figures:
+  read_jobs.py (one job; a user's jobs), read_report.py (a period's sums
+  per group), read_sharing.py (shared-node inputs and estimates),
+  read_frames.py (DataFrames, tables), read_exporter.py, read_slurm.py,
+  lost.py (lost records); schema.py: sql/schema.sql.
 
 The names callers use are re-exported here.
 """
@@ -11,7 +17,7 @@ from __future__ import annotations
 
 import sqlite3  # noqa: F401  (callers catch store.sqlite3 errors)
 
-from .. import db  # noqa: F401
+from . import db  # noqa: F401
 from .engines import (SQL_DIR, StoreError, connect, latest_version,  # noqa: F401
                       migrate, migrations, _pg_version)
 from .ingest import (BATCH_RECORDS, CONFLICT, IN_CHUNK, JOB_GAP_HOURS,  # noqa: F401

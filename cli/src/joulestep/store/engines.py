@@ -12,7 +12,7 @@ import os
 import sqlite3
 from typing import TYPE_CHECKING, Iterator
 
-from .. import db
+from . import db
 
 if TYPE_CHECKING:
     import pathlib
@@ -89,8 +89,7 @@ def _migrate_sqlite(conn: sqlite3.Connection) -> int:
     latest = latest_version()
     v = conn.execute("PRAGMA user_version").fetchone()[0]
     if v > latest:
-        raise StoreError(f"database schema version {v} is newer than this "
-                         f"joulestep understands ({latest}); upgrade joulestep")
+        raise newer_schema("", v)
     if v == latest:
         return v
     fk = conn.execute("PRAGMA foreign_keys").fetchone()[0]
@@ -136,6 +135,23 @@ def _pg_version(conn) -> int:
     return row[0] if row else 0
 
 
+def newer_schema(where: str, v: int) -> StoreError:
+    """The refusal of a store whose schema is newer than this joulestep
+    (another host's newer release migrated it): what to do, on one line.
+    Refused rather than read: an older release cannot know what a newer
+    migration changed (docs/admin-guide.md, "Upgrading")."""
+    return StoreError(
+        f"database {where + ' ' if where else ''}has schema version {v}, newer than this joulestep "
+        f"({latest_version()}): upgrade joulestep on this host to the release "
+        "that migrated it; until then records stay in the spool, untouched, "
+        "and the next ingest after the upgrade loads them (docs/admin-guide.md, "
+        "\"Upgrading\")")
+
+
+#: the migration that gave users' own PostgreSQL roles their views
+USER_VIEWS_VERSION = 17
+
+
 def _migrate_pg(conn) -> int:
     """The same migration files as SQLite, through db.pg_ddl, in one
     transaction under an advisory lock (ingesters on many nodes may open a
@@ -150,8 +166,7 @@ def _migrate_pg(conn) -> int:
             conn.execute("INSERT INTO joulestep_schema (version) VALUES (0)")
         v = _pg_version(conn)
         if v > latest:
-            raise StoreError(f"database schema version {v} is newer than this "
-                             f"joulestep understands ({latest}); upgrade joulestep")
+            raise newer_schema("", v)
         for num, path in migrations():
             if num <= v:
                 continue
@@ -168,6 +183,10 @@ def _migrate_pg(conn) -> int:
                         conn.execute(db.pg_ddl(stmt))
             if _pg_version(conn) != num:
                 raise StoreError(f"{path.name} did not set the version to {num}")
+        if latest >= USER_VIEWS_VERSION:
+            # users' own roles read views made from the tables as they are now
+            from . import userviews
+            userviews.refresh(conn)
         conn.execute("COMMIT")
     except BaseException:
         conn.execute("ROLLBACK")
@@ -175,11 +194,42 @@ def _migrate_pg(conn) -> int:
     return latest
 
 
+def _create_private(p: str, group: str | None) -> None:
+    """A new, empty SQLite file (a valid empty database): mode 0600, or
+    0640 and this group (docs/security.md, "Who sees which jobs (the store)"), whatever
+    the umask.  SQLite gives its journal the database's mode."""
+    gid = None
+    if group is not None:
+        import grp
+        try:
+            gid = grp.getgrnam(group).gr_gid
+        except KeyError:
+            raise StoreError(f"[paths] db_group: no group {group!r} on this "
+                             "host") from None
+    try:
+        fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC |
+                     os.O_NOFOLLOW, 0o600)
+    except FileExistsError:
+        return      # made meanwhile by another ingest: its mode stands
+    except OSError as e:
+        raise StoreError(f"cannot create {p}: {e.strerror}") from None
+    try:
+        if gid is not None:
+            os.fchown(fd, -1, gid)
+        os.fchmod(fd, 0o600 if gid is None else 0o640)
+    except OSError as e:
+        os.close(fd)
+        os.unlink(p)
+        raise StoreError(f"cannot give {p} group {group!r}: {e.strerror}") from None
+    os.close(fd)
+
+
 def connect(path: str | os.PathLike, *, write: bool = True,
-            create: bool = True):
+            create: bool = True, group: str | None = None):
     """Open (and if needed create and migrate) a joulestep database: a
     SQLite file, or a PostgreSQL database named by a ``postgresql://`` URL
-    (db.py: the one dialect seam).
+    (db.py: the one dialect seam).  A new SQLite file is created 0600, or
+    0640 with ``group`` (the config's ``[paths] db_group``).
 
     The connection is in autocommit mode (``isolation_level=None``); callers
     open their own transactions.  Foreign keys are on.
@@ -196,6 +246,7 @@ def connect(path: str | os.PathLike, *, write: bool = True,
             os.makedirs(parent, exist_ok=True)
         except OSError as e:
             raise StoreError(f"cannot create {parent}: {e.strerror}") from None
+        _create_private(p, group)
     can_write = p == ":memory:" or (os.access(p, os.W_OK) if os.path.exists(p) else True)
     try:
         if not can_write and write:
@@ -222,8 +273,7 @@ def connect(path: str | os.PathLike, *, write: bool = True,
             raise
     elif v > latest:
         conn.close()
-        raise StoreError(f"database {p} has schema version {v}, newer than "
-                         f"this joulestep ({latest}); upgrade joulestep")
+        raise newer_schema(p, v)
     else:
         try:   # prepared, not run: costs microseconds
             conn.execute("SELECT counted_total_uj FROM steps LIMIT 0")
@@ -246,11 +296,11 @@ def _connect_pg(url: str):
         raise StoreError(f"cannot open database {db.redact(url)}: "
                          f"{str(e).strip()}") from None
     try:
+        from . import userviews
+        userviews.search_path(conn)     # a user's own role: its views first
         v = _pg_version(conn)
         if v > latest_version():
-            raise StoreError(f"database {db.redact(url)} has schema version {v}, "
-                             f"newer than this joulestep ({latest_version()}); "
-                             "upgrade joulestep")
+            raise newer_schema(db.redact(url), v)
         if v < latest_version():
             migrate(conn)
     except StoreError:
@@ -262,3 +312,10 @@ def _connect_pg(url: str):
             from None
     return conn
 
+
+
+def may_insert_steps(conn) -> bool:
+    """Whether the PostgreSQL role of conn may insert steps (an admin's or
+    an ingester's; a reader's may not)."""
+    row = conn.execute("SELECT has_table_privilege('steps', 'INSERT')").fetchone()
+    return bool(row and row[0])

@@ -614,6 +614,8 @@ def ingest_records(conn, records: Iterable, batch: int = BATCH_RECORDS,
     res = IngestResult()
     ing = Ingester(conn, gap_ns)
     buf: list = []
+    from . import shares
+    since = shares.top(conn)
 
     def run(items):
         def body():
@@ -644,6 +646,7 @@ def ingest_records(conn, records: Iterable, batch: int = BATCH_RECORDS,
                 del buf[:batch]
         if buf:
             run(buf)
+    shares.refresh_after(conn, since)   # the users' roles' estimates
     return res
 
 

@@ -34,6 +34,14 @@ INACTIVE_POLICIES = frozenset(("monitor", "none", "off", "base", ""))
 #: ASCII only (\d would take any Unicode digit)
 STEP_ID = re.compile(r"\d+|batch|extern|interactive|[A-Za-z0-9_.+-]{1,64}", re.ASCII)
 _LO64, _HI64 = -(1 << 63), 1 << 63
+#: a phase kind: what the plugin accepts from a marker (spank/js_parse.c)
+PHASE_KIND = re.compile(r"[a-z0-9_-]{1,32}", re.ASCII)
+#: the longest step a record may hold: a year (no Slurm step runs longer; a
+#: clock set wrong does)
+MAX_STEP_NS = 366 * 86400 * 10 ** 9
+#: the most power one node's record may show, in W (an 8-GPU node draws
+#: about 10 kW): beyond it a figure is a broken counter or a forged record
+MAX_NODE_W = 100_000
 
 
 #: the default of a field worked out from others (a cross-field rule)
@@ -490,14 +498,18 @@ def _at(sec: str, name: str) -> int:
     "submit_time_ns", "first_seen_ns", "incarnation_ns"))
 _J_TAGS = _at("job", "tags")
 (_S_NODE, _S_START, _S_END, _S_DUR, _S_CPU, _S_DRAM, _S_TOTAL, _S_POLICY,
- _S_NODRAM) = (
+ _S_NODRAM, _S_GPU, _S_NODE_UJ, _S_INCL) = (
     _at("step", n) for n in ("node", "start_ns", "end_ns", "duration_ns",
                              "energy_cpu_uj", "energy_dram_uj", "energy_total_uj",
-                             "policy", "dram_not_measured"))
+                             "policy", "dram_not_measured", "energy_gpu_uj",
+                             "energy_node_uj", "total_includes"))
+_V_UNCERTAIN = _at("provenance", "wrap_uncertain")
 _Z_ID, _Z_UJ = _at("zones[]", "id"), _at("zones[]", "energy_uj")
-_G_UUID = _at("gpus[]", "uuid")
-(_P_SEQ, _P_PARENT, _P_START, _P_END) = (
-    _at("phases[]", n) for n in ("seq", "parent_seq", "start_ns", "end_ns"))
+_G_UUID, _G_UJ, _G_WHY = (_at("gpus[]", n) for n in ("uuid", "energy_uj", "reason"))
+_PG_UJ, _PG_WHY = (_at("phases[].gpus[]", n) for n in ("energy_uj", "reason"))
+(_P_SEQ, _P_PARENT, _P_START, _P_END, _P_KIND, _P_CPU, _P_DRAM, _P_GPU) = (
+    _at("phases[]", n) for n in ("seq", "parent_seq", "start_ns", "end_ns", "kind",
+                                 "energy_cpu_uj", "energy_dram_uj", "energy_gpu_uj"))
 
 #: columns of the rows a Parsed holds (jobs: after job_pk; steps: after
 #: step_pk, job_pk, node_pk; the children: after step_pk)
@@ -680,8 +692,9 @@ def digest(p: Parsed) -> str:
 
 
 def parse_record(rec) -> Parsed:
-    """Check a decoded record against SCHEMA; its rows, or RecordError
-    naming the first bad field by its path."""
+    """Check a decoded record against SCHEMA and the rules across fields
+    (:class:`_Step`); its rows, or RecordError naming the first bad field
+    by its path."""
     if type(rec) is not dict:
         raise RecordError("record: expected a JSON object")
     if rec.get("format") != RECORD_FORMAT:
@@ -697,21 +710,13 @@ def parse_record(rec) -> Parsed:
     sv = _values(_object(rec.get("step", _MISSING), "step"), _STEP, "step.")
     pv = _values(_object(rec.get("provenance"), "provenance", null=True), _PROV,
                  "provenance.")
+    ctx = _Step(sv, pv)
     start, end = sv[_S_START], sv[_S_END]
-    if end < start:
-        raise RecordError(f"step.end_ns: {end} is before start_ns {start}")
     if sv[_S_DUR] is None:
         sv[_S_DUR] = end - start
     cpu = sv[_S_CPU]
-    if sv[_S_NODRAM] is not None and sv[_S_DRAM] is not None:
-        raise RecordError("step.energy_dram_uj: must be null when "
-                          "step.dram_not_measured says why")
     if sv[_S_TOTAL] is None and cpu is not None:
-        total = cpu + (sv[_S_DRAM] or 0)
-        if total >= _HI64:
-            raise RecordError(f"step.energy_total_uj (cpu + dram): {total} does "
-                              "not fit in 64 bits")
-        sv[_S_TOTAL] = total
+        sv[_S_TOTAL] = cpu + (sv[_S_DRAM] or 0)     # < 2^63: checked by _Step
     job = (cluster, jv[0], min(jv[_J_FIRST], start), end) + _JOB_KEEP(jv)[1:]
     policy = sv[_S_POLICY]
     step = _STEP_KEEP(sv + pv) + (
@@ -720,17 +725,110 @@ def parse_record(rec) -> Parsed:
         # the incarnation (docs/design.md, "A requeued job's incarnations"):
         # not in the digest, which stays that of older ingests
         jv[_J_FIRST] if jv[_J_INC] is None else jv[_J_INC])
-    phases, ranks, pgpus = _phases(_list(rec.get("phases"), "phases"))
+    phases, ranks, pgpus = _phases(_list(rec.get("phases"), "phases"), ctx)
     p = Parsed(cluster, job, jv[_J_TAGS], sv[_S_NODE], step,
-               _zones(_list(rec.get("zones"), "zones")), phases, ranks,
-               gpus=_gpus(_list(rec.get("gpus"), "gpus")), phase_gpus=pgpus,
+               _zones(_list(rec.get("zones"), "zones"), ctx), phases, ranks,
+               gpus=_gpus(_list(rec.get("gpus"), "gpus"), ctx), phase_gpus=pgpus,
                packages=_packages(_list(rec.get("packages"), "packages")),
                exclusive=legacy)
     p.digest = digest(p)
     return p
 
 
-def _zones(zl: list) -> list:
+# ------------------------------------------------------- rules across fields
+
+class _Step:
+    """The step's rules across fields (docs/record-format.md, "Rules across
+    fields"), checked at construction, and what its parts are checked
+    against: its window, its energies and the most energy a node can have
+    used in it (MAX_NODE_W over the step, or over 1 s if shorter)."""
+    __slots__ = ("start", "end", "slack", "cpu", "dram", "gpu", "max_uj", "uncertain")
+
+    def __init__(self, sv: list, pv: list):
+        start, end, dur = sv[_S_START], sv[_S_END], sv[_S_DUR]
+        if end < start:
+            raise RecordError(f"step.end_ns: {end} is before start_ns {start}")
+        for path, ns in (("step.end_ns", end - start), ("step.duration_ns", dur)):
+            if ns is not None and ns > MAX_STEP_NS:
+                raise RecordError(f"{path}: the step lasts {ns / 86400e9:.0f} days; "
+                                  f"at most {MAX_STEP_NS // 86400_000_000_000} are "
+                                  "allowed (a clock set wrong?)")
+        self.start, self.end = start, end
+        # phase times are the monotonic clock moved to wall time at the
+        # step's start, its end the wall clock: NTP may slew the latter by
+        # up to 500 ppm over the step
+        self.slack = 10 ** 9 + (end - start) // 1000
+        self.max_uj = MAX_NODE_W * max(end - start, 10 ** 9) // 1000
+        self.cpu, self.dram, self.gpu = sv[_S_CPU], sv[_S_DRAM], sv[_S_GPU]
+        self.uncertain = bool(pv[_V_UNCERTAIN])
+        for name, i in (("energy_cpu_uj", _S_CPU), ("energy_dram_uj", _S_DRAM),
+                        ("energy_gpu_uj", _S_GPU), ("energy_node_uj", _S_NODE_UJ),
+                        ("energy_total_uj", _S_TOTAL)):
+            self.plausible(sv[i], f"step.{name}")
+        self._dram_reason(sv)
+        self._total(sv)
+
+    def plausible(self, uj, path: str) -> None:
+        if uj is not None and uj > self.max_uj:
+            secs = max(self.end - self.start, 1) / 1e9
+            raise RecordError(f"{path}: {uj} uJ in {secs:g} s is {uj / 1e6 / secs:.3g} W; "
+                              f"a node draws at most {MAX_NODE_W} W")
+
+    def _dram_reason(self, sv: list) -> None:
+        if sv[_S_NODRAM] is not None and sv[_S_DRAM] is not None:
+            raise RecordError("step.energy_dram_uj: must be null when "
+                              "step.dram_not_measured says why")
+        if sv[_S_DRAM] is None and sv[_S_NODRAM] is None and \
+                self.cpu is not None and not self.uncertain:
+            raise RecordError("step.energy_dram_uj: null without its reason: "
+                              "step.dram_not_measured (not measured) or "
+                              "provenance.wrap_uncertain (uncertain) says why")
+
+    def _total(self, sv: list) -> None:
+        total = sv[_S_TOTAL]
+        if total is None:
+            if self.cpu is not None and self.cpu + (self.dram or 0) >= _HI64:
+                raise RecordError(f"step.energy_total_uj (cpu + dram): "
+                                  f"{self.cpu + self.dram} does not fit in 64 bits")
+            return
+        parts = {"cpu": self.cpu, "dram": self.dram, "gpu": self.gpu}
+        held = (sv[_S_INCL] or "cpu+dram").split("+")
+        sum_uj = sum(parts.get(k) or 0 for k in held)
+        if sum_uj > total:
+            raise RecordError(f"step.energy_total_uj: {total} uJ is less than its "
+                              f"parts ({'+'.join(held)}: {sum_uj} uJ)")
+
+    def phase(self, v: list, w: str) -> None:
+        """A phase lies in the step's window and holds no more energy than
+        the step; its kind is one the plugin accepts; a null DRAM says why
+        (the step's DRAM is null, or the phase has no energy at all)."""
+        if not PHASE_KIND.fullmatch(v[_P_KIND]):
+            raise RecordError(f"{w}.kind: {_shown(v[_P_KIND])} is not a phase kind "
+                              "(allowed [a-z0-9_-]{1,32})")
+        for name, i in (("start_ns", _P_START), ("end_ns", _P_END)):
+            t = v[i]
+            if t < self.start - self.slack or t > self.end + self.slack:
+                raise RecordError(f"{w}.{name}: {t} is outside the step's window "
+                                  f"[{self.start}, {self.end}]")
+        for name, i, step_uj in (("energy_cpu_uj", _P_CPU, self.cpu),
+                                 ("energy_dram_uj", _P_DRAM, self.dram),
+                                 ("energy_gpu_uj", _P_GPU, self.gpu)):
+            if v[i] is not None and step_uj is not None and v[i] > step_uj:
+                raise RecordError(f"{w}.{name}: {v[i]} uJ is more than the step's "
+                                  f"{step_uj} uJ")
+            self.plausible(v[i], f"{w}.{name}")
+        if v[_P_DRAM] is None and v[_P_CPU] is not None and self.dram is not None:
+            raise RecordError(f"{w}.energy_dram_uj: null without its reason (the "
+                              "step's DRAM is measured and the phase's CPU is)")
+
+    def gpu_reason(self, uj, why, w: str) -> None:
+        if uj is None and why is None:
+            raise RecordError(f"{w}.reason: null, but energy_uj is null too: "
+                              "a GPU without energy says why")
+        self.plausible(uj, f"{w}.energy_uj")
+
+
+def _zones(zl: list, ctx: _Step) -> list:
     rows, seen = [], set()
     for i, z in enumerate(zl):
         w = f"zones[{i}]"
@@ -739,6 +837,7 @@ def _zones(zl: list) -> list:
         if v[_Z_ID] in seen:
             raise RecordError(f"{w}.id: zone {v[_Z_ID]!r} appears twice")
         seen.add(v[_Z_ID])
+        ctx.plausible(v[_Z_UJ], f"{w}.energy_uj")
         # null: the zone's counter went back or vanished (zones[].uncertain):
         # no step_zones row, rather than a wrong number
         if v[_Z_UJ] is not None:
@@ -746,7 +845,7 @@ def _zones(zl: list) -> list:
     return rows
 
 
-def _gpus(gl: list) -> list:
+def _gpus(gl: list, ctx: _Step) -> list:
     rows, seen = [], set()
     for i, g in enumerate(gl):
         w = f"gpus[{i}]"
@@ -754,6 +853,7 @@ def _gpus(gl: list) -> list:
         if v[_G_UUID] in seen:
             raise RecordError(f"{w}.uuid: GPU {v[_G_UUID]!r} appears twice")
         seen.add(v[_G_UUID])
+        ctx.gpu_reason(v[_G_UJ], v[_G_WHY], w)
         rows.append(tuple(v))  # a null energy keeps its row: the reason
     return rows
 
@@ -775,7 +875,7 @@ def _packages(pl: list) -> list:
     return rows
 
 
-def _phase_gpus(seq: int, gl: list, where: str) -> list:
+def _phase_gpus(seq: int, gl: list, where: str, ctx: _Step) -> list:
     out, seen = [], set()
     for j, g in enumerate(gl):
         w = f"{where}.gpus[{j}]"
@@ -783,11 +883,12 @@ def _phase_gpus(seq: int, gl: list, where: str) -> list:
         if v[0] in seen:
             raise RecordError(f"{w}.uuid: GPU {v[0]!r} appears twice")
         seen.add(v[0])
+        ctx.gpu_reason(v[_PG_UJ], v[_PG_WHY], w)
         out.append((seq,) + tuple(v))
     return out
 
 
-def _phases(pl: list) -> tuple[list, list, list]:
+def _phases(pl: list, ctx: _Step) -> tuple[list, list, list]:
     rows, ranks, gpus, seqs = [], [], [], set()
     for i, ph in enumerate(pl):
         w = f"phases[{i}]"
@@ -795,6 +896,7 @@ def _phases(pl: list) -> tuple[list, list, list]:
         if v[_P_END] < v[_P_START]:
             raise RecordError(f"{w}.end_ns: {v[_P_END]} is before start_ns "
                               f"{v[_P_START]}")
+        ctx.phase(v, w)
         seq = v[_P_SEQ]
         if seq in seqs:
             raise RecordError(f"{w}.seq: {seq} appears twice")
@@ -805,7 +907,7 @@ def _phases(pl: list) -> tuple[list, list, list]:
             ranks += _ranks(seq, _list(rl, f"{w}.ranks"), w)
         gl = ph.get("gpus")
         if gl:
-            gpus += _phase_gpus(seq, _list(gl, f"{w}.gpus"), w)
+            gpus += _phase_gpus(seq, _list(gl, f"{w}.gpus"), w, ctx)
     for i, r in enumerate(rows):
         if r[_P_PARENT] is not None and r[_P_PARENT] not in seqs:
             raise RecordError(f"phases[{i}].parent_seq: {r[_P_PARENT]} is not the "

@@ -113,6 +113,8 @@ def ingest_paths(conn, sources: Iterable[os.PathLike],
         conn, "SELECT path, size_bytes, mtime_ns FROM spool_files WHERE path IN ",
         [str(f) for f, _ in todo if _text_ok(str(f))])}
     lost_rows: list = []
+    from . import shares
+    since = shares.top(conn)
     with _no_gc():
         _ingest_loop(progress(todo) if progress else todo, known, run.res, [],
                      run.bad, run.commit, batch, lost_rows)
@@ -120,6 +122,7 @@ def ingest_paths(conn, sources: Iterable[os.PathLike],
         run.res.lost_records += insert_lost(conn, lost_rows)
     for path, root, reason in run.bad_later:
         run.bad(path, root, reason)
+    shares.refresh_after(conn, since)   # the users' roles' estimates
     return run.res
 
 

@@ -3,7 +3,7 @@
 1. checks the build products;
 2. picks the hardware: this host's RAPL counters when root can read them, else one
    fake RAPL/cpufreq tree per node in live mode, where a lowered clock costs time
-   (tests/fakehw/README.md, "Clock costs time");
+   (sim/README.md, "Clock costs time");
 3. starts munged, slurmctld and two slurmd with the freshly built plugin;
 4. runs a short version of each experiment of docs/experiments.md under monitor and
    under the matching DVFS policy: checkpointing (VELOC-like vs GenericIO-like,
@@ -31,9 +31,10 @@ import sys
 import time
 
 HERE = pathlib.Path(__file__).resolve().parent
-REPO = HERE.parent.parent
+REPO = HERE.parent
 BUILD = REPO / "build"
-sys.path.insert(0, str(HERE))
+# the cluster harness and the simulator's library, shared with the tests
+sys.path.insert(0, str(REPO / "tests" / "cluster"))
 sys.path.insert(0, str(REPO / "tests" / "fakehw"))
 
 import fakehw  # noqa: E402

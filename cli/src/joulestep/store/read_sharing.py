@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 
-from . import attribution as at
+from .. import attribution as at
 
 FIT_STEPS = 2000
 CHUNK = 500                  # ids per IN (...) list

@@ -1,0 +1,1 @@
+../../../cli/src/joulestep/phase.py
