@@ -158,7 +158,6 @@ CREATE TABLE "steps" (
     nnodes           INTEGER,
     cpus             TEXT,
     ncpus            INTEGER,
-    exclusive        INTEGER CHECK (exclusive IN (0, 1)),
     policy           TEXT,
     -- 1 when the policy may change the clock (not monitor/none/off/base):
     -- what `joulestep report` counts as policy adoption
