@@ -797,7 +797,8 @@ def tuned_file(js, repo, tmp_path_factory):
             job += 1
             p = 40.0 * (0.0133 * fr ** 3.379 + 0.7985)
             t = 10.0 * (alpha * 2.4 / fr + 1 - alpha)
-            ph = [recgen.phase(0, kind, 1, t, p * t, 0, freq_khz=int(round(fr * 1e6)))]
+            ph = [recgen.phase(0, kind, 1, t, p * t, 0, freq_khz=int(round(fr * 1e6)),
+                               t0=recgen.T0 + (job - 1) * recgen.S)]  # inside its step
             recgen.write(work / "spool", recgen.record(
                 job, "0", "node01", start_s=job, submit_s=job, dur_s=t + 2, cpu_j=p * t + 10,
                 dram_j=0, policy="monitor", tags={"sweep": "tuned"}, node_model="sweep-model-x",
