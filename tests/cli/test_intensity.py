@@ -371,3 +371,40 @@ def test_a_day_imported_later_corrects_past_reports(run, tmp_path, zoned):
     after = json.loads(run("report", "--format", "json").stdout)["totals"]
     assert after["co2_g"] == pytest.approx(3600 / KWH * 100)
     assert after["co2_method"] == "time-varying"
+
+
+def test_values_the_source_marked_estimated_are_shown(run, tmp_path, zoned):
+    """Electricity Maps marks 01:00-02:00 as estimated; a job 00:30-01:30
+    (7200 J at constant power) met it with half its energy: 50 % of its
+    CO2 figure rests on estimated values, in job, report and report --by
+    hour, in JSON, CSV and text.  The price, from a csv without the flag,
+    has none."""
+    head = "Datetime (UTC),Zone Id,Carbon Intensity gCO₂eq/kWh (direct),Data Source," \
+           "Data Estimated"
+    f = _csv(tmp_path / "DE.csv", ["2025-11-22 00:00:00,DE,100,entsoe.eu,false",
+                                   "2025-11-22 01:00:00,DE,500,entsoe.eu,true",
+                                   "2025-11-22 02:00:00,DE,200,entsoe.eu,false"],
+             header=head)
+    run("intensity", "import", f, "--zone", "Z", "--what", "co2", "--format", "emaps")
+    price = _csv(tmp_path / "price.csv", ["2025-11-22T00:00:00Z,0.10",
+                                          "2025-11-22T02:00:00Z,"])
+    run("intensity", "import", price, "--zone", "Z", "--what", "price")
+    rec = record(12, "0", start_s=1800, dur_s=3600, cpu_j=6000, dram_j=1200)
+    s = _job(run, tmp_path, rec)
+    for d in (s["totals"], s["steps"][0]):
+        assert d["co2_estimated_pct"] == pytest.approx(50)
+        assert d["price_estimated_pct"] == pytest.approx(0)
+    assert "50 % estimated" in run("job", "12").stdout
+    r = json.loads(run("report", "--format", "json").stdout)
+    assert r["groups"][0]["co2_estimated_pct"] == pytest.approx(50)
+    assert r["totals"]["co2_estimated_pct"] == pytest.approx(50)
+    assert "50 % estimated" in run("report").stdout
+    rows = run("report", "--format", "csv").stdout.splitlines()
+    head_cols = rows[0].split(",")
+    assert float(rows[1].split(",")[head_cols.index("co2_estimated_pct")]) == \
+        pytest.approx(50)
+    h = json.loads(run("--utc", "report", "--by", "hour", "--format", "json").stdout)
+    by = {g["key"]: g for g in h["groups"]}
+    assert by["00"]["co2_estimated_pct"] == pytest.approx(0)
+    assert by["01"]["co2_estimated_pct"] == pytest.approx(100)
+

@@ -116,8 +116,11 @@ def split(owner, start_ns, end_ns, energy_j, grid_ns: int) -> tuple:
 class Series:
     """The imported values of one zone and kind, in time order."""
 
-    def __init__(self, start_ns, end_ns, value, source):
+    def __init__(self, start_ns, end_ns, value, source, estimated=None):
         self.start = np.asarray(start_ns, dtype=np.int64)
+        # whether the source marked each value as estimated (not a measurement)
+        self.estimated = np.zeros(len(self.start), bool) if estimated is None else \
+            np.asarray(estimated, dtype=bool)
         self.end = np.asarray(end_ns, dtype=np.int64)
         self.value = np.asarray(value, dtype=float)
         ix: dict = {}
@@ -126,23 +129,27 @@ class Series:
         self.names = list(ix)
 
     def at(self, t_ns) -> tuple:
-        """(value, source index) at times t (NaN, -1 where none covers)."""
+        """(value, source index, estimated) at times t (NaN, -1, False where
+        none covers)."""
         t = np.asarray(t_ns, dtype=np.int64)
         i = np.searchsorted(self.start, t, side="right") - 1
         hit = (i >= 0) & (t < self.end[np.maximum(i, 0)]) if len(self.start) else \
             np.zeros(len(t), bool)
         j = np.maximum(i, 0)
         v = np.where(hit, self.value[j] if len(self.value) else np.nan, np.nan)
-        return v, np.where(hit, self.source[j] if len(self.source) else -1, -1)
+        return (v, np.where(hit, self.source[j] if len(self.source) else -1, -1),
+                hit & (self.estimated[j] if len(self.estimated) else False))
 
 
 def figures(owner, zone, cell, energy_j, series: dict, zones: list, kind: str,
             static: float, grid_ns: int, n_owners: int) -> dict:
     """Per owner: energy_j, covered_j, value_j (sum of energy x value over
-    the covered cells), sources (set of names), for one kind.  series:
+    the covered cells), estimated_j (the covered energy at values the
+    source marked estimated), sources (set of names), for one kind.  series:
     {(zone, kind): Series}; zone: index into zones per piece (-1: none)."""
     v = np.full(len(cell), np.nan)
     src = np.full(len(cell), -1, dtype=np.int64)
+    est = np.zeros(len(cell), bool)
     names: list = []
     zone = np.asarray(zone)
     for zi, z in enumerate(zones):
@@ -152,8 +159,8 @@ def figures(owner, zone, cell, energy_j, series: dict, zones: list, kind: str,
         m = zone == zi
         if not m.any():
             continue
-        vv, ss = s.at(cell[m] * grid_ns)
-        v[m] = vv
+        vv, ss, ee = s.at(cell[m] * grid_ns)
+        v[m], est[m] = vv, ee
         src[m] = np.where(ss >= 0, ss + len(names), -1)
         names += list(s.names)
     hit = ~np.isnan(v)
@@ -161,6 +168,7 @@ def figures(owner, zone, cell, energy_j, series: dict, zones: list, kind: str,
     e = np.bincount(owner, energy_j, minlength=n_owners)
     cov = np.bincount(owner[hit], energy_j[hit], minlength=n_owners)
     val = np.bincount(owner[hit], energy_j[hit] * v[hit], minlength=n_owners)
+    estj = np.bincount(owner[est], energy_j[est], minlength=n_owners)
     sources: list = [set() for _ in range(n_owners)]
     if hit.any():
         ns = max(len(names), 1)
@@ -168,13 +176,14 @@ def figures(owner, zone, cell, energy_j, series: dict, zones: list, kind: str,
                                       minlength=n_owners * ns))[0]
         for o, si in zip(*np.divmod(seen, ns)):
             sources[o].add(names[si])
-    return {"energy_j": e, "covered_j": cov, "value_j": val, "sources": sources,
-            "static": static}
+    return {"energy_j": e, "covered_j": cov, "value_j": val, "estimated_j": estj,
+            "sources": sources, "static": static}
 
 
 def average(f: dict, i: int) -> dict:
-    """The average value owner i's energy met, its method and coverage.
-    Energy not covered counts at the static factor."""
+    """The average value owner i's energy met, its method, coverage and
+    the share at values the source marked estimated.  Energy not covered
+    counts at the static factor."""
     e, cov, val = float(f["energy_j"][i]), float(f["covered_j"][i]), float(f["value_j"][i])
     share = cov / e if e > 0 else 0.0
     if e <= 0 or cov <= 0:
@@ -183,6 +192,7 @@ def average(f: dict, i: int) -> dict:
         avg = (val + f["static"] * (e - cov)) / e
     return {"per_kwh": avg, "method": TIME_VARYING if share > 0 else STATIC,
             "covered_pct": 100.0 * share,
+            "estimated_pct": 100.0 * float(f["estimated_j"][i]) / e if e > 0 else 0.0,
             "sources": "; ".join(sorted(f["sources"][i]))}
 
 
@@ -191,12 +201,14 @@ def combine(parts: list, static: float) -> dict:
     parts [(weight, average dict)]."""
     w = sum(p[0] for p in parts)
     if w <= 0:
-        return {"per_kwh": static, "method": STATIC, "covered_pct": 0.0, "sources": ""}
+        return {"per_kwh": static, "method": STATIC, "covered_pct": 0.0,
+                "estimated_pct": 0.0, "sources": ""}
     avg = sum(p[0] * p[1]["per_kwh"] for p in parts) / w
     share = sum(p[0] * p[1]["covered_pct"] for p in parts) / w
+    est = sum(p[0] * p[1]["estimated_pct"] for p in parts) / w
     srcs = sorted({s for p in parts for s in p[1]["sources"].split("; ") if s})
     return {"per_kwh": avg, "method": TIME_VARYING if share > 0 else STATIC,
-            "covered_pct": share, "sources": "; ".join(srcs)}
+            "covered_pct": share, "estimated_pct": est, "sources": "; ".join(srcs)}
 
 
 # --------------------------------------------------------------------------
@@ -247,7 +259,7 @@ def day_profile(s: Series | None, day_start: int, day_end: int, grid_ns: int,
     if s is None:
         return None
     cells = np.arange(day_start // grid_ns, -(-day_end // grid_ns), dtype=np.int64)
-    v, _ = s.at(cells * grid_ns)
+    v, _, _ = s.at(cells * grid_ns)
     lo = np.maximum(cells * grid_ns, day_start)
     hi = np.minimum((cells + 1) * grid_ns, day_end)
     w = (hi - lo).astype(float)

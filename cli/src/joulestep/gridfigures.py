@@ -25,7 +25,8 @@ def static_fields(settings, zone=None) -> dict:
     out = {"zone": zone}
     for k, v in statics(settings).items():
         out.update({f"{KIND_OF[k]}": v, f"{k}_method": "static",
-                    f"{k}_covered_pct": 0.0, f"{k}_sources": ""})
+                    f"{k}_covered_pct": 0.0, f"{k}_estimated_pct": 0.0,
+                    f"{k}_sources": ""})
     return out
 
 
@@ -34,7 +35,8 @@ def fields(avgs: dict, zone=None) -> dict:
     out = {"zone": zone}
     for k, a in avgs.items():
         out.update({KIND_OF[k]: a["per_kwh"], f"{k}_method": a["method"],
-                    f"{k}_covered_pct": a["covered_pct"], f"{k}_sources": a["sources"]})
+                    f"{k}_covered_pct": a["covered_pct"],
+                    f"{k}_estimated_pct": a["estimated_pct"], f"{k}_sources": a["sources"]})
     return out
 
 
@@ -56,8 +58,8 @@ class Loaded:
         from . import carbon
         self.zones = sorted({z for z in zones if z is not None})
         by: dict = {}
-        for z, k, a, b, v, src in rows:
-            by.setdefault((z, k), []).append((a, b, v, src))
+        for z, k, a, b, v, src, est in rows:
+            by.setdefault((z, k), []).append((a, b, v, src, est))
         self.series = {key: carbon.Series(*zip(*vals)) for key, vals in by.items()}
         bounds = np.array([x for vals in by.values() for r in vals for x in r[:2]],
                           dtype=np.int64)
@@ -220,10 +222,10 @@ def group_totals(groups: list, settings) -> dict:
     out = {"zone": None}
     for k, kind in KIND_OF.items():
         a = carbon.combine([(w, {"per_kwh": g[kind], "covered_pct": g[f"{k}_covered_pct"],
+                                 "estimated_pct": g[f"{k}_estimated_pct"],
                                  "sources": g[f"{k}_sources"]}) for w, g in parts],
                            statics(settings)[k])
-        out.update({kind: a["per_kwh"], f"{k}_method": a["method"],
-                    f"{k}_covered_pct": a["covered_pct"], f"{k}_sources": a["sources"]})
+        out.update(fields({k: a}))
     return out
 
 def for_groups(conn, settings, gexpr, joins, jargs, where, wargs,
@@ -345,9 +347,9 @@ def _iso(ns):
 
 
 HOUR_CSV_COLUMNS = ["key", "energy_total_j", "share_pct", "kwh", "co2_g", "cost",
-                    "scope", "co2_g_per_kwh", "co2_method", "co2_covered_pct",
+                    "scope", "co2_g_per_kwh", "co2_method", "co2_covered_pct", "co2_estimated_pct",
                     "co2_sources", "price_per_kwh", "price_method",
-                    "price_covered_pct", "price_sources"]
+                    "price_covered_pct", "price_estimated_pct", "price_sources"]
 
 
 # --------------------------------------------------------------------------

@@ -545,8 +545,8 @@ CSV_COLUMNS = [
     "freq_mhz", "kwh", "co2_g", "cost", "scope", "saving_j", "saving_pct",
     "saving_status", "inside_step", "counted", "counted_energy_total_j",
     "saving_basis", "saving_vs", "zone", "co2_g_per_kwh", "co2_method",
-    "co2_covered_pct", "co2_sources", "price_per_kwh", "price_method",
-    "price_covered_pct", "price_sources"]
+    "co2_covered_pct", "co2_estimated_pct", "co2_sources", "price_per_kwh", "price_method",
+    "price_covered_pct", "price_estimated_pct", "price_sources"]
 
 
 def csv_rows(summary: dict) -> list[dict]:

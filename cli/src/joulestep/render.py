@@ -519,6 +519,9 @@ def _figure_note(d: dict, k: str, unit: str, static: float | None = None) -> str
     if cov < 99.95:
         out += (", the rest at the static factor" if static is None
                 else f", the rest at the static {num(static)}")
+    est = d.get(f"{k}_estimated_pct") or 0.0
+    if est >= 0.05:
+        out += f"; {est:.0f} % estimated by the source"
     return out + f"; {d[f'{k}_sources']})"
 
 

@@ -460,5 +460,5 @@ REPORT_CSV_COLUMNS = [
     "energy_total_j", "total_includes", "dram_not_measured_steps", "gpu_steps",
     "gpu_not_measured_steps", "share_pct", "step_seconds", "avg_power_w", "kwh", "co2_g", "cost", "scope",
     "policy_steps_pct", "policy_energy_pct", "co2_g_per_kwh", "co2_method",
-    "co2_covered_pct", "co2_sources", "price_per_kwh", "price_method",
-    "price_covered_pct", "price_sources"]
+    "co2_covered_pct", "co2_estimated_pct", "co2_sources", "price_per_kwh", "price_method",
+    "price_covered_pct", "price_estimated_pct", "price_sources"]

@@ -118,12 +118,14 @@ def has_values(conn, kind: str | None = None):
 
 
 def series_rows(conn, zones, lo_ns=None, hi_ns=None) -> list:
-    """(zone, kind, start_ns, end_ns, value_per_kwh, source) of the zones,
+    """(zone, kind, start_ns, end_ns, value_per_kwh, source, estimated: 1
+    where the source marked the value estimated, else 0) of the zones,
     overlapping [lo, hi) when given, in time order."""
     zones = sorted(z for z in set(zones) if z is not None)
     if not zones:
         return []
-    q = ("SELECT zone, kind, start_ns, end_ns, value_per_kwh, source FROM "
+    q = ("SELECT zone, kind, start_ns, end_ns, value_per_kwh, source, "
+         "coalesce(estimated, 0) FROM "
          f"grid_intensity WHERE zone IN ({', '.join('?' * len(zones))})")
     args: list = list(zones)
     if lo_ns is not None:
