@@ -256,10 +256,10 @@ def for_groups(conn, settings, gexpr, joins, jargs, where, wargs,
     whole = [r for r in rows if r[3] == 0]
     cross = [r for r in rows if r[3] != 0]
     # steps within one cell: their counted energy, all in that cell
-    g, z, cells, _, ens = ([r[i] for r in whole] for i in range(5))
+    g, z, cells, _, hi, lo = ([r[i] for r in whole] for i in range(6))
     own = [kix[k] for k in g]
     zix = data.zone_index(z)
-    ens = np.asarray(ens, dtype=float) / 1e6
+    ens = _wide_j(hi, lo)
     if cross:
         o, z, c, e = _cross(conn, cross, kix, data)
         own, zix, cells, ens = (np.concatenate([own, o]), np.concatenate([zix, z]),
@@ -278,6 +278,14 @@ def for_groups(conn, settings, gexpr, joins, jargs, where, wargs,
     return {k: {kk: carbon.average(f[kk], i) for kk in f} for k, i in kix.items()}
 
 
+def _wide_j(hi, lo):
+    """Joules from wide sums' high and low 32 bits of µJ (store.read_report
+    wide_sum), as floats: exact to a part in 2**52, whatever the sum."""
+    import numpy as np
+    return (np.asarray(hi, dtype=float) * 4294967296.0 +
+            np.asarray(lo, dtype=float)) / 1e6
+
+
 def _cross(conn, cross: list, kix: dict, data: Loaded) -> tuple:
     """Pieces (group, zone, cell, energy) of the steps across cells, placed
     with their top-level phases; each step's pieces scaled to its counted
@@ -287,23 +295,23 @@ def _cross(conn, cross: list, kix: dict, data: Loaded) -> tuple:
     pks = [r[3] for r in cross]
     ix = {p: i for i, p in enumerate(pks)}
     top = [p for p in sto.phases_of(conn, pks) if p[2] is None]
-    own_e = np.array([np.nan if not r[5] else r[5] / 1e6 for r in cross])
+    own_e = np.array([np.nan if not r[6] else r[6] / 1e6 for r in cross])
     iv = carbon.step_intervals(
-        {"start_ns": [r[6] for r in cross], "end_ns": [r[7] for r in cross],
+        {"start_ns": [r[7] for r in cross], "end_ns": [r[8] for r in cross],
          "energy_j": own_e},
         {"step": [ix[p[0]] for p in top], "start_ns": [p[3] for p in top],
          "end_ns": [p[4] for p in top],
          "energy_j": [np.nan if p[5] is None else p[5] / 1e6 for p in top]})
     o, c, e = carbon.split(iv["owner"], iv["start_ns"], iv["end_ns"], iv["energy_j"],
                            data.grid_ns)
-    counted = np.array([r[4] / 1e6 for r in cross])
+    counted = _wide_j([r[4] for r in cross], [r[5] for r in cross])
     scale = np.divide(counted, own_e, out=np.zeros(len(cross)),
                       where=~np.isnan(own_e) & (own_e > 0))
     # a step without its own energy (counted only): its whole window
     lost = np.nonzero(np.isnan(own_e) | (own_e <= 0))[0]
     if len(lost):
-        o2, c2, e2 = carbon.split(lost, [cross[i][6] for i in lost],
-                                  [cross[i][7] for i in lost], counted[lost], data.grid_ns)
+        o2, c2, e2 = carbon.split(lost, [cross[i][7] for i in lost],
+                                  [cross[i][8] for i in lost], counted[lost], data.grid_ns)
         o, c = np.concatenate([o, o2]), np.concatenate([c, c2])
         e = np.concatenate([e * scale[o[:len(e)]], e2])
     else:

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import bisect
 
+from .read_report import wide_sum
+
 COLS = ("zone", "kind", "start_ns", "end_ns", "value_per_kwh", "source",
         "estimated", "file_name")
 
@@ -194,10 +196,12 @@ def spans_where(conn, settings, where: str, args) -> tuple[list, list]:
 def cell_sums(conn, settings, gexpr: str, joins: str, jargs: list, where: list,
               wargs: list, grid_ns: int) -> list:
     """The steps of a report window, one scan: (group, zone, cell, step_pk
-    or 0, counted µJ, own µJ, start_ns, end_ns).  Steps within one cell of
-    the grid are summed per (group, zone, cell) with step_pk 0 (their
-    energy all meets that cell's value); a step across cells is a row of
-    its own, placed with its phases (phases_of)."""
+    or 0, counted µJ's high and low 32 bits (wide_sum: a cell's sum never
+    overflows), own µJ, start_ns, end_ns).  Steps within one cell of the
+    grid are summed per (group, zone, cell) with step_pk 0 (their energy
+    all meets that cell's value); a step across cells is a row of its own
+    (own µJ, start and end are its own), placed with its phases
+    (phases_of)."""
     zexpr, zargs, nodes = zone_sql(settings)
     if nodes and "JOIN nodes n" not in joins:
         joins += " JOIN nodes n ON n.node_pk = s.node_pk"
@@ -208,8 +212,8 @@ def cell_sums(conn, settings, gexpr: str, joins: str, jargs: list, where: list,
     by = "c, g, sp" if not settings.zone_rules else "c, g, z, sp"
     q = (f"SELECT {gexpr} AS g, {zexpr} AS z, s.start_ns / {g} AS c, "
          f"CASE WHEN s.start_ns / {g} = (s.end_ns - 1) / {g} OR s.end_ns <= s.start_ns "
-         "THEN 0 ELSE s.step_pk END AS sp, sum(s.counted_total_uj), "
-         "sum(s.energy_total_uj), min(s.start_ns), max(s.end_ns) "
+         f"THEN 0 ELSE s.step_pk END AS sp, {wide_sum('s.counted_total_uj')}, "
+         "max(s.energy_total_uj), min(s.start_ns), max(s.end_ns) "
          f"FROM steps s {joins} WHERE {' AND '.join(cond)} GROUP BY {by}")
     return conn.execute(q, zargs + jargs + wargs).fetchall()
 
@@ -235,7 +239,7 @@ def job_cell_sums(conn, settings, gexpr: str, joins: str, jargs: list, where: li
     by = "c, g" if not settings.zone_rules else "c, g, z"
     rows = conn.execute(
         f"SELECT {gexpr} AS g, {zexpr} AS z, j.steps_first_start_ns / {g} AS c, 0, "
-        "sum(j.counted_total_uj), NULL, NULL, NULL FROM jobs j WHERE "
+        f"{wide_sum('j.counted_total_uj')}, NULL, NULL, NULL FROM jobs j WHERE "
         f"{' AND '.join(inside)} AND {one} GROUP BY {by}", zargs + iargs).fetchall()
     rest = (f"s.job_pk IN (SELECT j.job_pk FROM jobs j WHERE "
             f"j.steps_last_start_ns >= ? AND j.steps_first_start_ns < ? AND NOT "
