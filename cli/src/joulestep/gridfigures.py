@@ -253,21 +253,23 @@ def for_groups(conn, settings, gexpr, joins, jargs, where, wargs,
                              data.grid_ns)
     keys = sorted({r[0] for r in rows}, key=repr)
     kix = {k: i for i, k in enumerate(keys)}
-    whole = [r for r in rows if r[3] == 0]
-    cross = [r for r in rows if r[3] != 0]
-    # steps within one cell: their counted energy, all in that cell
-    g, z, cells, _, hi, lo = ([r[i] for r in whole] for i in range(6))
-    own = [kix[k] for k in g]
-    zix = data.zone_index(z)
-    ens = _wide_j(hi, lo)
-    if cross:
-        o, z, c, e = _cross(conn, cross, kix, data)
-        own, zix, cells, ens = (np.concatenate([own, o]), np.concatenate([zix, z]),
-                                np.concatenate([cells, c]), np.concatenate([ens, e]))
-    own = np.asarray(own, dtype=np.int64)
+    # columns (one transposition; tens of thousands of rows at a site)
+    g, z, cells, sp, hi, lo = list(zip(*rows))[:6] if rows else ([] for _ in range(6))
+    sp = np.asarray(sp, dtype=np.int64)
+    own = np.fromiter((kix[k] for k in g), dtype=np.int64, count=len(g))
+    zix = np.asarray(data.zone_index(z), dtype=np.int64)
     cells = np.asarray(cells, dtype=np.int64)
-    ens = np.asarray(ens, dtype=float)
-    zix = np.asarray(zix, dtype=np.int64)
+    # steps (and jobs) within one cell: their counted energy, all in that cell
+    ens = _wide_j(hi, lo)
+    across = np.nonzero(sp != 0)[0]
+    if len(across):
+        whole = sp == 0
+        o, zc, c, e = _cross(conn, [rows[i] for i in across], own[across],
+                             zix[across], data)
+        own, zix, cells, ens = (np.concatenate([own[whole], o]),
+                                np.concatenate([zix[whole], zc]),
+                                np.concatenate([cells[whole], c]),
+                                np.concatenate([ens[whole], e]))
     if by_hour:
         hours = carbon.local_hours(cells * data.grid_ns, utc)
         f = data.figures(hours, zix, cells, ens, 24, settings)
@@ -286,38 +288,37 @@ def _wide_j(hi, lo):
             np.asarray(lo, dtype=float)) / 1e6
 
 
-def _cross(conn, cross: list, kix: dict, data: Loaded) -> tuple:
-    """Pieces (group, zone, cell, energy) of the steps across cells, placed
+def _cross(conn, cross: list, grp, zix, data: Loaded) -> tuple:
+    """Pieces (group, zone, cell, energy) of the steps across cells (cross:
+    their cell_sums rows; grp, zix: their group and zone indexes), placed
     with their top-level phases; each step's pieces scaled to its counted
     energy (the profile is its own energy's)."""
     import numpy as np
     from . import carbon
-    pks = [r[3] for r in cross]
+    _, _, _, pks, hi, lo, own_uj, start, end = zip(*cross)
     ix = {p: i for i, p in enumerate(pks)}
-    top = [p for p in sto.phases_of(conn, pks) if p[2] is None]
-    own_e = np.array([np.nan if not r[6] else r[6] / 1e6 for r in cross])
+    own_e = np.array([np.nan if not u else u / 1e6 for u in own_uj])
+    ph = sto.phases_of(conn, pks, top_only=True)
+    p_pk, p_start, p_end, p_uj = zip(*ph) if ph else ((), (), (), ())
     iv = carbon.step_intervals(
-        {"start_ns": [r[7] for r in cross], "end_ns": [r[8] for r in cross],
-         "energy_j": own_e},
-        {"step": [ix[p[0]] for p in top], "start_ns": [p[3] for p in top],
-         "end_ns": [p[4] for p in top],
-         "energy_j": [np.nan if p[5] is None else p[5] / 1e6 for p in top]})
+        {"start_ns": start, "end_ns": end, "energy_j": own_e},
+        {"step": np.fromiter((ix[p] for p in p_pk), dtype=np.int64, count=len(p_pk)),
+         "start_ns": p_start, "end_ns": p_end,
+         "energy_j": np.array(p_uj, dtype=float) / 1e6})     # None: NaN
     o, c, e = carbon.split(iv["owner"], iv["start_ns"], iv["end_ns"], iv["energy_j"],
                            data.grid_ns)
-    counted = _wide_j([r[4] for r in cross], [r[5] for r in cross])
+    counted = _wide_j(hi, lo)
     scale = np.divide(counted, own_e, out=np.zeros(len(cross)),
                       where=~np.isnan(own_e) & (own_e > 0))
     # a step without its own energy (counted only): its whole window
     lost = np.nonzero(np.isnan(own_e) | (own_e <= 0))[0]
     if len(lost):
-        o2, c2, e2 = carbon.split(lost, [cross[i][7] for i in lost],
-                                  [cross[i][8] for i in lost], counted[lost], data.grid_ns)
+        o2, c2, e2 = carbon.split(lost, np.asarray(start)[lost], np.asarray(end)[lost],
+                                  counted[lost], data.grid_ns)
         o, c = np.concatenate([o, o2]), np.concatenate([c, c2])
         e = np.concatenate([e * scale[o[:len(e)]], e2])
     else:
         e = e * scale[o]
-    grp = np.array([kix[r[0]] for r in cross], dtype=np.int64)
-    zix = np.array(data.zone_index([r[1] for r in cross]), dtype=np.int64)
     return grp[o], zix[o], c, e
 
 

@@ -250,15 +250,18 @@ def job_cell_sums(conn, settings, gexpr: str, joins: str, jargs: list, where: li
                             wargs + [lo, hi] + iargs, grid_ns)
 
 
-def phases_of(conn, step_pks: list, chunk: int = 900) -> list:
+def phases_of(conn, step_pks, chunk: int = 900, top_only: bool = False) -> list:
     """(step_pk, seq, parent_seq, start_ns, end_ns, CPU + DRAM µJ or None)
-    of the steps' phases."""
+    of the steps' phases; top_only: (step_pk, start_ns, end_ns, µJ) of
+    their top-level phases."""
     out: list = []
     pks = sorted(step_pks)
+    cols = ("step_pk, start_ns, end_ns" if top_only else
+            "step_pk, seq, parent_seq, start_ns, end_ns")
     for i in range(0, len(pks), chunk):
         part = pks[i:i + chunk]
         out += conn.execute(
-            "SELECT step_pk, seq, parent_seq, start_ns, end_ns, energy_cpu_uj + "
-            "coalesce(energy_dram_uj, 0) FROM phases WHERE step_pk IN "
-            f"({', '.join('?' * len(part))})", part).fetchall()
+            f"SELECT {cols}, energy_cpu_uj + coalesce(energy_dram_uj, 0) FROM phases "
+            f"WHERE step_pk IN ({', '.join('?' * len(part))})"
+            + (" AND parent_seq IS NULL" if top_only else ""), part).fetchall()
     return out
