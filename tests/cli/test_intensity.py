@@ -408,3 +408,33 @@ def test_values_the_source_marked_estimated_are_shown(run, tmp_path, zoned):
     assert by["00"]["co2_estimated_pct"] == pytest.approx(0)
     assert by["01"]["co2_estimated_pct"] == pytest.approx(100)
 
+
+
+def test_the_grids_read_on_its_own_connection_gives_the_same_figures(run, db, tmp_path):
+    """report reads the cells on a second connection, in a thread: the
+    figures are those of one connection, and an error there (the store
+    gone when it opens it) reaches the caller."""
+    from joulestep import config, report, store
+    _two_hours(run, tmp_path)
+    sp = tmp_path / "spool"
+    recgen.write(sp, record(70, "0", start_s=1800, dur_s=3600, cpu_j=7200, dram_j=0))
+    run("ingest", sp)
+    settings = config.Settings(zone="Z")
+    conn = store.connect(db, write=False)
+    try:
+        two = report.report(conn, settings, "user")
+        conn.target = None                   # one connection: read in line
+        one = report.report(conn, settings, "user")
+    finally:
+        conn.close()
+    assert two == one
+    assert two["totals"]["co2_g"] == pytest.approx(3600 / KWH * 600)
+    if store.db.is_url(db):
+        return
+    conn = store.connect(db, write=False)
+    try:
+        conn.target = str(tmp_path / "gone.db")
+        with pytest.raises(store.StoreError, match="no database"):
+            report.report(conn, settings, "user")
+    finally:
+        conn.close()

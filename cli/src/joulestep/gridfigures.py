@@ -228,6 +228,13 @@ def group_totals(groups: list, settings) -> dict:
         out.update(fields({k: a}))
     return out
 
+def wanted(conn, settings) -> bool:
+    """Whether a report's figures can be time-varying: a zone is configured
+    and values were imported (readable by this role)."""
+    return (settings.zone is not None or bool(settings.zone_rules)) and \
+        sto.has_values(conn) is True
+
+
 def for_groups(conn, settings, gexpr, joins, jargs, where, wargs,
                since_ns, until_ns, utc: bool = False, by_hour: bool = False,
                by_job: bool = False, cluster=None):
@@ -237,8 +244,7 @@ def for_groups(conn, settings, gexpr, joins, jargs, where, wargs,
     utc), with the energy placed in each: {hour: (energy_j, averages)}.
     by_job: the groups are attributes of the job (store.intensity's
     job_cell_sums reads the jobs' totals where it can)."""
-    if not by_hour and (settings.zone is None and not settings.zone_rules
-                        or sto.has_values(conn) is not True):
+    if not by_hour and not wanted(conn, settings):
         return None         # no zone (every figure static), or no value
     import numpy as np
     from . import carbon
@@ -296,15 +302,18 @@ def _cross(conn, cross: list, grp, zix, data: Loaded) -> tuple:
     import numpy as np
     from . import carbon
     _, _, _, pks, hi, lo, own_uj, start, end = zip(*cross)
-    ix = {p: i for i, p in enumerate(pks)}
-    own_e = np.array([np.nan if not u else u / 1e6 for u in own_uj])
-    ph = sto.phases_of(conn, pks, top_only=True)
-    p_pk, p_start, p_end, p_uj = zip(*ph) if ph else ((), (), (), ())
+    own_e = np.array(own_uj, dtype=float) / 1e6          # None: NaN
+    own_e[own_e == 0] = np.nan
+    # the phases as one integer array (step_pk, start, end, µJ or -1)
+    ph = sto.top_phases(conn, pks)
+    pks = np.asarray(pks, dtype=np.int64)
+    order = np.argsort(pks)
+    p_e = ph[:, 3].astype(float) / 1e6
+    p_e[ph[:, 3] < 0] = np.nan
     iv = carbon.step_intervals(
         {"start_ns": start, "end_ns": end, "energy_j": own_e},
-        {"step": np.fromiter((ix[p] for p in p_pk), dtype=np.int64, count=len(p_pk)),
-         "start_ns": p_start, "end_ns": p_end,
-         "energy_j": np.array(p_uj, dtype=float) / 1e6})     # None: NaN
+        {"step": order[np.searchsorted(pks[order], ph[:, 0])], "start_ns": ph[:, 1],
+         "end_ns": ph[:, 2], "energy_j": p_e})
     o, c, e = carbon.split(iv["owner"], iv["start_ns"], iv["end_ns"], iv["energy_j"],
                            data.grid_ns)
     counted = _wide_j(hi, lo)

@@ -301,12 +301,13 @@ def report(conn, settings: Settings, by: str = "user",
     another (srun inside batch on one node) is not counted twice.  Load
     (read_report), then compute (_group_figures, _report_totals).
     """
+    grid_of = _grid_started(conn, settings, by, since_ns, until_ns, cluster)
     rows = read_report.group_rows(conn, by, since_ns, until_ns, cluster,
                                   settings.node_overhead_w is not None)
     shared = _shared_deltas(conn, by, since_ns, until_ns, cluster)
     rows = [_with_delta(r, shared.get(r[0])) for r in rows]
     no_dram, gpu = read_report.dram_gpu_counts(conn, by, since_ns, until_ns, cluster)
-    grid = _grid(conn, settings, by, since_ns, until_ns, cluster)
+    grid = grid_of()
     groups = _group_figures(rows, shared, no_dram, gpu, grid, settings)
     if by in ("node", "policy") or by.startswith("tag:"):
         # a job can span groups: count it once
@@ -324,6 +325,44 @@ def report(conn, settings: Settings, by: str = "user",
             "cluster": cluster, "currency": settings.currency,
             "scope": settings.scope, "scope_note": note,
             "totals": totals, "top": groups[:top], "groups": groups}
+
+
+def _grid_started(conn, settings: Settings, by: str, since_ns, until_ns, cluster):
+    """_grid, started: a function that gives its result.  With values to
+    place, _grid reads on a second connection to the same store, in a
+    thread, while the caller reads the report's own sums (each engine
+    works outside Python's lock: the two reads overlap on a second core;
+    docs/design.md, "CO2 and cost over time").  The figures are averages
+    per kWh, so the two reads' snapshots need not be one."""
+    if not gridfigures.wanted(conn, settings):
+        return lambda: None
+    target = getattr(conn, "target", None)
+    if target is None or target == ":memory:":
+        grid = _grid(conn, settings, by, since_ns, until_ns, cluster)
+        return lambda: grid
+    import threading
+    from . import store
+    box: dict = {}
+
+    def work():
+        try:
+            c2 = store.connect(target, write=False, create=False)
+            try:
+                box["grid"] = _grid(c2, settings, by, since_ns, until_ns, cluster)
+            finally:
+                c2.close()
+        except BaseException as e:       # raised in the caller, as if read there
+            box["error"] = e
+
+    t = threading.Thread(target=work, name="joulestep-grid", daemon=True)
+    t.start()
+
+    def result():
+        t.join()
+        if "error" in box:
+            raise box["error"]
+        return box["grid"]
+    return result
 
 
 def _grid(conn, settings: Settings, by: str, since_ns, until_ns, cluster):

@@ -59,6 +59,9 @@ class SqliteConnection(sqlite3.Connection):
     #: errors after which a whole transaction may simply be run again
     RetryError = ()
     Error = sqlite3.Error
+    #: what store.connect opened (a path): a second connection to the same
+    #: store opens it again (report.py's concurrent read of the grid's cells)
+    target = None
     _ins: dict
     _nulls: dict
 
@@ -206,6 +209,7 @@ class PgConnection:
     """psycopg 3 connection (autocommit: callers BEGIN/COMMIT themselves,
     as with sqlite3's isolation_level=None) taking ``?`` SQL."""
     dialect = POSTGRESQL
+    target = None           # the URL store.connect opened (SqliteConnection)
 
     def __init__(self, raw):
         import psycopg

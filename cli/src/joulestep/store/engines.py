@@ -282,6 +282,7 @@ def connect(path: str | os.PathLike, *, write: bool = True,
             raise StoreError(f"database {p} was made by a pre-release joulestep "
                              "(steps.counted_* missing): move it away and "
                              "ingest the spool again") from None
+    conn.target = p
     return conn
 
 
@@ -310,6 +311,7 @@ def _connect_pg(url: str):
         conn.close()
         raise StoreError(f"cannot migrate {db.redact(url)}: {str(e).strip()}") \
             from None
+    conn.target = url
     return conn
 
 

@@ -250,18 +250,36 @@ def job_cell_sums(conn, settings, gexpr: str, joins: str, jargs: list, where: li
                             wargs + [lo, hi] + iargs, grid_ns)
 
 
-def phases_of(conn, step_pks, chunk: int = 900, top_only: bool = False) -> list:
+def phases_of(conn, step_pks: list, chunk: int = 900) -> list:
     """(step_pk, seq, parent_seq, start_ns, end_ns, CPU + DRAM µJ or None)
-    of the steps' phases; top_only: (step_pk, start_ns, end_ns, µJ) of
-    their top-level phases."""
+    of the steps' phases."""
     out: list = []
     pks = sorted(step_pks)
-    cols = ("step_pk, start_ns, end_ns" if top_only else
-            "step_pk, seq, parent_seq, start_ns, end_ns")
     for i in range(0, len(pks), chunk):
         part = pks[i:i + chunk]
         out += conn.execute(
-            f"SELECT {cols}, energy_cpu_uj + coalesce(energy_dram_uj, 0) FROM phases "
-            f"WHERE step_pk IN ({', '.join('?' * len(part))})"
-            + (" AND parent_seq IS NULL" if top_only else ""), part).fetchall()
+            "SELECT step_pk, seq, parent_seq, start_ns, end_ns, energy_cpu_uj + "
+            "coalesce(energy_dram_uj, 0) FROM phases WHERE step_pk IN "
+            f"({', '.join('?' * len(part))})", part).fetchall()
     return out
+
+
+def top_phases(conn, step_pks, chunk: int = 900):
+    """The steps' top-level phases as one int64 array of rows (step_pk,
+    start_ns, end_ns, CPU + DRAM µJ or -1: not measured): what `report`
+    places, tens of thousands of steps' worth, without a Python object per
+    value."""
+    import itertools
+
+    import numpy as np
+    parts = []
+    pks = sorted(step_pks)
+    for i in range(0, len(pks), chunk):
+        part = pks[i:i + chunk]
+        rows = conn.execute(
+            "SELECT step_pk, start_ns, end_ns, coalesce(energy_cpu_uj + "
+            "coalesce(energy_dram_uj, 0), -1) FROM phases WHERE parent_seq IS NULL "
+            f"AND step_pk IN ({', '.join('?' * len(part))})", part).fetchall()
+        parts.append(np.fromiter(itertools.chain.from_iterable(rows), dtype=np.int64,
+                                 count=4 * len(rows)))
+    return (np.concatenate(parts) if parts else np.zeros(0, np.int64)).reshape(-1, 4)
