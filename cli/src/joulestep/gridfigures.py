@@ -8,6 +8,7 @@ here imports numpy (`joulestep job`'s start-up, docs/cli.md).
 from __future__ import annotations
 
 from .store import intensity as sto
+from .store import read_report
 from .store.read_intensity import UNREADABLE_NOTE
 
 KIND_OF = {"co2": "co2_g_per_kwh", "price": "price_per_kwh"}
@@ -228,6 +229,7 @@ def group_totals(groups: list, settings) -> dict:
         out.update(fields({k: a}))
     return out
 
+
 def wanted(conn, settings) -> bool:
     """Whether a report's figures can be time-varying: a zone is configured
     and values were imported (readable by this role)."""
@@ -266,7 +268,7 @@ def for_groups(conn, settings, gexpr, joins, jargs, where, wargs,
     zix = np.asarray(data.zone_index(z), dtype=np.int64)
     cells = np.asarray(cells, dtype=np.int64)
     # steps (and jobs) within one cell: their counted energy, all in that cell
-    ens = _wide_j(hi, lo)
+    ens = read_report.unwide_floats(hi, lo) / 1e6
     across = np.nonzero(sp != 0)[0]
     if len(across):
         whole = sp == 0
@@ -284,14 +286,6 @@ def for_groups(conn, settings, gexpr, joins, jargs, where, wargs,
                 for h in range(24) if f["co2"]["energy_j"][h] > 0}
     f = data.figures(own, zix, cells, ens, len(keys), settings)
     return {k: {kk: carbon.average(f[kk], i) for kk in f} for k, i in kix.items()}
-
-
-def _wide_j(hi, lo):
-    """Joules from wide sums' high and low 32 bits of µJ (store.read_report
-    wide_sum), as floats: exact to a part in 2**52, whatever the sum."""
-    import numpy as np
-    return (np.asarray(hi, dtype=float) * 4294967296.0 +
-            np.asarray(lo, dtype=float)) / 1e6
 
 
 def _cross(conn, cross: list, grp, zix, data: Loaded) -> tuple:
@@ -316,7 +310,7 @@ def _cross(conn, cross: list, grp, zix, data: Loaded) -> tuple:
          "end_ns": ph[:, 2], "energy_j": p_e})
     o, c, e = carbon.split(iv["owner"], iv["start_ns"], iv["end_ns"], iv["energy_j"],
                            data.grid_ns)
-    counted = _wide_j(hi, lo)
+    counted = read_report.unwide_floats(hi, lo) / 1e6
     scale = np.divide(counted, own_e, out=np.zeros(len(cross)),
                       where=~np.isnan(own_e) & (own_e > 0))
     # a step without its own energy (counted only): its whole window
@@ -365,8 +359,8 @@ def _iso(ns):
 
 
 HOUR_CSV_COLUMNS = ["key", "energy_total_j", "share_pct", "kwh", "co2_g", "cost",
-                    "scope", "co2_g_per_kwh", "co2_method", "co2_covered_pct", "co2_estimated_pct",
-                    "co2_sources", "price_per_kwh", "price_method",
+                    "scope", "co2_g_per_kwh", "co2_method", "co2_covered_pct",
+                    "co2_estimated_pct", "co2_sources", "price_per_kwh", "price_method",
                     "price_covered_pct", "price_estimated_pct", "price_sources"]
 
 

@@ -200,8 +200,8 @@ def cell_sums(conn, settings, gexpr: str, joins: str, jargs: list, where: list,
     overflows), own µJ, start_ns, end_ns).  Steps within one cell of the
     grid are summed per (group, zone, cell) with step_pk 0 (their energy
     all meets that cell's value); a step across cells is a row of its own
-    (own µJ, start and end are its own), placed with its phases
-    (phases_of)."""
+    (own µJ, start and end are its own), placed with its top-level phases
+    (top_phases)."""
     zexpr, zargs, nodes = zone_sql(settings)
     if nodes and "JOIN nodes n" not in joins:
         joins += " JOIN nodes n ON n.node_pk = s.node_pk"
@@ -248,20 +248,6 @@ def job_cell_sums(conn, settings, gexpr: str, joins: str, jargs: list, where: li
     hi = until_ns if until_ns is not None else 1 << 62
     return rows + cell_sums(conn, settings, gexpr, joins, jargs, where + [rest],
                             wargs + [lo, hi] + iargs, grid_ns)
-
-
-def phases_of(conn, step_pks: list, chunk: int = 900) -> list:
-    """(step_pk, seq, parent_seq, start_ns, end_ns, CPU + DRAM µJ or None)
-    of the steps' phases."""
-    out: list = []
-    pks = sorted(step_pks)
-    for i in range(0, len(pks), chunk):
-        part = pks[i:i + chunk]
-        out += conn.execute(
-            "SELECT step_pk, seq, parent_seq, start_ns, end_ns, energy_cpu_uj + "
-            "coalesce(energy_dram_uj, 0) FROM phases WHERE step_pk IN "
-            f"({', '.join('?' * len(part))})", part).fetchall()
-    return out
 
 
 def top_phases(conn, step_pks, chunk: int = 900):
